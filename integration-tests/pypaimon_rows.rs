@@ -1,0 +1,1 @@
+//! BinaryRow and bucket ids against pypaimon.

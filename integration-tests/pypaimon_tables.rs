@@ -1,0 +1,1 @@
+//! Tables written by lakejoin read by pypaimon and the other way round.

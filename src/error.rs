@@ -1,0 +1,160 @@
+//! The crate's one error type.
+//!
+//! Every error has a [`ErrorKind`] so callers can decide what to do with it: a `Data`
+//! error rejects one input record, a `Transient` error may be retried, `Config` and
+//! `Fatal` stop the process with a message.
+
+use std::fmt;
+
+/// What the caller should do about an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The configuration or a command-line argument is wrong; fix it and restart.
+    Config,
+    /// One input record (row, message, JSON line) is malformed; reject it, keep going.
+    Data,
+    /// A remote system failed in a way that may succeed on retry.
+    Transient,
+    /// Table files are corrupt or unsupported, or an invariant broke; stop.
+    Fatal,
+}
+
+/// Errors of lakejoin.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A configuration value or command-line argument is invalid.
+    #[error("{0}")]
+    Config(String),
+    /// An input value does not fit the table (wrong type, missing key, malformed JSON).
+    #[error("{0}")]
+    Data(String),
+    /// A table file is malformed or uses a feature lakejoin cannot read.
+    #[error("table format: {0}")]
+    Format(String),
+    /// A table does not exist where it was looked for.
+    #[error("table not found: {0}")]
+    TableNotFound(String),
+    /// `create` found a table already there.
+    #[error("table already exists: {0}")]
+    TableExists(String),
+    /// A snapshot id that the table does not have.
+    #[error("snapshot {id} of {table} does not exist")]
+    SnapshotNotFound { table: String, id: i64 },
+    /// Another writer kept winning the race for the next snapshot id.
+    #[error(
+        "commit to {table} failed after {attempts} attempts: other writers kept committing first"
+    )]
+    CommitRetriesExhausted { table: String, attempts: u32 },
+    /// An object-store request failed.
+    #[error("object store: {context}: {source}")]
+    Store {
+        context: String,
+        #[source]
+        source: object_store::Error,
+    },
+    /// Parquet encode/decode failed.
+    #[error("parquet: {context}: {source}")]
+    Parquet {
+        context: String,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// Arrow array construction or cast failed.
+    #[error("arrow: {context}: {source}")]
+    Arrow {
+        context: String,
+        #[source]
+        source: arrow::error::ArrowError,
+    },
+    /// Avro encode/decode failed.
+    #[error("avro: {context}: {source}")]
+    Avro {
+        context: String,
+        #[source]
+        source: Box<apache_avro::Error>,
+    },
+    /// JSON (schema or snapshot file) encode/decode failed.
+    #[error("json: {context}: {source}")]
+    Json {
+        context: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Local I/O failed (stdin, stdout).
+    #[error("io: {context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// How the caller should treat this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Config(_) | Error::TableNotFound(_) | Error::TableExists(_) => ErrorKind::Config,
+            Error::SnapshotNotFound { .. } => ErrorKind::Config,
+            Error::Data(_) => ErrorKind::Data,
+            Error::Store { source, .. } => match source {
+                object_store::Error::NotFound { .. }
+                | object_store::Error::InvalidPath { .. }
+                | object_store::Error::NotSupported { .. }
+                | object_store::Error::NotImplemented { .. }
+                | object_store::Error::UnknownConfigurationKey { .. } => ErrorKind::Fatal,
+                _ => ErrorKind::Transient,
+            },
+            Error::CommitRetriesExhausted { .. } => ErrorKind::Transient,
+            Error::Io { .. } => ErrorKind::Transient,
+            Error::Format(_)
+            | Error::Parquet { .. }
+            | Error::Arrow { .. }
+            | Error::Avro { .. }
+            | Error::Json { .. } => ErrorKind::Fatal,
+        }
+    }
+
+    pub(crate) fn store(context: impl fmt::Display, source: object_store::Error) -> Self {
+        Error::Store {
+            context: context.to_string(),
+            source,
+        }
+    }
+
+    pub(crate) fn parquet(
+        context: impl fmt::Display,
+        source: parquet::errors::ParquetError,
+    ) -> Self {
+        Error::Parquet {
+            context: context.to_string(),
+            source,
+        }
+    }
+
+    pub(crate) fn arrow(context: impl fmt::Display, source: arrow::error::ArrowError) -> Self {
+        Error::Arrow {
+            context: context.to_string(),
+            source,
+        }
+    }
+
+    pub(crate) fn avro(context: impl fmt::Display, source: apache_avro::Error) -> Self {
+        Error::Avro {
+            context: context.to_string(),
+            source: Box::new(source),
+        }
+    }
+
+    pub(crate) fn json(context: impl fmt::Display, source: serde_json::Error) -> Self {
+        Error::Json {
+            context: context.to_string(),
+            source,
+        }
+    }
+
+    pub(crate) fn format(message: impl Into<String>) -> Self {
+        Error::Format(message.into())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

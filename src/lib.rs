@@ -1,0 +1,9 @@
+//! lakejoin: CDC topics into Apache Paimon primary-key tables, and lookup-join enrichment
+//! of fact topics against those tables, in one process beside Kafka.
+
+pub mod cli;
+pub mod error;
+pub mod lsm;
+pub mod table;
+
+pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,2 @@
+//! The log-structured merge tree on top of the table format: write buffer, merge engines,
+//! flush, merge-on-read scan.

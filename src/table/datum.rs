@@ -1,0 +1,499 @@
+//! Values of table columns, their order, and their JSON text form.
+//!
+//! JSON form (used by `lakejoin table write/scan` and the pypaimon tests): numbers and
+//! booleans as JSON, DECIMAL as a string (`"12.30"`), DATE as `"YYYY-MM-DD"`, TIMESTAMP
+//! as `"YYYY-MM-DD HH:MM:SS[.fffffffff]"` (fraction trimmed, omitted when zero), BYTES as
+//! base64.
+
+use std::cmp::Ordering;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use chrono::{DateTime, NaiveDate, NaiveDateTime};
+use serde_json::Value;
+
+use super::types::DataType;
+
+/// A timestamp as Paimon stores it: epoch milliseconds plus nanoseconds within the milli.
+/// For TIMESTAMP (no zone) the wall-clock time is counted as if it were UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp {
+    pub millis: i64,
+    /// 0..=999_999
+    pub nanos_of_milli: u32,
+}
+
+impl Timestamp {
+    pub fn from_micros(micros: i64) -> Self {
+        Timestamp {
+            millis: micros.div_euclid(1000),
+            nanos_of_milli: (micros.rem_euclid(1000) * 1000) as u32,
+        }
+    }
+
+    pub fn from_nanos(nanos: i64) -> Self {
+        Timestamp {
+            millis: nanos.div_euclid(1_000_000),
+            nanos_of_milli: nanos.rem_euclid(1_000_000) as u32,
+        }
+    }
+
+    /// Epoch microseconds, truncating sub-microsecond digits.
+    pub fn to_micros(self) -> i64 {
+        self.millis * 1000 + (self.nanos_of_milli / 1000) as i64
+    }
+
+    /// Epoch nanoseconds (saturating outside the years 1677..2262).
+    pub fn to_nanos(self) -> i64 {
+        self.millis
+            .saturating_mul(1_000_000)
+            .saturating_add(self.nanos_of_milli as i64)
+    }
+
+    /// Drops digits beyond `precision` fractional-second digits.
+    pub fn truncate(self, precision: u8) -> Self {
+        let total_nanos_in_second =
+            (self.millis.rem_euclid(1000) as u64) * 1_000_000 + self.nanos_of_milli as u64;
+        let unit = 10u64.pow(9 - precision.min(9) as u32);
+        let kept = total_nanos_in_second / unit * unit;
+        let second_millis = self.millis - self.millis.rem_euclid(1000);
+        Timestamp {
+            millis: second_millis + (kept / 1_000_000) as i64,
+            nanos_of_milli: (kept % 1_000_000) as u32,
+        }
+    }
+}
+
+/// One column value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Datum {
+    Null,
+    Boolean(bool),
+    TinyInt(i8),
+    SmallInt(i16),
+    Int(i32),
+    BigInt(i64),
+    Float(f32),
+    Double(f64),
+    /// Unscaled value; precision and scale come from the column type.
+    Decimal(i128),
+    String(String),
+    Bytes(Vec<u8>),
+    /// Days since 1970-01-01.
+    Date(i32),
+    Timestamp(Timestamp),
+}
+
+/// A row: one datum per column, in schema order.
+pub type Row = Vec<Datum>;
+
+impl Datum {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Datum::Null)
+    }
+}
+
+/// Java `Float.compare`/`Double.compare`: -0.0 < +0.0, NaN equals NaN and is largest.
+fn java_float_cmp(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => a.total_cmp(&b),
+    }
+}
+
+/// Total order used for keys and sequence fields: nulls first, then the natural order of
+/// the type (strings and bytes by unsigned bytes).
+pub fn compare_datums(a: &Datum, b: &Datum) -> Ordering {
+    use Datum::*;
+    match (a, b) {
+        (Null, Null) => Ordering::Equal,
+        (Null, _) => Ordering::Less,
+        (_, Null) => Ordering::Greater,
+        (Boolean(x), Boolean(y)) => x.cmp(y),
+        (TinyInt(x), TinyInt(y)) => x.cmp(y),
+        (SmallInt(x), SmallInt(y)) => x.cmp(y),
+        (Int(x), Int(y)) => x.cmp(y),
+        (BigInt(x), BigInt(y)) => x.cmp(y),
+        (Float(x), Float(y)) => java_float_cmp(*x as f64, *y as f64),
+        (Double(x), Double(y)) => java_float_cmp(*x, *y),
+        (Decimal(x), Decimal(y)) => x.cmp(y),
+        (String(x), String(y)) => x.as_bytes().cmp(y.as_bytes()),
+        (Bytes(x), Bytes(y)) => x.cmp(y),
+        (Date(x), Date(y)) => x.cmp(y),
+        (Timestamp(x), Timestamp(y)) => x.cmp(y),
+        // Different variants never meet in one column; order them stably anyway.
+        _ => variant_rank(a).cmp(&variant_rank(b)),
+    }
+}
+
+fn variant_rank(d: &Datum) -> u8 {
+    match d {
+        Datum::Null => 0,
+        Datum::Boolean(_) => 1,
+        Datum::TinyInt(_) => 2,
+        Datum::SmallInt(_) => 3,
+        Datum::Int(_) => 4,
+        Datum::BigInt(_) => 5,
+        Datum::Float(_) => 6,
+        Datum::Double(_) => 7,
+        Datum::Decimal(_) => 8,
+        Datum::String(_) => 9,
+        Datum::Bytes(_) => 10,
+        Datum::Date(_) => 11,
+        Datum::Timestamp(_) => 12,
+    }
+}
+
+/// Lexicographic order of two equally long datum slices.
+pub fn compare_rows(a: &[Datum], b: &[Datum]) -> Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let ord = compare_datums(x, y);
+        if ord != Ordering::Equal {
+            return ord;
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+const EPOCH_DAYS_FROM_CE: i32 = 719_163;
+
+pub fn date_to_days(date: NaiveDate) -> i32 {
+    use chrono::Datelike;
+    date.num_days_from_ce() - EPOCH_DAYS_FROM_CE
+}
+
+pub fn days_to_date(days: i32) -> Option<NaiveDate> {
+    NaiveDate::from_num_days_from_ce_opt(days.checked_add(EPOCH_DAYS_FROM_CE)?)
+}
+
+fn timestamp_to_naive(ts: Timestamp) -> Option<NaiveDateTime> {
+    let secs = ts.millis.div_euclid(1000);
+    let nanos = (ts.millis.rem_euclid(1000) as u32) * 1_000_000 + ts.nanos_of_milli;
+    DateTime::from_timestamp(secs, nanos).map(|dt| dt.naive_utc())
+}
+
+/// Formats a timestamp as `YYYY-MM-DD HH:MM:SS[.f]` with trailing zeros of the fraction
+/// removed.
+pub fn format_timestamp(ts: Timestamp) -> String {
+    match timestamp_to_naive(ts) {
+        Some(dt) => {
+            let base = dt.format("%Y-%m-%d %H:%M:%S").to_string();
+            let nanos = (ts.millis.rem_euclid(1000) as u32) * 1_000_000 + ts.nanos_of_milli;
+            if nanos == 0 {
+                base
+            } else {
+                let frac = format!("{nanos:09}");
+                format!("{base}.{}", frac.trim_end_matches('0'))
+            }
+        }
+        None => format!("{}ms", ts.millis),
+    }
+}
+
+/// Parses `YYYY-MM-DD HH:MM:SS[.f]` (a `T` separator is accepted too).
+pub fn parse_timestamp(text: &str) -> Option<Timestamp> {
+    let text = text.trim();
+    let normalized = text.replacen('T', " ", 1);
+    let dt = NaiveDateTime::parse_from_str(&normalized, "%Y-%m-%d %H:%M:%S%.f")
+        .or_else(|_| NaiveDateTime::parse_from_str(&normalized, "%Y-%m-%d %H:%M"))
+        .or_else(|_| {
+            NaiveDate::parse_from_str(&normalized, "%Y-%m-%d")
+                .map(|d| d.and_hms_opt(0, 0, 0).unwrap_or_default())
+        })
+        .ok()?;
+    let utc = dt.and_utc();
+    let secs = utc.timestamp();
+    let nanos = utc.timestamp_subsec_nanos();
+    Some(Timestamp {
+        millis: secs
+            .checked_mul(1000)?
+            .checked_add((nanos / 1_000_000) as i64)?,
+        nanos_of_milli: nanos % 1_000_000,
+    })
+}
+
+/// Formats an unscaled decimal with `scale` fractional digits.
+pub fn format_decimal(unscaled: i128, scale: u8) -> String {
+    let negative = unscaled < 0;
+    let digits = unscaled.unsigned_abs().to_string();
+    let scale = scale as usize;
+    let body = if scale == 0 {
+        digits
+    } else if digits.len() > scale {
+        format!(
+            "{}.{}",
+            &digits[..digits.len() - scale],
+            &digits[digits.len() - scale..]
+        )
+    } else {
+        format!("0.{}{}", "0".repeat(scale - digits.len()), digits)
+    };
+    if negative { format!("-{body}") } else { body }
+}
+
+/// Parses a decimal string into an unscaled value with exactly `scale` digits; rejects
+/// values that need more digits than `precision` or more fractional digits than `scale`.
+pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
+    let t = text.trim();
+    let (negative, t) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let (int_part, frac_part) = match t.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (t, ""),
+    };
+    if (int_part.is_empty() && frac_part.is_empty())
+        || !int_part.bytes().all(|b| b.is_ascii_digit())
+        || !frac_part.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(format!("`{text}` is not a decimal number"));
+    }
+    let frac_trimmed = frac_part.trim_end_matches('0');
+    if frac_trimmed.len() > scale as usize {
+        return Err(format!("`{text}` has more than {scale} fractional digits"));
+    }
+    let int_digits = int_part.trim_start_matches('0');
+    if int_digits.len() + scale as usize > precision as usize {
+        return Err(format!(
+            "`{text}` does not fit DECIMAL({precision}, {scale})"
+        ));
+    }
+    let mut unscaled: i128 = 0;
+    for b in int_digits.bytes() {
+        unscaled = unscaled * 10 + (b - b'0') as i128;
+    }
+    for i in 0..scale as usize {
+        let digit = frac_trimmed
+            .as_bytes()
+            .get(i)
+            .map_or(0, |b| (b - b'0') as i128);
+        unscaled = unscaled * 10 + digit;
+    }
+    Ok(if negative { -unscaled } else { unscaled })
+}
+
+fn out_of_range(value: &Value, ty: &DataType) -> String {
+    format!("{value} is out of range for {ty}")
+}
+
+/// Converts a JSON value to a datum of type `ty`. Strings holding numbers are accepted for
+/// numeric columns; null is accepted for any type (nullability is checked by the caller).
+pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, String> {
+    if value.is_null() {
+        return Ok(Datum::Null);
+    }
+    let wrong = || format!("expected {ty}, got {value}");
+    let as_i64 = || -> Result<i64, String> {
+        match value {
+            Value::Number(n) => n.as_i64().ok_or_else(wrong),
+            Value::String(s) => s.trim().parse::<i64>().map_err(|_| wrong()),
+            _ => Err(wrong()),
+        }
+    };
+    let as_f64 = || -> Result<f64, String> {
+        match value {
+            Value::Number(n) => n.as_f64().ok_or_else(wrong),
+            Value::String(s) => s.trim().parse::<f64>().map_err(|_| wrong()),
+            _ => Err(wrong()),
+        }
+    };
+    Ok(match ty {
+        DataType::Boolean => match value {
+            Value::Bool(b) => Datum::Boolean(*b),
+            Value::String(s) if s.eq_ignore_ascii_case("true") => Datum::Boolean(true),
+            Value::String(s) if s.eq_ignore_ascii_case("false") => Datum::Boolean(false),
+            _ => return Err(wrong()),
+        },
+        DataType::TinyInt => {
+            Datum::TinyInt(i8::try_from(as_i64()?).map_err(|_| out_of_range(value, ty))?)
+        }
+        DataType::SmallInt => {
+            Datum::SmallInt(i16::try_from(as_i64()?).map_err(|_| out_of_range(value, ty))?)
+        }
+        DataType::Int => Datum::Int(i32::try_from(as_i64()?).map_err(|_| out_of_range(value, ty))?),
+        DataType::BigInt => Datum::BigInt(as_i64()?),
+        DataType::Float => Datum::Float(as_f64()? as f32),
+        DataType::Double => Datum::Double(as_f64()?),
+        DataType::Decimal { precision, scale } => {
+            let text = match value {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => return Err(wrong()),
+            };
+            Datum::Decimal(parse_decimal(&text, *precision, *scale)?)
+        }
+        DataType::Char(n) | DataType::Varchar(n) => {
+            let s = match value {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                _ => return Err(wrong()),
+            };
+            let chars = s.chars().count();
+            if chars > *n as usize {
+                return Err(format!("string of {chars} characters is longer than {ty}"));
+            }
+            Datum::String(s)
+        }
+        DataType::Binary(n) | DataType::Varbinary(n) => {
+            let Value::String(s) = value else {
+                return Err(wrong());
+            };
+            let bytes = BASE64
+                .decode(s.as_bytes())
+                .map_err(|e| format!("expected base64 for {ty}: {e}"))?;
+            if bytes.len() > *n as usize {
+                return Err(format!("{} bytes are longer than {ty}", bytes.len()));
+            }
+            Datum::Bytes(bytes)
+        }
+        DataType::Date => match value {
+            Value::String(s) => {
+                let date = NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
+                    .map_err(|_| format!("expected a date `YYYY-MM-DD`, got {value}"))?;
+                Datum::Date(date_to_days(date))
+            }
+            Value::Number(_) => {
+                Datum::Date(i32::try_from(as_i64()?).map_err(|_| out_of_range(value, ty))?)
+            }
+            _ => return Err(wrong()),
+        },
+        DataType::Timestamp(p) | DataType::TimestampLtz(p) => match value {
+            Value::String(s) => {
+                let ts = parse_timestamp(s).ok_or_else(|| {
+                    format!("expected a timestamp `YYYY-MM-DD HH:MM:SS[.fff]`, got {value}")
+                })?;
+                Datum::Timestamp(ts.truncate(*p))
+            }
+            // A JSON number is epoch milliseconds.
+            Value::Number(_) => Datum::Timestamp(Timestamp {
+                millis: as_i64()?,
+                nanos_of_milli: 0,
+            }),
+            _ => return Err(wrong()),
+        },
+    })
+}
+
+/// The JSON form of a datum of type `ty` (the inverse of [`datum_from_json`]).
+pub fn datum_to_json(datum: &Datum, ty: &DataType) -> Value {
+    match datum {
+        Datum::Null => Value::Null,
+        Datum::Boolean(b) => Value::Bool(*b),
+        Datum::TinyInt(v) => Value::from(*v),
+        Datum::SmallInt(v) => Value::from(*v),
+        Datum::Int(v) => Value::from(*v),
+        Datum::BigInt(v) => Value::from(*v),
+        Datum::Float(v) => float_json(*v as f64, Some(*v)),
+        Datum::Double(v) => float_json(*v, None),
+        Datum::Decimal(v) => {
+            let scale = match ty {
+                DataType::Decimal { scale, .. } => *scale,
+                _ => 0,
+            };
+            Value::String(format_decimal(*v, scale))
+        }
+        Datum::String(s) => Value::String(s.clone()),
+        Datum::Bytes(b) => Value::String(BASE64.encode(b)),
+        Datum::Date(days) => match days_to_date(*days) {
+            Some(d) => Value::String(d.format("%Y-%m-%d").to_string()),
+            None => Value::from(*days),
+        },
+        Datum::Timestamp(ts) => Value::String(format_timestamp(*ts)),
+    }
+}
+
+fn float_json(v: f64, as_f32: Option<f32>) -> Value {
+    if !v.is_finite() {
+        return Value::String(v.to_string());
+    }
+    // Print FLOAT with its own shortest representation, not the widened f64's digits.
+    match as_f32 {
+        Some(f) => serde_json::from_str::<Value>(&format!("{f:?}")).unwrap_or(Value::Null),
+        None => serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn decimal_text_round_trips() {
+        assert_eq!(parse_decimal("12.3", 10, 2), Ok(1230));
+        assert_eq!(format_decimal(1230, 2), "12.30");
+        assert_eq!(parse_decimal("-0.05", 10, 2), Ok(-5));
+        assert_eq!(format_decimal(-5, 2), "-0.05");
+        assert_eq!(parse_decimal("7", 3, 0), Ok(7));
+        assert!(parse_decimal("12.345", 10, 2).is_err());
+        assert!(parse_decimal("123456789", 10, 2).is_err());
+        assert!(parse_decimal("abc", 10, 2).is_err());
+        assert!(parse_decimal("", 10, 2).is_err());
+    }
+
+    #[test]
+    fn timestamp_text_round_trips_and_truncates() {
+        let ts = parse_timestamp("2024-01-01 10:00:00.123456").unwrap();
+        assert_eq!(ts.millis, 1_704_103_200_123);
+        assert_eq!(ts.nanos_of_milli, 456_000);
+        assert_eq!(format_timestamp(ts), "2024-01-01 10:00:00.123456");
+        assert_eq!(format_timestamp(ts.truncate(3)), "2024-01-01 10:00:00.123");
+        assert_eq!(format_timestamp(ts.truncate(0)), "2024-01-01 10:00:00");
+        let before_epoch = parse_timestamp("1969-12-31 23:59:59.5").unwrap();
+        assert_eq!(before_epoch.millis, -500);
+        assert_eq!(format_timestamp(before_epoch), "1969-12-31 23:59:59.5");
+    }
+
+    #[test]
+    fn json_values_convert_with_precise_errors() {
+        assert_eq!(
+            datum_from_json(&json!("42"), &DataType::Int),
+            Ok(Datum::Int(42))
+        );
+        assert!(
+            datum_from_json(&json!(3_000_000_000i64), &DataType::Int)
+                .unwrap_err()
+                .contains("out of range")
+        );
+        assert!(datum_from_json(&json!("x"), &DataType::BigInt).is_err());
+        assert_eq!(
+            datum_from_json(&json!("2024-01-01"), &DataType::Date),
+            Ok(Datum::Date(19723))
+        );
+        assert_eq!(
+            datum_to_json(&Datum::Date(19723), &DataType::Date),
+            json!("2024-01-01")
+        );
+        assert!(datum_from_json(&json!("abcd"), &DataType::Varchar(3)).is_err());
+        assert_eq!(
+            datum_to_json(&Datum::Float(0.1), &DataType::Float),
+            json!(0.1)
+        );
+        let bytes = datum_from_json(&json!("AAEC"), &DataType::Varbinary(10)).unwrap();
+        assert_eq!(bytes, Datum::Bytes(vec![0, 1, 2]));
+    }
+
+    #[test]
+    fn order_puts_nulls_first_and_follows_java_for_floats() {
+        assert_eq!(
+            compare_datums(&Datum::Null, &Datum::Int(i32::MIN)),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_datums(&Datum::Double(-0.0), &Datum::Double(0.0)),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare_datums(&Datum::Double(f64::NAN), &Datum::Double(f64::INFINITY)),
+            Ordering::Greater
+        );
+        assert_eq!(
+            compare_datums(&Datum::String("é".into()), &Datum::String("z".into())),
+            Ordering::Greater
+        );
+    }
+}

@@ -384,15 +384,15 @@ impl Table {
         filter: Option<&str>,
         expected: &[Value],
     ) {
-        let py = self.py_read(snapshot, filter);
-        let lj = self.lj_scan(snapshot, filter);
         let key = &self.spec.primary_key;
+        let py = self.py_read(snapshot, filter);
         assert_same_rows(
             &format!("{context}: pypaimon read vs expected"),
             expected,
             &py,
             key,
         );
+        let lj = self.lj_scan(snapshot, filter);
         assert_same_rows(
             &format!("{context}: lakejoin scan vs expected"),
             expected,

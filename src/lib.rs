@@ -2,6 +2,7 @@
 //! of fact topics against those tables, in one process beside Kafka.
 
 pub mod cli;
+pub mod codec;
 pub mod error;
 pub mod lsm;
 pub mod table;

@@ -1,2 +1,7 @@
 //! The log-structured merge tree on top of the table format: write buffer, merge engines,
-//! flush, merge-on-read scan.
+//! flush, merge-on-read scan, compaction.
+
+pub mod compact;
+pub mod merge;
+pub mod reader;
+pub mod writer;

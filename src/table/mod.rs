@@ -1,8 +1,9 @@
 //! The Apache Paimon table format (pure encode/decode of its files) and the object-store
-//! `Table` handle that reads snapshots and commits new ones.
+//! [`Table`] handle that reads snapshots and commits new ones.
 
 pub mod binary_row;
 pub mod bucket;
+pub mod commit;
 pub mod data_file;
 pub mod datum;
 pub mod manifest;
@@ -11,3 +12,360 @@ pub mod path;
 pub mod schema;
 pub mod snapshot;
 pub mod types;
+pub mod warehouse;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use crate::error::{Error, Result};
+use data_file::KeyValue;
+use datum::Row;
+use manifest::{FileKind, ManifestEntry, ManifestFileMeta};
+use options::TableOptions;
+use schema::TableSchema;
+use snapshot::Snapshot;
+pub use warehouse::{TableIdentifier, Warehouse};
+
+/// How many object-store requests one table operation keeps in flight.
+pub(crate) const IO_CONCURRENCY: usize = 16;
+
+/// A handle on one Paimon table: its store, location and current schema.
+#[derive(Debug)]
+pub struct Table {
+    store: Arc<dyn ObjectStore>,
+    identifier: TableIdentifier,
+    path: Path,
+    schema: Arc<TableSchema>,
+    options: TableOptions,
+    /// Older schema versions referenced by data files, loaded on demand.
+    schemas: Mutex<HashMap<i64, Arc<TableSchema>>>,
+}
+
+impl Table {
+    /// Creates the table by publishing `schema/schema-0` create-if-absent.
+    pub async fn create(
+        warehouse: &Warehouse,
+        identifier: &TableIdentifier,
+        schema: TableSchema,
+    ) -> Result<Table> {
+        let options = TableOptions::from_map(&schema.options)?;
+        if options.bucket < 1 {
+            return Err(Error::Config(format!(
+                "table {identifier}: option `bucket` must be set to a fixed bucket count ≥ 1 \
+                 (lakejoin writes fixed-bucket tables only)"
+            )));
+        }
+        schema.validate()?;
+        let path = warehouse.table_path(identifier);
+        let location = path.clone().join("schema").join("schema-0");
+        let put = warehouse
+            .store
+            .put_opts(
+                &location,
+                PutPayload::from(schema.to_json().into_bytes()),
+                PutOptions::from(PutMode::Create),
+            )
+            .await;
+        match put {
+            Ok(_) => {}
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                return Err(Error::TableExists(identifier.to_string()));
+            }
+            Err(e) => return Err(Error::store(format!("writing {location}"), e)),
+        }
+        Table::from_parts(warehouse, identifier, path, schema, options)
+    }
+
+    /// Opens an existing table at its newest schema.
+    pub async fn open(warehouse: &Warehouse, identifier: &TableIdentifier) -> Result<Table> {
+        let path = warehouse.table_path(identifier);
+        let schema_dir = path.clone().join("schema");
+        let ids = list_numbered(&*warehouse.store, &schema_dir, "schema-").await?;
+        let Some(&latest) = ids.iter().max() else {
+            return Err(Error::TableNotFound(format!(
+                "{identifier} (no schema under {schema_dir})"
+            )));
+        };
+        let text = read_text(&*warehouse.store, &schema_dir.clone().join(format!("schema-{latest}")))
+            .await?;
+        let schema = TableSchema::from_json(&text)?;
+        let options = TableOptions::from_map(&schema.options)?;
+        Table::from_parts(warehouse, identifier, path, schema, options)
+    }
+
+    fn from_parts(
+        warehouse: &Warehouse,
+        identifier: &TableIdentifier,
+        path: Path,
+        schema: TableSchema,
+        options: TableOptions,
+    ) -> Result<Table> {
+        let schema = Arc::new(schema);
+        let schemas = HashMap::from([(schema.id, schema.clone())]);
+        Ok(Table {
+            store: warehouse.store.clone(),
+            identifier: identifier.clone(),
+            path,
+            schema,
+            options,
+            schemas: Mutex::new(schemas),
+        })
+    }
+
+    pub fn identifier(&self) -> &TableIdentifier {
+        &self.identifier
+    }
+
+    pub fn schema(&self) -> &Arc<TableSchema> {
+        &self.schema
+    }
+
+    pub fn options(&self) -> &TableOptions {
+        &self.options
+    }
+
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// `<table>/<relative>`.
+    pub fn path_of(&self, relative: &str) -> Path {
+        let mut p = self.path.clone();
+        for part in relative.split('/').filter(|s| !s.is_empty()) {
+            p = p.join(part);
+        }
+        p
+    }
+
+    pub(crate) fn snapshot_dir(&self) -> Path {
+        self.path.clone().join("snapshot")
+    }
+
+    pub(crate) fn manifest_path(&self, name: &str) -> Path {
+        self.path.clone().join("manifest").join(name)
+    }
+
+    /// Schema with id `id` (the current one, or an older version a data file names).
+    pub async fn schema_by_id(&self, id: i64) -> Result<Arc<TableSchema>> {
+        if let Some(s) = self.schemas.lock().ok().and_then(|m| m.get(&id).cloned()) {
+            return Ok(s);
+        }
+        let text = read_text(&*self.store, &self.path_of(&format!("schema/schema-{id}"))).await?;
+        let schema = Arc::new(TableSchema::from_json(&text)?);
+        if let Ok(mut m) = self.schemas.lock() {
+            m.insert(id, schema.clone());
+        }
+        Ok(schema)
+    }
+
+    /// Id of the newest snapshot, found as Paimon does: trust `LATEST` only if
+    /// `snapshot-<h>` exists and `snapshot-<h+1>` does not, else list the directory.
+    pub async fn latest_snapshot_id(&self) -> Result<Option<i64>> {
+        let dir = self.snapshot_dir();
+        if let Ok(text) = read_text(&*self.store, &dir.clone().join("LATEST")).await
+            && let Ok(hint) = text.trim().parse::<i64>()
+            && self.snapshot_exists(hint).await?
+            && !self.snapshot_exists(hint + 1).await?
+        {
+            return Ok(Some(hint));
+        }
+        Ok(self.snapshot_ids().await?.into_iter().max())
+    }
+
+    /// Ids of all snapshot files present, ascending.
+    pub async fn snapshot_ids(&self) -> Result<Vec<i64>> {
+        let mut ids = list_numbered(&*self.store, &self.snapshot_dir(), "snapshot-").await?;
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    async fn snapshot_exists(&self, id: i64) -> Result<bool> {
+        let location = self.snapshot_dir().join(format!("snapshot-{id}"));
+        match self.store.head(&location).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(Error::store(format!("checking {location}"), e)),
+        }
+    }
+
+    pub async fn snapshot(&self, id: i64) -> Result<Snapshot> {
+        let location = self.snapshot_dir().join(format!("snapshot-{id}"));
+        match self.store.get(&location).await {
+            Ok(r) => {
+                let bytes = r
+                    .bytes()
+                    .await
+                    .map_err(|e| Error::store(format!("reading {location}"), e))?;
+                Snapshot::from_json(&String::from_utf8_lossy(&bytes))
+            }
+            Err(object_store::Error::NotFound { .. }) => Err(Error::SnapshotNotFound {
+                table: self.identifier.to_string(),
+                id,
+            }),
+            Err(e) => Err(Error::store(format!("reading {location}"), e)),
+        }
+    }
+
+    pub async fn latest_snapshot(&self) -> Result<Option<Snapshot>> {
+        match self.latest_snapshot_id().await? {
+            Some(id) => Ok(Some(self.snapshot(id).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The newest snapshot committed by `commit_user` (a writer resumes from it: its
+    /// properties hold the input offsets it covered, its identifier the last one used).
+    pub async fn latest_snapshot_of_user(&self, commit_user: &str) -> Result<Option<Snapshot>> {
+        let ids = self.snapshot_ids().await?;
+        for id in ids.into_iter().rev() {
+            match self.snapshot(id).await {
+                Ok(s) if s.commit_user == commit_user => return Ok(Some(s)),
+                Ok(_) => {}
+                // Expired concurrently: everything older is gone too.
+                Err(Error::SnapshotNotFound { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    pub async fn read_manifest_list(&self, name: &str) -> Result<Vec<ManifestFileMeta>> {
+        let bytes = read_bytes(&*self.store, &self.manifest_path(name)).await?;
+        manifest::decode_manifest_list(&bytes)
+    }
+
+    pub async fn read_manifest(&self, name: &str) -> Result<Vec<ManifestEntry>> {
+        let bytes = read_bytes(&*self.store, &self.manifest_path(name)).await?;
+        manifest::decode_manifest(&bytes)
+    }
+
+    /// Every manifest named by the snapshot's base and delta lists, in order.
+    pub async fn snapshot_manifests(&self, snapshot: &Snapshot) -> Result<Vec<ManifestFileMeta>> {
+        let mut metas = self.read_manifest_list(&snapshot.base_manifest_list).await?;
+        metas.extend(self.read_manifest_list(&snapshot.delta_manifest_list).await?);
+        Ok(metas)
+    }
+
+    /// The live data files of a snapshot: all ADD entries not cancelled by a DELETE.
+    pub async fn live_files(&self, snapshot: &Snapshot) -> Result<Vec<ManifestEntry>> {
+        let metas = self.snapshot_manifests(snapshot).await?;
+        let entries = self.read_manifests(&metas).await?;
+        Ok(live_entries(entries))
+    }
+
+    /// Reads manifests concurrently, returning their entries in manifest order.
+    pub async fn read_manifests(&self, metas: &[ManifestFileMeta]) -> Result<Vec<ManifestEntry>> {
+        let lists: Vec<Vec<ManifestEntry>> = futures::stream::iter(metas.iter())
+            .map(|m| self.read_manifest(&m.file_name))
+            .buffered(IO_CONCURRENCY)
+            .try_collect()
+            .await?;
+        Ok(lists.into_iter().flatten().collect())
+    }
+
+    /// Partition values of a serialized partition row.
+    pub fn partition_values(&self, partition: &[u8]) -> Result<Row> {
+        let types = self.schema.types_of(&self.schema.partition_indices());
+        binary_row::deserialize(partition, &types)
+    }
+
+    /// Directory of a bucket: `<table>/<k=v/...>/bucket-<n>`.
+    pub fn bucket_path(&self, partition: &Row, bucket: i32) -> Path {
+        let indices = self.schema.partition_indices();
+        let relative = path::partition_path(
+            &self.schema.partition_keys,
+            partition,
+            &self.schema.types_of(&indices),
+            &self.options.partition_default_name,
+        );
+        self.path_of(&format!("{relative}{}", path::bucket_dir(bucket)))
+    }
+
+    /// Location of the data file an entry names.
+    pub fn data_file_path(&self, entry: &ManifestEntry) -> Result<Path> {
+        if let Some(external) = &entry.file.external_path {
+            return Err(Error::format(format!(
+                "data file {} lives at the external path {external}, which lakejoin does not read",
+                entry.file.file_name
+            )));
+        }
+        let partition = self.partition_values(&entry.partition)?;
+        Ok(self
+            .bucket_path(&partition, entry.bucket)
+            .join(entry.file.file_name.as_str()))
+    }
+
+    /// Reads a data file into rows of the current schema.
+    pub async fn read_data_file(&self, entry: &ManifestEntry) -> Result<Vec<KeyValue>> {
+        let location = self.data_file_path(entry)?;
+        let bytes = read_bytes(&*self.store, &location).await?;
+        let file_schema = self.schema_by_id(entry.file.schema_id).await?;
+        let format = entry
+            .file
+            .file_name
+            .rsplit('.')
+            .find(|ext| !matches!(*ext, "gz" | "zst" | "zstd" | "lz4" | "snappy"))
+            .unwrap_or("");
+        if format != "parquet" {
+            return Err(Error::format(format!(
+                "data file {} is not Parquet; lakejoin reads Parquet data files only",
+                entry.file.file_name
+            )));
+        }
+        data_file::decode_data_file(bytes, &file_schema, &self.schema)
+            .map_err(|e| Error::format(format!("data file {location}: {e}")))
+    }
+}
+
+/// Applies ADD/DELETE cancellation (format doc §4.1): the ADD entries whose identity no
+/// DELETE entry names, in their original order.
+pub fn live_entries(entries: Vec<ManifestEntry>) -> Vec<ManifestEntry> {
+    let deleted: HashSet<_> = entries
+        .iter()
+        .filter(|e| e.kind == FileKind::Delete)
+        .map(|e| e.identifier())
+        .collect();
+    entries
+        .into_iter()
+        .filter(|e| e.kind == FileKind::Add && !deleted.contains(&e.identifier()))
+        .collect()
+}
+
+/// The numbers `N` of the objects named `<prefix>N` directly under `dir`.
+async fn list_numbered(store: &dyn ObjectStore, dir: &Path, prefix: &str) -> Result<Vec<i64>> {
+    let listing = match store.list_with_delimiter(Some(dir)).await {
+        Ok(l) => l,
+        Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(Error::store(format!("listing {dir}"), e)),
+    };
+    Ok(listing
+        .objects
+        .iter()
+        .filter_map(|o| o.location.filename())
+        .filter_map(|name| name.strip_prefix(prefix))
+        .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|n| n.parse::<i64>().ok())
+        .collect())
+}
+
+pub(crate) async fn read_bytes(store: &dyn ObjectStore, location: &Path) -> Result<Bytes> {
+    let result = store
+        .get(location)
+        .await
+        .map_err(|e| Error::store(format!("reading {location}"), e))?;
+    result
+        .bytes()
+        .await
+        .map_err(|e| Error::store(format!("reading {location}"), e))
+}
+
+async fn read_text(store: &dyn ObjectStore, location: &Path) -> Result<String> {
+    let bytes = read_bytes(store, location).await?;
+    String::from_utf8(bytes.to_vec())
+        .map_err(|_| Error::format(format!("{location} is not UTF-8 text")))
+}

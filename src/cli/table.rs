@@ -1,0 +1,374 @@
+//! `lakejoin table …`: the table commands other tools script against.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+
+use super::Outcome;
+use crate::codec::json::{row_from_json, row_to_json};
+use crate::error::{Error, Result};
+use crate::lsm::compact::full_compact;
+use crate::lsm::reader::{ScanFilter, scan};
+use crate::lsm::writer::TableWriter;
+use crate::table::datum::datum_from_json;
+use crate::table::options::MergeEngineKind;
+use crate::table::schema::TableSchema;
+use crate::table::types::DataType;
+use crate::table::{Table, TableIdentifier, Warehouse};
+
+/// Where the table is.
+#[derive(Debug, Args)]
+pub struct TableLocation {
+    /// Warehouse URI: file:///dir, a directory, memory://, s3://bucket/prefix.
+    #[arg(long)]
+    pub warehouse: String,
+    /// Table as <database>.<table>.
+    #[arg(long)]
+    pub table: String,
+    /// object_store option for the warehouse (e.g. aws_endpoint=http://…), repeatable.
+    /// AWS_* environment variables are used too.
+    #[arg(long = "store-option", value_name = "KEY=VALUE")]
+    pub store_options: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TableCommand {
+    /// Create a primary-key table.
+    Create {
+        #[command(flatten)]
+        location: TableLocation,
+        /// Column as name:TYPE (e.g. id:INT, price:DECIMAL(10,2), name:STRING NOT NULL).
+        #[arg(long = "column", required = true, value_name = "NAME:TYPE")]
+        columns: Vec<String>,
+        /// Primary-key columns (comma-separated or repeated).
+        #[arg(long = "primary-key", required = true, value_delimiter = ',')]
+        primary_key: Vec<String>,
+        /// Partition columns (comma-separated or repeated); they must be in the primary key.
+        #[arg(long = "partition-by", value_delimiter = ',')]
+        partition_by: Vec<String>,
+        /// Fixed number of buckets.
+        #[arg(long)]
+        buckets: i32,
+        /// deduplicate (default) or partial-update.
+        #[arg(long = "merge-engine")]
+        merge_engine: Option<String>,
+        /// Columns ordering versions of a key (comma-separated).
+        #[arg(long = "sequence-field", value_delimiter = ',')]
+        sequence_field: Vec<String>,
+        /// Further Paimon table option, repeatable.
+        #[arg(long = "option", value_name = "KEY=VALUE")]
+        options: Vec<String>,
+    },
+    /// Write JSON lines from stdin as one commit.
+    Write {
+        #[command(flatten)]
+        location: TableLocation,
+        /// Member holding the row kind (+I, -U, +U, -D); not stored.
+        #[arg(long = "row-kind-field")]
+        row_kind_field: Option<String>,
+    },
+    /// Print the table's rows as JSON lines, sorted by primary key.
+    Scan {
+        #[command(flatten)]
+        location: TableLocation,
+        /// Read this snapshot instead of the latest (time travel).
+        #[arg(long)]
+        snapshot: Option<i64>,
+        /// Equality filter col=value, repeatable.
+        #[arg(long = "where", value_name = "COL=VALUE")]
+        filters: Vec<String>,
+    },
+    /// Print the table's snapshots as JSON lines.
+    Snapshots {
+        #[command(flatten)]
+        location: TableLocation,
+    },
+    /// Compact the table.
+    Compact {
+        #[command(flatten)]
+        location: TableLocation,
+        /// Rewrite every bucket into one sorted run on the highest level.
+        #[arg(long)]
+        full: bool,
+    },
+}
+
+fn parse_pairs(pairs: &[String], what: &str) -> Result<BTreeMap<String, String>> {
+    let mut map = BTreeMap::new();
+    let mut problems = Vec::new();
+    for p in pairs {
+        match p.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                map.insert(k.trim().to_string(), v.to_string());
+            }
+            _ => problems.push(format!("{what} `{p}` must be KEY=VALUE")),
+        }
+    }
+    if problems.is_empty() {
+        Ok(map)
+    } else {
+        Err(Error::Config(problems.join("; ")))
+    }
+}
+
+impl TableLocation {
+    fn warehouse(&self) -> Result<Warehouse> {
+        let mut options: BTreeMap<String, String> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("AWS_"))
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        options.extend(parse_pairs(&self.store_options, "--store-option")?);
+        Warehouse::from_uri(&self.warehouse, &options)
+    }
+
+    fn identifier(&self) -> Result<TableIdentifier> {
+        TableIdentifier::parse(&self.table)
+    }
+
+    async fn open(&self) -> Result<Table> {
+        Table::open(&self.warehouse()?, &self.identifier()?).await
+    }
+}
+
+impl TableCommand {
+    pub async fn run(self) -> Result<Outcome> {
+        match self {
+            TableCommand::Create {
+                location,
+                columns,
+                primary_key,
+                partition_by,
+                buckets,
+                merge_engine,
+                sequence_field,
+                options,
+            } => {
+                create(
+                    &location,
+                    &columns,
+                    primary_key,
+                    partition_by,
+                    buckets,
+                    merge_engine,
+                    sequence_field,
+                    &options,
+                )
+                .await
+            }
+            TableCommand::Write {
+                location,
+                row_kind_field,
+            } => write(&location, row_kind_field.as_deref()).await,
+            TableCommand::Scan {
+                location,
+                snapshot,
+                filters,
+            } => scan_command(&location, snapshot, &filters).await,
+            TableCommand::Snapshots { location } => snapshots(&location).await,
+            TableCommand::Compact { location, full } => compact(&location, full).await,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn create(
+    location: &TableLocation,
+    columns: &[String],
+    primary_key: Vec<String>,
+    partition_by: Vec<String>,
+    buckets: i32,
+    merge_engine: Option<String>,
+    sequence_field: Vec<String>,
+    options: &[String],
+) -> Result<Outcome> {
+    let mut problems = Vec::new();
+    let mut parsed = Vec::new();
+    for c in columns {
+        match c.split_once(':') {
+            Some((name, ty)) if !name.trim().is_empty() => match DataType::parse(ty) {
+                Ok((data_type, nullable)) => parsed.push((name.trim().to_string(), data_type, nullable)),
+                Err(e) => problems.push(format!("--column {c}: {e}")),
+            },
+            _ => problems.push(format!("--column `{c}` must be NAME:TYPE")),
+        }
+    }
+    if buckets < 1 {
+        problems.push(format!("--buckets must be ≥ 1, got {buckets}"));
+    }
+    let mut table_options = match parse_pairs(options, "--option") {
+        Ok(m) => m,
+        Err(e) => {
+            problems.push(e.to_string());
+            BTreeMap::new()
+        }
+    };
+    table_options.insert("bucket".into(), buckets.to_string());
+    if let Some(engine) = merge_engine {
+        if MergeEngineKind::parse(&engine).is_none() {
+            problems.push(format!(
+                "--merge-engine must be deduplicate or partial-update, got `{engine}`"
+            ));
+        }
+        table_options.insert("merge-engine".into(), engine);
+    }
+    if !sequence_field.is_empty() {
+        for f in &sequence_field {
+            if !parsed.iter().any(|(n, _, _)| n == f) {
+                problems.push(format!("--sequence-field `{f}` is not a column"));
+            }
+        }
+        table_options.insert("sequence.field".into(), sequence_field.join(","));
+    }
+    let primary_key: Vec<String> = primary_key.into_iter().map(|s| s.trim().to_string()).collect();
+    let partition_by: Vec<String> = partition_by.into_iter().map(|s| s.trim().to_string()).collect();
+    let schema = TableSchema::new(parsed, partition_by, primary_key, table_options);
+    if let Err(e) = &schema {
+        problems.push(e.to_string());
+    }
+    if !problems.is_empty() {
+        return Err(Error::Config(problems.join("\n")));
+    }
+    let schema = schema?;
+    // Fail on engine options lakejoin cannot honour before anything is written.
+    let table_options = crate::table::options::TableOptions::from_map(&schema.options)?;
+    crate::lsm::merge::MergeEngine::new(&schema, &table_options)?;
+    crate::lsm::merge::SequenceOrder::new(&schema, &table_options)?;
+    let identifier = location.identifier()?;
+    Table::create(&location.warehouse()?, &identifier, schema).await?;
+    eprintln!("created table {identifier}");
+    Ok(Outcome::Success)
+}
+
+/// Lines with errors shown before the rest are only counted.
+const MAX_REPORTED_LINES: usize = 50;
+
+async fn write(location: &TableLocation, row_kind_field: Option<&str>) -> Result<Outcome> {
+    let table = Arc::new(location.open().await?);
+    let schema = table.schema().clone();
+    let mut writer = TableWriter::new(table.clone(), format!("lakejoin-cli-{}", uuid::Uuid::new_v4())).await?;
+    let stdin = std::io::stdin();
+    let mut problems = Vec::new();
+    let mut bad_lines = 0usize;
+    let mut rows = 0usize;
+    for (index, line) in stdin.lock().lines().enumerate() {
+        let line_no = index + 1;
+        let line = line.map_err(|e| Error::Io {
+            context: format!("reading stdin line {line_no}"),
+            source: e,
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let result = serde_json::from_str::<serde_json::Value>(&line)
+            .map_err(|e| format!("malformed JSON: {e}"))
+            .and_then(|v| row_from_json(&schema, &v, row_kind_field))
+            .and_then(|(kind, row)| writer.write(kind, row).map_err(|e| e.to_string()));
+        match result {
+            Ok(()) => rows += 1,
+            Err(reason) => {
+                bad_lines += 1;
+                if problems.len() < MAX_REPORTED_LINES {
+                    problems.push(format!("line {line_no}: {reason}"));
+                }
+            }
+        }
+    }
+    if bad_lines > 0 {
+        let mut message = problems.join("\n");
+        if bad_lines > problems.len() {
+            message.push_str(&format!("\n… and {} more bad lines", bad_lines - problems.len()));
+        }
+        message.push_str(&format!("\n{bad_lines} bad line(s); nothing was committed"));
+        return Err(Error::Data(message));
+    }
+    match writer.commit(BTreeMap::new()).await? {
+        Some(s) => eprintln!("committed snapshot {} with {rows} row(s)", s.id),
+        None => eprintln!("no rows; nothing committed"),
+    }
+    Ok(Outcome::Success)
+}
+
+async fn scan_command(location: &TableLocation, snapshot: Option<i64>, filters: &[String]) -> Result<Outcome> {
+    let table = location.open().await?;
+    let schema = table.schema().clone();
+    let mut filter = ScanFilter::default();
+    let mut problems = Vec::new();
+    for (col, text) in parse_pairs(filters, "--where")? {
+        let Some(index) = schema.field_index(&col) else {
+            problems.push(format!("--where: `{col}` is not a column"));
+            continue;
+        };
+        let ty = schema.fields[index].data_type;
+        // Accept `id=3` and `id="3"` alike: try the text as JSON, then as a string.
+        let value = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| datum_from_json(&v, &ty).ok())
+            .map(Ok)
+            .unwrap_or_else(|| datum_from_json(&serde_json::Value::String(text.clone()), &ty));
+        match value {
+            Ok(v) => filter.equals.push((index, v)),
+            Err(e) => problems.push(format!("--where {col}={text}: {e}")),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::Config(problems.join("\n")));
+    }
+    let snapshot = match snapshot {
+        Some(id) => Some(table.snapshot(id).await?),
+        None => None,
+    };
+    let rows = scan(&table, snapshot.as_ref(), &filter).await?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for row in &rows {
+        writeln!(out, "{}", row_to_json(&schema, row)).map_err(stdout_error)?;
+    }
+    out.flush().map_err(stdout_error)?;
+    Ok(Outcome::Success)
+}
+
+async fn snapshots(location: &TableLocation) -> Result<Outcome> {
+    let table = location.open().await?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for id in table.snapshot_ids().await? {
+        let s = table.snapshot(id).await?;
+        let line = serde_json::json!({
+            "id": s.id,
+            "schemaId": s.schema_id,
+            "commitUser": s.commit_user,
+            "commitIdentifier": s.commit_identifier,
+            "commitKind": s.commit_kind,
+            "timeMillis": s.time_millis,
+            "totalRecordCount": s.total_record_count,
+            "deltaRecordCount": s.delta_record_count,
+            "properties": s.properties.clone().unwrap_or_default(),
+        });
+        writeln!(out, "{line}").map_err(stdout_error)?;
+    }
+    out.flush().map_err(stdout_error)?;
+    Ok(Outcome::Success)
+}
+
+async fn compact(location: &TableLocation, full: bool) -> Result<Outcome> {
+    if !full {
+        return Err(Error::Config(
+            "only full compaction is available: pass --full".into(),
+        ));
+    }
+    let table = location.open().await?;
+    match full_compact(&table, &format!("lakejoin-compact-{}", uuid::Uuid::new_v4())).await? {
+        Some(s) => eprintln!("committed COMPACT snapshot {}", s.id),
+        None => eprintln!("table is already compact; nothing committed"),
+    }
+    Ok(Outcome::Success)
+}
+
+fn stdout_error(e: std::io::Error) -> Error {
+    Error::Io {
+        context: "writing to stdout".into(),
+        source: e,
+    }
+}

@@ -1,0 +1,125 @@
+//! Flat JSON objects ⇄ table rows, in the JSON form of [`crate::table::datum`].
+
+use serde_json::{Map, Value};
+
+use crate::table::data_file::RowKind;
+use crate::table::datum::{Row, datum_from_json, datum_to_json};
+use crate::table::schema::TableSchema;
+
+/// Converts one JSON object to a row of `schema`. `row_kind_field`, when given, names a
+/// member holding `+I`/`-U`/`+U`/`-D` that is not stored. Columns absent from the object
+/// are null. Every problem of the object is reported, joined by `; `.
+pub fn row_from_json(
+    schema: &TableSchema,
+    value: &Value,
+    row_kind_field: Option<&str>,
+) -> Result<(RowKind, Row), String> {
+    let Value::Object(object) = value else {
+        return Err(format!("expected a JSON object, got {}", type_name(value)));
+    };
+    let mut problems = Vec::new();
+    let mut kind = RowKind::Insert;
+    for key in object.keys() {
+        if Some(key.as_str()) == row_kind_field {
+            continue;
+        }
+        if schema.field(key).is_none() {
+            problems.push(format!("unknown column `{key}`"));
+        }
+    }
+    if let Some(field) = row_kind_field {
+        match object.get(field) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => match RowKind::parse(s) {
+                Some(k) => kind = k,
+                None => problems.push(format!(
+                    "row kind `{field}` must be one of +I, -U, +U, -D, got {s:?}"
+                )),
+            },
+            Some(other) => problems.push(format!(
+                "row kind `{field}` must be a string (+I, -U, +U, -D), got {other}"
+            )),
+        }
+    }
+    let mut row = Vec::with_capacity(schema.fields.len());
+    for field in &schema.fields {
+        let value = object.get(&field.name).unwrap_or(&Value::Null);
+        match datum_from_json(value, &field.data_type) {
+            Ok(d) => {
+                if d.is_null() && !field.nullable {
+                    if schema.primary_keys.contains(&field.name) {
+                        problems.push(format!("primary-key column `{}` is missing or null", field.name));
+                    } else {
+                        problems.push(format!("NOT NULL column `{}` is missing or null", field.name));
+                    }
+                }
+                row.push(d);
+            }
+            Err(e) => {
+                problems.push(format!("column `{}`: {e}", field.name));
+                row.push(crate::table::datum::Datum::Null);
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok((kind, row))
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// A row as a JSON object with the columns in schema order.
+pub fn row_to_json(schema: &TableSchema, row: &Row) -> Value {
+    let mut object = Map::with_capacity(schema.fields.len());
+    for (field, datum) in schema.fields.iter().zip(row) {
+        object.insert(field.name.clone(), datum_to_json(datum, &field.data_type));
+    }
+    Value::Object(object)
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::datum::Datum;
+    use crate::table::types::DataType;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    fn schema() -> TableSchema {
+        TableSchema::new(
+            vec![
+                ("id".into(), DataType::Int, false),
+                ("name".into(), DataType::Varchar(10), true),
+            ],
+            vec![],
+            vec!["id".into()],
+            BTreeMap::new(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn converts_objects_and_reports_every_problem() {
+        let s = schema();
+        let (kind, row) = row_from_json(&s, &json!({"id": 1, "name": "a", "op": "-D"}), Some("op")).unwrap();
+        assert_eq!(kind, RowKind::Delete);
+        assert_eq!(row, vec![Datum::Int(1), Datum::String("a".into())]);
+        let err = row_from_json(&s, &json!({"name": 5, "x": 1, "op": "?"}), Some("op")).unwrap_err();
+        assert!(err.contains("unknown column `x`"), "{err}");
+        assert!(err.contains("primary-key column `id`"), "{err}");
+        assert!(err.contains("+I, -U, +U, -D"), "{err}");
+        assert!(row_from_json(&s, &json!([1]), None).unwrap_err().contains("an array"));
+        assert_eq!(row_to_json(&s, &row), json!({"id": 1, "name": "a"}));
+    }
+}

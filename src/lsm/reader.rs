@@ -1,0 +1,198 @@
+//! Merge-on-read scan (format doc §8.1): live files of a snapshot, pruned by partition,
+//! bucket and key statistics, grouped by bucket, merged per key with the engine.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+
+use super::merge::{MergeEngine, SequenceOrder, sort_and_fold};
+use crate::error::{Error, Result};
+use crate::table::data_file::KeyValue;
+use crate::table::datum::{Datum, Row, compare_datums};
+use crate::table::manifest::ManifestEntry;
+use crate::table::snapshot::Snapshot;
+use crate::table::{IO_CONCURRENCY, Table, binary_row, bucket};
+
+/// Equality conditions on columns (`--where col=value`), all of which must hold.
+#[derive(Debug, Clone, Default)]
+pub struct ScanFilter {
+    /// (column index, value)
+    pub equals: Vec<(usize, Datum)>,
+}
+
+impl ScanFilter {
+    pub fn matches(&self, row: &Row) -> bool {
+        self.equals
+            .iter()
+            .all(|(i, v)| compare_datums(&row[*i], v) == Ordering::Equal && !v.is_null())
+    }
+}
+
+/// Reads the merged rows of `snapshot` (the latest when `None`) that pass `filter`,
+/// sorted by primary key. Deleted keys never appear.
+pub async fn scan(table: &Table, snapshot: Option<&Snapshot>, filter: &ScanFilter) -> Result<Vec<Row>> {
+    let latest;
+    let snapshot = match snapshot {
+        Some(s) => s,
+        None => match table.latest_snapshot().await? {
+            Some(s) => {
+                latest = s;
+                &latest
+            }
+            None => return Ok(Vec::new()),
+        },
+    };
+    let files = prune(table, table.live_files(snapshot).await?, filter)?;
+    let groups = group_by_bucket(files);
+    let engine = Arc::new(MergeEngine::new(table.schema(), table.options())?);
+    let order = Arc::new(SequenceOrder::new(table.schema(), table.options())?);
+    let per_bucket: Vec<Vec<Row>> = futures::stream::iter(groups)
+        .map(|((partition, _bucket), entries)| {
+            let engine = engine.clone();
+            let order = order.clone();
+            async move { read_bucket(table, &partition, &entries, &engine, &order, filter).await }
+        })
+        .buffer_unordered(IO_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let schema = table.schema();
+    let pk: Vec<usize> = schema
+        .primary_keys
+        .iter()
+        .filter_map(|k| schema.field_index(k))
+        .collect();
+    let mut rows: Vec<Row> = per_bucket.into_iter().flatten().collect();
+    rows.sort_by(|a, b| {
+        pk.iter()
+            .map(|&i| compare_datums(&a[i], &b[i]))
+            .find(|o| *o != Ordering::Equal)
+            .unwrap_or(Ordering::Equal)
+    });
+    Ok(rows)
+}
+
+/// Groups live files by (partition, bucket), keeping manifest order inside a group.
+pub(crate) fn group_by_bucket(files: Vec<ManifestEntry>) -> Vec<((Vec<u8>, i32), Vec<ManifestEntry>)> {
+    let mut groups: BTreeMap<(Vec<u8>, i32), Vec<ManifestEntry>> = BTreeMap::new();
+    for f in files {
+        groups.entry((f.partition.clone(), f.bucket)).or_default().push(f);
+    }
+    groups.into_iter().collect()
+}
+
+/// Reads every file of one bucket and merges the versions of each key.
+async fn read_bucket(
+    table: &Table,
+    partition_bytes: &[u8],
+    entries: &[ManifestEntry],
+    engine: &MergeEngine,
+    order: &SequenceOrder,
+    filter: &ScanFilter,
+) -> Result<Vec<Row>> {
+    let merged = read_and_merge(table, entries, engine, order).await?;
+    let partition = table.partition_values(partition_bytes)?;
+    let partition_indices = table.schema().partition_indices();
+    let mut rows = Vec::with_capacity(merged.len());
+    for kv in merged {
+        if kv.kind.is_retract() {
+            continue;
+        }
+        let mut row = kv.row;
+        // Partition values come from the manifest, not the file (format doc §7.1).
+        for (&i, v) in partition_indices.iter().zip(&partition) {
+            row[i] = v.clone();
+        }
+        if filter.matches(&row) {
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// All versions of the files of one bucket, merged to one row per key (retractions
+/// included), in key order.
+pub(crate) async fn read_and_merge(
+    table: &Table,
+    entries: &[ManifestEntry],
+    engine: &MergeEngine,
+    order: &SequenceOrder,
+) -> Result<Vec<KeyValue>> {
+    let files: Vec<Vec<KeyValue>> = futures::stream::iter(entries)
+        .map(|e| table.read_data_file(e))
+        .buffered(IO_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let all: Vec<KeyValue> = files.into_iter().flatten().collect();
+    let key_indices = table.schema().trimmed_key_indices();
+    let engine = engine.clone();
+    let order = order.clone();
+    // Each file holds one folded row per key, so sorting every file's rows by
+    // (key, sequence) and folding equals Paimon's k-way merge of sorted runs.
+    tokio::task::spawn_blocking(move || sort_and_fold(all, &key_indices, &order, &engine))
+        .await
+        .map_err(|e| Error::format(format!("merge task failed: {e}")))?
+}
+
+/// Drops files that cannot hold rows matching `filter`: other partitions, other buckets,
+/// and files whose key statistics exclude the wanted key values.
+fn prune(table: &Table, files: Vec<ManifestEntry>, filter: &ScanFilter) -> Result<Vec<ManifestEntry>> {
+    if filter.equals.is_empty() {
+        return Ok(files);
+    }
+    let schema = table.schema();
+    let partition_indices = schema.partition_indices();
+    let key_indices = schema.trimmed_key_indices();
+    let key_types = schema.types_of(&key_indices);
+    let bucket_indices = schema.bucket_key_indices();
+    let wanted = |i: usize| filter.equals.iter().find(|(c, _)| *c == i).map(|(_, v)| v);
+    // With every bucket-key column fixed, only one bucket can hold matches.
+    let bucket_values: Option<Vec<Datum>> = bucket_indices.iter().map(|&i| wanted(i).cloned()).collect();
+    let target_bucket = match bucket_values {
+        Some(values) if table.options().bucket > 0 => Some(bucket::bucket_of(
+            &values,
+            &schema.types_of(&bucket_indices),
+            table.options().bucket,
+        )?),
+        _ => None,
+    };
+    let mut kept = Vec::with_capacity(files.len());
+    for f in files {
+        if let Some(b) = target_bucket
+            && f.total_buckets == table.options().bucket
+            && f.bucket != b
+        {
+            continue;
+        }
+        if !partition_indices.is_empty() && partition_indices.iter().any(|&i| wanted(i).is_some()) {
+            let values = table.partition_values(&f.partition)?;
+            let excluded = partition_indices.iter().zip(&values).any(|(&i, v)| {
+                wanted(i).is_some_and(|w| compare_datums(w, v) != Ordering::Equal)
+            });
+            if excluded {
+                continue;
+            }
+        }
+        if key_indices.iter().any(|&i| wanted(i).is_some()) {
+            let mins = binary_row::deserialize(&f.file.key_stats.min_values, &key_types);
+            let maxs = binary_row::deserialize(&f.file.key_stats.max_values, &key_types);
+            if let (Ok(mins), Ok(maxs)) = (mins, maxs)
+                && mins.len() == key_indices.len()
+                && maxs.len() == key_indices.len()
+            {
+                let excluded = key_indices.iter().enumerate().any(|(k, &i)| {
+                    wanted(i).is_some_and(|w| {
+                        (!mins[k].is_null() && compare_datums(w, &mins[k]) == Ordering::Less)
+                            || (!maxs[k].is_null() && compare_datums(w, &maxs[k]) == Ordering::Greater)
+                    })
+                });
+                if excluded {
+                    continue;
+                }
+            }
+        }
+        kept.push(f);
+    }
+    Ok(kept)
+}

@@ -1,0 +1,404 @@
+//! The table writer: buffers changes per partition and bucket, folds them with the merge
+//! engine, flushes sorted level-0 files and commits them as snapshots.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectStoreExt, PutPayload};
+
+use super::merge::{Admission, MergeEngine, SequenceOrder, key_of, sort_and_fold};
+use crate::error::{Error, Result};
+use crate::table::binary_row;
+use crate::table::bucket;
+use crate::table::commit::{CommitRequest, column_stats};
+use crate::table::data_file::{self, DataFileWriteOptions, KeyValue, RowKind};
+use crate::table::datum::{Datum, Row};
+use crate::table::manifest::{DataFileMeta, FileKind, FileSource, ManifestEntry, SimpleStats};
+use crate::table::schema::TableSchema;
+use crate::table::snapshot::{CommitKind, Snapshot};
+use crate::table::types::DataType;
+use crate::table::{IO_CONCURRENCY, Table};
+
+/// Changes buffered in memory before they are flushed to files (Paimon's
+/// `write-buffer-size` default is 256 MiB; this counts estimated row bytes).
+const DEFAULT_BUFFER_BYTES: usize = 256 << 20;
+
+/// (serialized partition row, bucket)
+type BucketId = (Vec<u8>, i32);
+
+#[derive(Debug)]
+struct BucketBuffer {
+    partition: Row,
+    rows: Vec<KeyValue>,
+}
+
+/// Files and rows produced by a flush or compaction, ready to commit.
+#[derive(Debug, Default, Clone)]
+pub struct PendingFiles {
+    pub entries: Vec<ManifestEntry>,
+}
+
+/// Writes changes into one table. One writer per table at a time (Paimon's rule: two
+/// writers of one bucket would reuse sequence numbers).
+pub struct TableWriter {
+    table: Arc<Table>,
+    commit_user: String,
+    next_commit_identifier: i64,
+    engine: MergeEngine,
+    order: SequenceOrder,
+    layout: RowLayout,
+    buffers: HashMap<BucketId, BucketBuffer>,
+    next_sequence: HashMap<BucketId, i64>,
+    pending: Vec<ManifestEntry>,
+    buffered_bytes: usize,
+    buffer_limit: usize,
+    file_options: DataFileWriteOptions,
+}
+
+/// Column positions the writer needs for every row.
+#[derive(Debug, Clone)]
+pub(crate) struct RowLayout {
+    pub schema: Arc<TableSchema>,
+    pub key_indices: Vec<usize>,
+    pub key_types: Vec<DataType>,
+    pub partition_indices: Vec<usize>,
+    pub partition_types: Vec<DataType>,
+    pub bucket_indices: Vec<usize>,
+    pub bucket_types: Vec<DataType>,
+    pub num_buckets: i32,
+}
+
+impl RowLayout {
+    pub(crate) fn new(table: &Table) -> Self {
+        let schema = table.schema().clone();
+        let key_indices = schema.trimmed_key_indices();
+        let partition_indices = schema.partition_indices();
+        let bucket_indices = schema.bucket_key_indices();
+        RowLayout {
+            key_types: schema.types_of(&key_indices),
+            partition_types: schema.types_of(&partition_indices),
+            bucket_types: schema.types_of(&bucket_indices),
+            key_indices,
+            partition_indices,
+            bucket_indices,
+            num_buckets: table.options().bucket,
+            schema,
+        }
+    }
+}
+
+impl TableWriter {
+    /// A writer for `table` committing as `commit_user`. Sequence numbers continue from
+    /// the latest snapshot; commit identifiers from this user's latest snapshot.
+    pub async fn new(table: Arc<Table>, commit_user: impl Into<String>) -> Result<Self> {
+        let commit_user = commit_user.into();
+        if table.options().bucket < 1 {
+            return Err(Error::Config(format!(
+                "table {} has bucket = {}; lakejoin writes fixed-bucket tables only",
+                table.identifier(),
+                table.options().bucket
+            )));
+        }
+        let engine = MergeEngine::new(table.schema(), table.options())?;
+        let order = SequenceOrder::new(table.schema(), table.options())?;
+        let file_options = DataFileWriteOptions::from_table_options(
+            &table.options().file_compression,
+            table.options().zstd_level,
+        )?;
+        let mut next_sequence = HashMap::new();
+        if let Some(latest) = table.latest_snapshot().await? {
+            for entry in table.live_files(&latest).await? {
+                let next = next_sequence
+                    .entry((entry.partition.clone(), entry.bucket))
+                    .or_insert(0);
+                *next = (*next).max(entry.file.max_sequence_number + 1);
+            }
+        }
+        let next_commit_identifier = table
+            .latest_snapshot_of_user(&commit_user)
+            .await?
+            .map_or(1, |s| s.commit_identifier.saturating_add(1));
+        Ok(TableWriter {
+            layout: RowLayout::new(&table),
+            table,
+            commit_user,
+            next_commit_identifier,
+            engine,
+            order,
+            buffers: HashMap::new(),
+            next_sequence,
+            pending: Vec::new(),
+            buffered_bytes: 0,
+            buffer_limit: DEFAULT_BUFFER_BYTES,
+            file_options,
+        })
+    }
+
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    /// Sets how many estimated bytes of changes are buffered before `write` asks for a
+    /// flush (see [`TableWriter::needs_flush`]).
+    pub fn set_buffer_limit(&mut self, bytes: usize) {
+        self.buffer_limit = bytes.max(1);
+    }
+
+    /// Whether the buffer is over its limit and should be flushed.
+    pub fn needs_flush(&self) -> bool {
+        self.buffered_bytes >= self.buffer_limit
+    }
+
+    /// Validates one change and buffers it. A `Data` error rejects this change only; the
+    /// writer is unchanged.
+    pub fn write(&mut self, kind: RowKind, row: Row) -> Result<()> {
+        check_row(&self.layout.schema, &row).map_err(Error::Data)?;
+        match self.engine.admit(kind).map_err(Error::Data)? {
+            Admission::Drop => return Ok(()),
+            Admission::Keep => {}
+        }
+        let partition = key_of(&row, &self.layout.partition_indices);
+        let partition_bytes = binary_row::serialize(&partition, &self.layout.partition_types)?;
+        let bucket_values = key_of(&row, &self.layout.bucket_indices);
+        let bucket = bucket::bucket_of(
+            &bucket_values,
+            &self.layout.bucket_types,
+            self.layout.num_buckets,
+        )?;
+        let id = (partition_bytes, bucket);
+        let seq = self.next_sequence.entry(id.clone()).or_insert(0);
+        let sequence_number = *seq;
+        *seq += 1;
+        self.buffered_bytes += estimate_row_bytes(&row);
+        self.buffers
+            .entry(id)
+            .or_insert_with(|| BucketBuffer {
+                partition,
+                rows: Vec::new(),
+            })
+            .rows
+            .push(KeyValue {
+                sequence_number,
+                kind,
+                row,
+            });
+        Ok(())
+    }
+
+    /// Number of changes buffered and not yet flushed.
+    pub fn buffered_rows(&self) -> usize {
+        self.buffers.values().map(|b| b.rows.len()).sum()
+    }
+
+    /// Writes every buffered bucket as level-0 files (not yet committed).
+    pub async fn flush(&mut self) -> Result<()> {
+        let buffers = std::mem::take(&mut self.buffers);
+        self.buffered_bytes = 0;
+        let jobs: Vec<(BucketId, BucketBuffer)> = buffers.into_iter().collect();
+        let table = self.table.clone();
+        let layout = self.layout.clone();
+        let engine = self.engine.clone();
+        let order = self.order.clone();
+        let options = self.file_options;
+        let written: Vec<Vec<ManifestEntry>> = futures::stream::iter(jobs)
+            .map(|((partition_bytes, bucket), buffer)| {
+                let table = table.clone();
+                let layout = layout.clone();
+                let engine = engine.clone();
+                let order = order.clone();
+                async move {
+                    let folded = tokio::task::spawn_blocking(move || {
+                        sort_and_fold(buffer.rows, &layout.key_indices, &order, &engine)
+                    })
+                    .await
+                    .map_err(|e| Error::format(format!("flush task failed: {e}")))??;
+                    write_files(
+                        &table,
+                        &partition_bytes,
+                        &buffer.partition,
+                        bucket,
+                        folded,
+                        0,
+                        FileSource::Append,
+                        options,
+                    )
+                    .await
+                }
+            })
+            .buffer_unordered(IO_CONCURRENCY)
+            .try_collect()
+            .await?;
+        self.pending.extend(written.into_iter().flatten());
+        Ok(())
+    }
+
+    /// Flushes and commits everything written so far as one snapshot carrying
+    /// `properties`. Returns `None` when there was nothing to commit.
+    pub async fn commit(&mut self, properties: BTreeMap<String, String>) -> Result<Option<Snapshot>> {
+        self.flush().await?;
+        if self.pending.is_empty() && properties.is_empty() {
+            return Ok(None);
+        }
+        let request = CommitRequest {
+            commit_user: self.commit_user.clone(),
+            commit_identifier: self.next_commit_identifier,
+            kind: CommitKind::Append,
+            entries: std::mem::take(&mut self.pending),
+            properties,
+        };
+        match self.table.commit(request.clone()).await {
+            Ok(snapshot) => {
+                self.next_commit_identifier += 1;
+                Ok(Some(snapshot))
+            }
+            Err(e) => {
+                // Keep the files so a retried commit still includes them.
+                self.pending = request.entries;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Rough in-memory size of a row, used to bound the buffer.
+fn estimate_row_bytes(row: &Row) -> usize {
+    64 + row
+        .iter()
+        .map(|d| match d {
+            Datum::String(s) => 24 + s.len(),
+            Datum::Bytes(b) => 24 + b.len(),
+            _ => 24,
+        })
+        .sum::<usize>()
+}
+
+/// Checks arity, nullability and that each datum has its column's type.
+pub(crate) fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<(), String> {
+    if row.len() != schema.fields.len() {
+        return Err(format!(
+            "row has {} values, table {} columns",
+            row.len(),
+            schema.fields.len()
+        ));
+    }
+    let mut problems = Vec::new();
+    for (field, value) in schema.fields.iter().zip(row) {
+        let ok = match (value, field.data_type) {
+            (Datum::Null, _) => {
+                if !field.nullable {
+                    problems.push(format!("column `{}` is NOT NULL but the value is null", field.name));
+                }
+                true
+            }
+            (Datum::Boolean(_), DataType::Boolean)
+            | (Datum::TinyInt(_), DataType::TinyInt)
+            | (Datum::SmallInt(_), DataType::SmallInt)
+            | (Datum::Int(_), DataType::Int)
+            | (Datum::BigInt(_), DataType::BigInt)
+            | (Datum::Float(_), DataType::Float)
+            | (Datum::Double(_), DataType::Double)
+            | (Datum::Decimal(_), DataType::Decimal { .. })
+            | (Datum::String(_), DataType::Char(_) | DataType::Varchar(_))
+            | (Datum::Bytes(_), DataType::Binary(_) | DataType::Varbinary(_))
+            | (Datum::Date(_), DataType::Date)
+            | (Datum::Timestamp(_), DataType::Timestamp(_) | DataType::TimestampLtz(_)) => true,
+            _ => false,
+        };
+        if !ok {
+            problems.push(format!(
+                "column `{}` of type {} cannot hold {value:?}",
+                field.name, field.data_type
+            ));
+        }
+    }
+    if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+}
+
+/// Estimated encoded bytes per row before a new file is started.
+fn rows_per_file(rows: &[KeyValue], target_file_size: u64) -> usize {
+    let sample = rows.iter().take(64).map(|kv| estimate_row_bytes(&kv.row)).sum::<usize>();
+    let per_row = (sample / rows.len().clamp(1, 64)).max(1) as u64;
+    // Parquet with zstd is several times smaller than the in-memory estimate.
+    ((target_file_size * 4) / per_row).clamp(1024, u64::MAX) as usize
+}
+
+/// Writes rows (sorted by key, one per key) of one bucket as data files at `level`,
+/// returning their ADD entries.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn write_files(
+    table: &Table,
+    partition_bytes: &[u8],
+    partition: &Row,
+    bucket: i32,
+    rows: Vec<KeyValue>,
+    level: i32,
+    source: FileSource,
+    options: DataFileWriteOptions,
+) -> Result<Vec<ManifestEntry>> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let schema = table.schema().clone();
+    let key_indices = schema.trimmed_key_indices();
+    let key_types = schema.types_of(&key_indices);
+    let chunk = rows_per_file(&rows, table.options().target_file_size);
+    let dir = table.bucket_path(partition, bucket);
+    let mut entries = Vec::new();
+    let mut rows = rows;
+    while !rows.is_empty() {
+        let rest = rows.split_off(rows.len().min(chunk));
+        let part = std::mem::replace(&mut rows, rest);
+        let keys: Vec<Vec<Datum>> = part.iter().map(|kv| key_of(&kv.row, &key_indices)).collect();
+        let min_key = binary_row::serialize(keys.first().map_or(&[][..], |k| k), &key_types)?;
+        let max_key = binary_row::serialize(keys.last().map_or(&[][..], |k| k), &key_types)?;
+        let key_stats = column_stats(&keys, &key_types)?;
+        let row_count = part.len() as i64;
+        let delete_row_count = part.iter().filter(|kv| kv.kind.is_retract()).count() as i64;
+        let min_seq = part.iter().map(|kv| kv.sequence_number).min().unwrap_or(0);
+        let max_seq = part.iter().map(|kv| kv.sequence_number).max().unwrap_or(0);
+        let encode_schema = schema.clone();
+        let bytes = tokio::task::spawn_blocking(move || {
+            data_file::encode_data_file(&encode_schema, &part, options)
+        })
+        .await
+        .map_err(|e| Error::format(format!("encoding task failed: {e}")))??;
+        let file_name = format!("data-{}-0.parquet", uuid::Uuid::new_v4());
+        let location = dir.clone().join(file_name.as_str());
+        let file_size = bytes.len() as i64;
+        table
+            .store()
+            .put(&location, PutPayload::from(bytes))
+            .await
+            .map_err(|e| Error::store(format!("writing {location}"), e))?;
+        entries.push(ManifestEntry {
+            kind: FileKind::Add,
+            partition: partition_bytes.to_vec(),
+            bucket,
+            total_buckets: table.options().bucket,
+            file: DataFileMeta {
+                file_name,
+                file_size,
+                row_count,
+                min_key,
+                max_key,
+                key_stats,
+                value_stats: SimpleStats::empty(),
+                min_sequence_number: min_seq,
+                max_sequence_number: max_seq,
+                schema_id: schema.id,
+                level,
+                extra_files: Vec::new(),
+                creation_time: Some(chrono::Utc::now().timestamp_millis()),
+                delete_row_count: Some(delete_row_count),
+                embedded_file_index: None,
+                file_source: Some(source),
+                value_stats_cols: Some(Vec::new()),
+                external_path: None,
+                first_row_id: None,
+                write_cols: None,
+            },
+        });
+    }
+    Ok(entries)
+}

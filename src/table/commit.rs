@@ -1,0 +1,294 @@
+//! Publishing a commit (format doc §9): manifests, manifest lists, then `snapshot-N`
+//! written create-if-absent; a lost race is retried on top of the new latest snapshot.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use super::Table;
+use super::binary_row;
+use super::datum::{Datum, compare_datums};
+use super::manifest::{
+    self, FileKind, ManifestCompression, ManifestEntry, ManifestFileMeta, SimpleStats,
+};
+use super::snapshot::{CommitKind, Snapshot};
+use crate::error::{Error, Result};
+
+/// Base manifests are merged into one once a snapshot references this many
+/// (Java's `manifest.merge-min-count`), so reading a long-lived table stays cheap.
+const MANIFEST_MERGE_MIN_COUNT: usize = 30;
+
+/// What one commit adds to the table.
+#[derive(Debug, Clone)]
+pub struct CommitRequest {
+    /// Writer identity; with `commit_identifier` it detects a commit that already landed.
+    pub commit_user: String,
+    /// Increasing per commit user (Long.MAX for one-shot batch writes).
+    pub commit_identifier: i64,
+    pub kind: CommitKind,
+    /// ADD entries for new files, DELETE entries for files a compaction replaced.
+    pub entries: Vec<ManifestEntry>,
+    /// Stored in the snapshot (e.g. Kafka offsets covered by this commit).
+    pub properties: BTreeMap<String, String>,
+}
+
+impl Table {
+    /// Commits `request` as the next snapshot and returns it. Retries when another writer
+    /// takes the snapshot id first, up to `commit.max-retries` times.
+    pub async fn commit(&self, request: CommitRequest) -> Result<Snapshot> {
+        let compression = ManifestCompression::parse(&self.options().manifest_compression)?;
+        let schema_id = self.schema().id;
+        // The delta manifest and its list do not depend on the snapshot we build on, so
+        // they are written once and reused across retries.
+        let delta_meta = if request.entries.is_empty() {
+            None
+        } else {
+            Some(self.write_manifest(&request.entries, compression).await?)
+        };
+        let delta_metas: Vec<ManifestFileMeta> = delta_meta.into_iter().collect();
+        let (delta_list, delta_list_size) =
+            self.write_manifest_list(&delta_metas, compression).await?;
+        let delta_record_count: i64 = request
+            .entries
+            .iter()
+            .map(|e| match e.kind {
+                FileKind::Add => e.file.row_count,
+                FileKind::Delete => -e.file.row_count,
+            })
+            .sum();
+
+        let max_attempts = self.options().commit_max_retries.max(1) + 1;
+        let mut backoff = Duration::from_millis(10);
+        let mut seen: Option<i64> = None;
+        for attempt in 1..=max_attempts {
+            let latest = self.latest_snapshot().await?;
+            if let (Some(seen_id), Some(latest)) = (seen, &latest)
+                && let Some(done) = self
+                    .find_committed(&request, seen_id + 1, latest.id)
+                    .await?
+            {
+                // An earlier attempt landed even though we saw an error.
+                return Ok(done);
+            }
+            let mut base_metas = match &latest {
+                Some(s) => self.snapshot_manifests(s).await?,
+                None => Vec::new(),
+            };
+            if base_metas.len() >= MANIFEST_MERGE_MIN_COUNT {
+                base_metas = self.merge_manifests(&base_metas, compression).await?;
+            }
+            let (base_list, base_list_size) =
+                self.write_manifest_list(&base_metas, compression).await?;
+            let id = latest.as_ref().map_or(1, |s| s.id + 1);
+            let snapshot = Snapshot {
+                version: 3,
+                id,
+                schema_id,
+                base_manifest_list: base_list,
+                delta_manifest_list: delta_list.clone(),
+                changelog_manifest_list: None,
+                index_manifest: latest.as_ref().and_then(|s| s.index_manifest.clone()),
+                commit_user: request.commit_user.clone(),
+                commit_identifier: request.commit_identifier,
+                commit_kind: request.kind,
+                time_millis: chrono::Utc::now().timestamp_millis(),
+                total_record_count: latest.as_ref().map_or(0, |s| s.total_record_count)
+                    + delta_record_count,
+                delta_record_count,
+                changelog_record_count: Some(0),
+                base_manifest_list_size: Some(base_list_size),
+                delta_manifest_list_size: Some(delta_list_size),
+                watermark: latest
+                    .as_ref()
+                    .and_then(|s| s.watermark)
+                    .or(Some(i64::MIN)),
+                statistics: None,
+                properties: if request.properties.is_empty() {
+                    None
+                } else {
+                    Some(request.properties.clone())
+                },
+                next_row_id: None,
+            };
+            let location = self.snapshot_dir().join(format!("snapshot-{id}"));
+            let put = self
+                .store()
+                .put_opts(
+                    &location,
+                    PutPayload::from(snapshot.to_json().into_bytes()),
+                    PutOptions::from(PutMode::Create),
+                )
+                .await;
+            match put {
+                Ok(_) => {
+                    self.write_latest_hint(id).await;
+                    return Ok(snapshot);
+                }
+                Err(object_store::Error::AlreadyExists { .. }) => {
+                    tracing::debug!(table = %self.identifier(), id, attempt, "lost the commit race, retrying");
+                    // Our base list is now useless; its name is unique, so leaving it is
+                    // harmless, but remove it to keep the directory tidy.
+                    let _ = self
+                        .store()
+                        .delete(&self.manifest_path(&snapshot.base_manifest_list))
+                        .await;
+                    seen = Some(latest.as_ref().map_or(0, |s| s.id));
+                    let jitter = rand::random_range(0..=backoff.as_millis() as u64 / 2);
+                    tokio::time::sleep(backoff + Duration::from_millis(jitter)).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+                Err(e) => return Err(Error::store(format!("publishing {location}"), e)),
+            }
+        }
+        Err(Error::CommitRetriesExhausted {
+            table: self.identifier().to_string(),
+            attempts: max_attempts,
+        })
+    }
+
+    /// A snapshot in `from..=to` with the request's user, identifier and kind.
+    async fn find_committed(
+        &self,
+        request: &CommitRequest,
+        from: i64,
+        to: i64,
+    ) -> Result<Option<Snapshot>> {
+        for id in from..=to {
+            let s = self.snapshot(id).await?;
+            if s.commit_user == request.commit_user
+                && s.commit_identifier == request.commit_identifier
+                && s.commit_kind == request.kind
+            {
+                return Ok(Some(s));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn write_latest_hint(&self, id: i64) {
+        let location = self.snapshot_dir().join("LATEST");
+        if let Err(e) = self
+            .store()
+            .put(&location, PutPayload::from(id.to_string().into_bytes()))
+            .await
+        {
+            // Readers validate the hint, so a stale one only costs them a listing.
+            tracing::warn!(table = %self.identifier(), error = %e, "could not update snapshot/LATEST");
+        }
+    }
+
+    /// Writes one manifest holding `entries` and returns its list record.
+    pub(crate) async fn write_manifest(
+        &self,
+        entries: &[ManifestEntry],
+        compression: ManifestCompression,
+    ) -> Result<ManifestFileMeta> {
+        let bytes = manifest::encode_manifest(entries, compression)?;
+        let name = format!("manifest-{}-0", uuid::Uuid::new_v4());
+        let size = bytes.len() as i64;
+        self.put_new(&self.manifest_path(&name), bytes).await?;
+        let partition_types = self
+            .schema()
+            .types_of(&self.schema().partition_indices());
+        let partitions: Vec<&[u8]> = entries.iter().map(|e| e.partition.as_slice()).collect();
+        Ok(ManifestFileMeta {
+            file_name: name,
+            file_size: size,
+            num_added_files: entries.iter().filter(|e| e.kind == FileKind::Add).count() as i64,
+            num_deleted_files: entries.iter().filter(|e| e.kind == FileKind::Delete).count()
+                as i64,
+            partition_stats: partition_stats(&partitions, &partition_types)?,
+            schema_id: entries
+                .iter()
+                .map(|e| e.file.schema_id)
+                .max()
+                .unwrap_or(self.schema().id),
+            min_bucket: entries.iter().map(|e| e.bucket).min(),
+            max_bucket: entries.iter().map(|e| e.bucket).max(),
+            min_level: entries.iter().map(|e| e.file.level).min(),
+            max_level: entries.iter().map(|e| e.file.level).max(),
+            min_row_id: None,
+            max_row_id: None,
+        })
+    }
+
+    async fn write_manifest_list(
+        &self,
+        metas: &[ManifestFileMeta],
+        compression: ManifestCompression,
+    ) -> Result<(String, i64)> {
+        let bytes = manifest::encode_manifest_list(metas, compression)?;
+        let name = format!("manifest-list-{}-0", uuid::Uuid::new_v4());
+        let size = bytes.len() as i64;
+        self.put_new(&self.manifest_path(&name), bytes).await?;
+        Ok((name, size))
+    }
+
+    /// Rewrites many manifests as one holding only the live ADD entries.
+    async fn merge_manifests(
+        &self,
+        metas: &[ManifestFileMeta],
+        compression: ManifestCompression,
+    ) -> Result<Vec<ManifestFileMeta>> {
+        let entries = super::live_entries(self.read_manifests(metas).await?);
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(vec![self.write_manifest(&entries, compression).await?])
+    }
+
+    async fn put_new(&self, location: &object_store::path::Path, bytes: Vec<u8>) -> Result<()> {
+        self.store()
+            .put(location, PutPayload::from(bytes))
+            .await
+            .map_err(|e| Error::store(format!("writing {location}"), e))?;
+        Ok(())
+    }
+}
+
+/// Column-wise min/max/null counts over serialized partition rows.
+pub(crate) fn partition_stats(
+    partitions: &[&[u8]],
+    types: &[super::types::DataType],
+) -> Result<SimpleStats> {
+    if types.is_empty() {
+        return Ok(SimpleStats::empty());
+    }
+    let rows: Vec<Vec<Datum>> = partitions
+        .iter()
+        .map(|p| binary_row::deserialize(p, types))
+        .collect::<Result<_>>()?;
+    column_stats(&rows, types)
+}
+
+/// Column-wise min/max (nulls ignored) and null counts of `rows`.
+pub(crate) fn column_stats(
+    rows: &[Vec<Datum>],
+    types: &[super::types::DataType],
+) -> Result<SimpleStats> {
+    let n = types.len();
+    let mut mins = vec![Datum::Null; n];
+    let mut maxs = vec![Datum::Null; n];
+    let mut nulls = vec![0i64; n];
+    for row in rows {
+        for (i, v) in row.iter().enumerate().take(n) {
+            if v.is_null() {
+                nulls[i] += 1;
+                continue;
+            }
+            if mins[i].is_null() || compare_datums(v, &mins[i]) == Ordering::Less {
+                mins[i] = v.clone();
+            }
+            if maxs[i].is_null() || compare_datums(v, &maxs[i]) == Ordering::Greater {
+                maxs[i] = v.clone();
+            }
+        }
+    }
+    Ok(SimpleStats {
+        min_values: binary_row::serialize(&mins, types)?,
+        max_values: binary_row::serialize(&maxs, types)?,
+        null_counts: Some(nulls.into_iter().map(Some).collect()),
+    })
+}

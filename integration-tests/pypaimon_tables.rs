@@ -494,7 +494,7 @@ fn t5_pypaimon_rowkind_table_read_by_lakejoin() {
 }
 
 /// T6: the pypaimon-written customers table (partial-update + sequence field), read by
-/// lakejoin: {1: zs/us/2, 2: ls/ch/1}.
+/// lakejoin: {1: zs/us/2, 2: ls/ch/1}; then lakejoin appends to it.
 #[test]
 fn t6_pypaimon_customers_partial_update() {
     let spec = TableSpec::new(
@@ -518,6 +518,24 @@ fn t6_pypaimon_customers_partial_update() {
         "T6",
         &[
             json!({"id": 1, "name": "zs", "country": "us", "seq": 2}),
+            json!({"id": 2, "name": "ls", "country": "ch", "seq": 1}),
+        ],
+    );
+
+    // T6b: lakejoin writes into the pypaimon table: a newer country for 1, and a name for 2
+    // whose sequence value is older than what the table has, so it must not win.
+    table.lj_write(
+        &[
+            json!({"id": 1, "country": "fr", "seq": 3}),
+            json!({"id": 2, "name": "ww", "seq": 0}),
+        ],
+        None,
+    );
+    table.check_latest_commit_files("T6b", 0, 0);
+    table.assert_both_read(
+        "T6b",
+        &[
+            json!({"id": 1, "name": "zs", "country": "fr", "seq": 3}),
             json!({"id": 2, "name": "ls", "country": "ch", "seq": 1}),
         ],
     );
@@ -592,7 +610,25 @@ fn t7_buckets_agree_both_writers() {
     assert_buckets("T7", &table, &expected_files);
     table.assert_both_read("T7", &model.rows());
 
-    // lakejoin's key filter (bucket and key-range pruning) over files of both writers.
+    // lakejoin's filters over files of both writers: a full key (lakejoin may prune by its
+    // own bucket hash, so a hash that disagrees with pypaimon's loses the row) and a
+    // partial key (key-range pruning).
+    for row in commit2.iter().step_by(3) {
+        let k1 = format!("k1={}", row["k1"]);
+        let k2 = format!("k2={}", row["k2"].as_str().expect("k2"));
+        let expected = filter_rows(
+            &filter_rows(&model.rows(), "k1", &row["k1"]),
+            "k2",
+            &row["k2"],
+        );
+        assert_eq!(expected.len(), 1, "T7: one row per full key");
+        assert_same_rows(
+            &format!("T7 lakejoin where {k1} and {k2}"),
+            &expected,
+            &table.lj_scan_where(None, &[&k1, &k2]),
+            &spec.primary_key,
+        );
+    }
     for k1 in -4..=4 {
         let expected = filter_rows(&model.rows(), "k1", &json!(k1));
         let filter = format!("k1={k1}");

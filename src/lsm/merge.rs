@@ -102,7 +102,9 @@ impl MergeEngine {
             return Ok(Admission::Drop);
         }
         match self.kind {
-            MergeEngineKind::PartialUpdate if kind == RowKind::Delete && self.remove_record_on_delete => {
+            MergeEngineKind::PartialUpdate
+                if kind == RowKind::Delete && self.remove_record_on_delete =>
+            {
                 Ok(Admission::Keep)
             }
             MergeEngineKind::PartialUpdate if self.remove_record_on_delete => {
@@ -130,7 +132,11 @@ impl MergeEngine {
 
     fn merge_deduplicate(&self, versions: &[KeyValue]) -> Option<KeyValue> {
         if self.ignore_delete {
-            versions.iter().rev().find(|kv| !kv.kind.is_retract()).cloned()
+            versions
+                .iter()
+                .rev()
+                .find(|kv| !kv.kind.is_retract())
+                .cloned()
         } else {
             versions.last().cloned()
         }
@@ -172,7 +178,11 @@ impl MergeEngine {
         }
         Ok(latest.map(|last| KeyValue {
             sequence_number: last.sequence_number,
-            kind: if deleted { RowKind::Delete } else { RowKind::Insert },
+            kind: if deleted {
+                RowKind::Delete
+            } else {
+                RowKind::Insert
+            },
             row,
         }))
     }

@@ -235,7 +235,10 @@ impl TableWriter {
 
     /// Flushes and commits everything written so far as one snapshot carrying
     /// `properties`. Returns `None` when there was nothing to commit.
-    pub async fn commit(&mut self, properties: BTreeMap<String, String>) -> Result<Option<Snapshot>> {
+    pub async fn commit(
+        &mut self,
+        properties: BTreeMap<String, String>,
+    ) -> Result<Option<Snapshot>> {
         self.flush().await?;
         if self.pending.is_empty() && properties.is_empty() {
             return Ok(None);
@@ -287,7 +290,10 @@ pub(crate) fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<
         let ok = match (value, field.data_type) {
             (Datum::Null, _) => {
                 if !field.nullable {
-                    problems.push(format!("column `{}` is NOT NULL but the value is null", field.name));
+                    problems.push(format!(
+                        "column `{}` is NOT NULL but the value is null",
+                        field.name
+                    ));
                 }
                 true
             }
@@ -312,12 +318,20 @@ pub(crate) fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<
             ));
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
 /// Estimated encoded bytes per row before a new file is started.
 fn rows_per_file(rows: &[KeyValue], target_file_size: u64) -> usize {
-    let sample = rows.iter().take(64).map(|kv| estimate_row_bytes(&kv.row)).sum::<usize>();
+    let sample = rows
+        .iter()
+        .take(64)
+        .map(|kv| estimate_row_bytes(&kv.row))
+        .sum::<usize>();
     let per_row = (sample / rows.len().clamp(1, 64)).max(1) as u64;
     // Parquet with zstd is several times smaller than the in-memory estimate.
     ((target_file_size * 4) / per_row).clamp(1024, u64::MAX) as usize
@@ -349,7 +363,10 @@ pub(crate) async fn write_files(
     while !rows.is_empty() {
         let rest = rows.split_off(rows.len().min(chunk));
         let part = std::mem::replace(&mut rows, rest);
-        let keys: Vec<Vec<Datum>> = part.iter().map(|kv| key_of(&kv.row, &key_indices)).collect();
+        let keys: Vec<Vec<Datum>> = part
+            .iter()
+            .map(|kv| key_of(&kv.row, &key_indices))
+            .collect();
         let min_key = binary_row::serialize(keys.first().map_or(&[][..], |k| k), &key_types)?;
         let max_key = binary_row::serialize(keys.last().map_or(&[][..], |k| k), &key_types)?;
         let key_stats = column_stats(&keys, &key_types)?;

@@ -255,9 +255,9 @@ fn java_local_date_time_string(ts: Timestamp) -> String {
     if second > 0 || nano > 0 {
         let _ = write!(out, ":{second:02}");
         if nano > 0 {
-            if nano % 1_000_000 == 0 {
+            if nano.is_multiple_of(1_000_000) {
                 let _ = write!(out, ".{:03}", nano / 1_000_000);
-            } else if nano % 1000 == 0 {
+            } else if nano.is_multiple_of(1000) {
                 let _ = write!(out, ".{:06}", nano / 1000);
             } else {
                 let _ = write!(out, ".{nano:09}");
@@ -471,7 +471,7 @@ mod tests {
             (1.4e-45, "1.4E-45"),
             (16_777_216.0, "1.6777216E7"),
             // Exactly halfway between 7342.9062 and 7342.9063: Java takes the even digit.
-            (7342.906_25, "7342.9062"),
+            (7342.0 + 29.0 / 32.0, "7342.9062"),
             (f32::INFINITY, "Infinity"),
         ];
         for (v, text) in cases {

@@ -26,7 +26,10 @@ const SYNC_LEN: usize = 16;
 const MAX_SCHEMA_DEPTH: usize = 64;
 /// Most items an array or map of zero-byte items may hold (a `null` array costs no bytes
 /// per item, so the remaining input cannot bound it).
-const MAX_ZERO_SIZE_ITEMS: usize = 1 << 20;
+const MAX_ZERO_SIZE_ITEMS: usize = 1 << 16;
+/// Most nodes a compiled schema may have. Named types are copied where they are
+/// referenced, so a hostile schema could otherwise grow exponentially.
+const MAX_SCHEMA_NODES: usize = 10_000;
 /// Uncompressed bytes collected before a block is closed (Java Avro's default interval).
 const SYNC_INTERVAL: usize = 64 * 1024;
 /// zstd level used when writing; Paimon's Java writer defaults to level 1 for manifests.
@@ -169,10 +172,13 @@ pub(crate) fn parse_schema(text: &[u8]) -> Result<Node> {
 
 #[derive(Default)]
 struct SchemaParser {
-    /// Named types (records, enums, fixed) defined so far, by full name.
-    named: HashMap<String, Node>,
+    /// Named types (records, enums, fixed) defined so far, by full name, with their size
+    /// in nodes.
+    named: HashMap<String, (Node, usize)>,
     /// Records whose definition is being parsed; a reference to one is recursion.
     open: HashSet<String>,
+    /// Nodes compiled so far, references counted at their full size.
+    nodes: usize,
 }
 
 impl SchemaParser {
@@ -180,6 +186,7 @@ impl SchemaParser {
         if depth > MAX_SCHEMA_DEPTH {
             return Err(Error::format("avro schema nests too deeply"));
         }
+        self.count_nodes(1)?;
         match json {
             Json::String(name) => self.parse_name(name, namespace),
             Json::Array(branches) => {
@@ -249,7 +256,15 @@ impl SchemaParser {
         }
     }
 
-    fn parse_name(&self, name: &str, namespace: &str) -> Result<Node> {
+    fn count_nodes(&mut self, n: usize) -> Result<()> {
+        self.nodes = self.nodes.saturating_add(n);
+        if self.nodes > MAX_SCHEMA_NODES {
+            return Err(Error::format("avro schema is too large"));
+        }
+        Ok(())
+    }
+
+    fn parse_name(&mut self, name: &str, namespace: &str) -> Result<Node> {
         let primitive = match name {
             "null" => Some(Node::Null),
             "boolean" => Some(Node::Boolean),
@@ -275,8 +290,10 @@ impl SchemaParser {
                     "recursive avro type {candidate} is not supported"
                 )));
             }
-            if let Some(node) = self.named.get(candidate) {
-                return Ok(node.clone());
+            if let Some((node, size)) = self.named.get(candidate) {
+                let (node, size) = (node.clone(), *size);
+                self.count_nodes(size)?;
+                return Ok(node);
             }
         }
         Err(Error::format(format!("unknown avro type {name:?}")))
@@ -294,6 +311,7 @@ impl SchemaParser {
                 "avro record {full} without \"fields\""
             )));
         };
+        let nodes_before = self.nodes;
         self.open.insert(full.clone());
         let mut out = Vec::with_capacity(fields.len());
         for field in fields {
@@ -314,11 +332,20 @@ impl SchemaParser {
             name: full.clone(),
             fields: out,
         }));
-        self.define(full, node)
+        let size = self.nodes - nodes_before + 1;
+        self.define_sized(full, node, size)
     }
 
     fn define(&mut self, full: String, node: Node) -> Result<Node> {
-        if self.named.insert(full.clone(), node.clone()).is_some() {
+        self.define_sized(full, node, 1)
+    }
+
+    fn define_sized(&mut self, full: String, node: Node, size: usize) -> Result<Node> {
+        if self
+            .named
+            .insert(full.clone(), (node.clone(), size))
+            .is_some()
+        {
             return Err(Error::format(format!("avro type {full} is defined twice")));
         }
         Ok(node)
@@ -803,6 +830,27 @@ mod tests {
             "}".repeat(100)
         );
         assert!(parse_schema(deep.as_bytes()).is_err());
+
+        // Each record references the previous one twice: 2^40 nodes if copied naively.
+        let mut types = vec![r#"{"type": "record", "name": "r0", "fields": []}"#.to_string()];
+        for i in 1..40 {
+            types.push(format!(
+                r#"{{"type": "record", "name": "r{i}", "fields": [
+                    {{"name": "a", "type": "r{p}"}}, {{"name": "b", "type": "r{p}"}}]}}"#,
+                p = i - 1
+            ));
+        }
+        let fields: Vec<String> = types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| format!(r#"{{"name": "f{i}", "type": {t}}}"#))
+            .collect();
+        let bomb = format!(
+            r#"{{"type": "record", "name": "top", "fields": [{}]}}"#,
+            fields.join(",")
+        );
+        let err = parse_schema(bomb.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("too large"), "{err}");
     }
 
     #[test]

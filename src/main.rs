@@ -14,7 +14,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -26,7 +29,11 @@ fn main() -> ExitCode {
         Ok(Outcome::NotFound) => ExitCode::from(1),
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(if e.kind() == lakejoin::ErrorKind::Data { 1 } else { 2 })
+            ExitCode::from(if e.kind() == lakejoin::ErrorKind::Data {
+                1
+            } else {
+                2
+            })
         }
     }
 }

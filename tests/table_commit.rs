@@ -19,11 +19,23 @@ fn schema(partitioned: bool) -> TableSchema {
     TableSchema::new(
         vec![
             ("id".into(), DataType::Int, false),
-            ("dt".into(), DataType::Varchar(lakejoin::table::types::MAX_LENGTH), false),
+            (
+                "dt".into(),
+                DataType::Varchar(lakejoin::table::types::MAX_LENGTH),
+                false,
+            ),
             ("v".into(), DataType::BigInt, true),
         ],
-        if partitioned { vec!["dt".into()] } else { vec![] },
-        if partitioned { vec!["id".into(), "dt".into()] } else { vec!["id".into()] },
+        if partitioned {
+            vec!["dt".into()]
+        } else {
+            vec![]
+        },
+        if partitioned {
+            vec!["id".into(), "dt".into()]
+        } else {
+            vec!["id".into()]
+        },
         BTreeMap::from([("bucket".to_string(), "2".to_string())]),
     )
     .unwrap()
@@ -55,7 +67,9 @@ async fn create_twice_fails_and_open_finds_the_schema() {
     assert!(again.to_string().contains("already exists"), "{again}");
     let opened = Table::open(&wh, &id).await.unwrap();
     assert_eq!(opened.schema().as_ref(), table.schema().as_ref());
-    let missing = Table::open(&wh, &TableIdentifier::parse("db.nope").unwrap()).await.unwrap_err();
+    let missing = Table::open(&wh, &TableIdentifier::parse("db.nope").unwrap())
+        .await
+        .unwrap_err();
     assert!(missing.to_string().contains("not found"), "{missing}");
 }
 
@@ -63,18 +77,46 @@ async fn create_twice_fails_and_open_finds_the_schema() {
 async fn time_travel_reads_old_snapshots_and_partition_filters_prune() {
     let wh = Warehouse::in_memory();
     let table = new_table(&wh, true).await;
-    let s1 = write(&table, "u", vec![(RowKind::Insert, row(1, "a", 1)), (RowKind::Insert, row(2, "b", 2))]).await;
-    let s2 = write(&table, "u", vec![(RowKind::Delete, row(1, "a", 0)), (RowKind::Insert, row(2, "b", 3))]).await;
+    let s1 = write(
+        &table,
+        "u",
+        vec![
+            (RowKind::Insert, row(1, "a", 1)),
+            (RowKind::Insert, row(2, "b", 2)),
+        ],
+    )
+    .await;
+    let s2 = write(
+        &table,
+        "u",
+        vec![
+            (RowKind::Delete, row(1, "a", 0)),
+            (RowKind::Insert, row(2, "b", 3)),
+        ],
+    )
+    .await;
     assert_eq!((s1, s2), (1, 2));
     let latest = scan(&table, None, &ScanFilter::default()).await.unwrap();
     assert_eq!(latest, vec![row(2, "b", 3)]);
     let first = table.snapshot(1).await.unwrap();
-    let old = scan(&table, Some(&first), &ScanFilter::default()).await.unwrap();
+    let old = scan(&table, Some(&first), &ScanFilter::default())
+        .await
+        .unwrap();
     assert_eq!(old, vec![row(1, "a", 1), row(2, "b", 2)]);
-    let only_a = ScanFilter { equals: vec![(1, Datum::String("a".into()))] };
-    assert_eq!(scan(&table, Some(&first), &only_a).await.unwrap(), vec![row(1, "a", 1)]);
-    let by_key = ScanFilter { equals: vec![(0, Datum::Int(2))] };
-    assert_eq!(scan(&table, None, &by_key).await.unwrap(), vec![row(2, "b", 3)]);
+    let only_a = ScanFilter {
+        equals: vec![(1, Datum::String("a".into()))],
+    };
+    assert_eq!(
+        scan(&table, Some(&first), &only_a).await.unwrap(),
+        vec![row(1, "a", 1)]
+    );
+    let by_key = ScanFilter {
+        equals: vec![(0, Datum::Int(2))],
+    };
+    assert_eq!(
+        scan(&table, None, &by_key).await.unwrap(),
+        vec![row(2, "b", 3)]
+    );
 }
 
 #[tokio::test]
@@ -92,10 +134,23 @@ async fn sequence_numbers_continue_across_writers_and_identifiers_per_user() {
         .collect();
     seqs.sort();
     assert_eq!(seqs, vec![(0, 0), (1, 1), (2, 2)]);
-    let alice = table.latest_snapshot_of_user("alice").await.unwrap().unwrap();
+    let alice = table
+        .latest_snapshot_of_user("alice")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((alice.id, alice.commit_identifier), (3, 2));
-    assert!(table.latest_snapshot_of_user("carol").await.unwrap().is_none());
-    assert_eq!(scan(&table, None, &ScanFilter::default()).await.unwrap(), vec![row(1, "a", 3)]);
+    assert!(
+        table
+            .latest_snapshot_of_user("carol")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        scan(&table, None, &ScanFilter::default()).await.unwrap(),
+        vec![row(1, "a", 3)]
+    );
 }
 
 #[tokio::test]
@@ -109,7 +164,12 @@ async fn concurrent_commits_all_land_with_distinct_ids() {
         tasks.push(tokio::spawn(async move {
             // Different partitions: Paimon allows concurrent appends there.
             let dt = format!("p{i}");
-            write(&table, &format!("writer-{i}"), vec![(RowKind::Insert, row(i, &dt, i as i64))]).await
+            write(
+                &table,
+                &format!("writer-{i}"),
+                vec![(RowKind::Insert, row(i, &dt, i as i64))],
+            )
+            .await
         }));
     }
     let mut ids = Vec::new();
@@ -146,8 +206,18 @@ async fn many_commits_merge_base_manifests() {
     }
     let latest = table.latest_snapshot().await.unwrap().unwrap();
     let manifests = table.snapshot_manifests(&latest).await.unwrap();
-    assert!(manifests.len() < 30, "base manifests were never merged: {}", manifests.len());
-    assert_eq!(scan(&table, None, &ScanFilter::default()).await.unwrap().len(), 40);
+    assert!(
+        manifests.len() < 30,
+        "base manifests were never merged: {}",
+        manifests.len()
+    );
+    assert_eq!(
+        scan(&table, None, &ScanFilter::default())
+            .await
+            .unwrap()
+            .len(),
+        40
+    );
 }
 
 #[tokio::test]
@@ -155,19 +225,40 @@ async fn full_compaction_rewrites_buckets_to_the_top_level() {
     let wh = Warehouse::in_memory();
     let table = new_table(&wh, false).await;
     for i in 0..4 {
-        write(&table, "u", vec![(RowKind::Insert, row(i, "a", 1)), (RowKind::Insert, row(i + 1, "a", 2))]).await;
+        write(
+            &table,
+            "u",
+            vec![
+                (RowKind::Insert, row(i, "a", 1)),
+                (RowKind::Insert, row(i + 1, "a", 2)),
+            ],
+        )
+        .await;
     }
     write(&table, "u", vec![(RowKind::Delete, row(2, "a", 0))]).await;
     let before = scan(&table, None, &ScanFilter::default()).await.unwrap();
     let snapshot = full_compact(&table, "compactor").await.unwrap().unwrap();
     assert_eq!(snapshot.commit_kind, CommitKind::Compact);
-    let delta = table.read_manifest_list(&snapshot.delta_manifest_list).await.unwrap();
+    let delta = table
+        .read_manifest_list(&snapshot.delta_manifest_list)
+        .await
+        .unwrap();
     let entries = table.read_manifests(&delta).await.unwrap();
     assert!(entries.iter().any(|e| e.kind == FileKind::Delete));
     let live = table.live_files(&snapshot).await.unwrap();
-    assert!(live.iter().all(|f| f.file.level == MAX_LEVEL && f.file.delete_row_count == Some(0)));
-    assert!(live.len() <= 2, "one file per bucket expected, got {}", live.len());
-    assert_eq!(scan(&table, None, &ScanFilter::default()).await.unwrap(), before);
+    assert!(
+        live.iter()
+            .all(|f| f.file.level == MAX_LEVEL && f.file.delete_row_count == Some(0))
+    );
+    assert!(
+        live.len() <= 2,
+        "one file per bucket expected, got {}",
+        live.len()
+    );
+    assert_eq!(
+        scan(&table, None, &ScanFilter::default()).await.unwrap(),
+        before
+    );
     assert_eq!(snapshot.total_record_count, before.len() as i64);
     assert!(full_compact(&table, "compactor").await.unwrap().is_none());
 }

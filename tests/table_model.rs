@@ -43,7 +43,14 @@ fn change(with_deletes: bool) -> impl Strategy<Value = Change> {
         proptest::option::weighted(0.7, 0..100i64),
         proptest::option::weighted(0.9, 0..20i64),
     )
-        .prop_map(|(kind, key, part, a, b, seq)| Change { kind, key, part, a, b, seq })
+        .prop_map(|(kind, key, part, a, b, seq)| Change {
+            kind,
+            key,
+            part,
+            a,
+            b,
+            seq,
+        })
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -54,8 +61,10 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 async fn make_table(options: &[(&str, &str)], partitioned: bool) -> Arc<Table> {
-    let mut opts: BTreeMap<String, String> =
-        options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let mut opts: BTreeMap<String, String> = options
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     opts.insert("bucket".into(), "3".into());
     let schema = TableSchema::new(
         vec![
@@ -65,8 +74,16 @@ async fn make_table(options: &[(&str, &str)], partitioned: bool) -> Arc<Table> {
             ("b".into(), DataType::BigInt, true),
             ("seq".into(), DataType::BigInt, true),
         ],
-        if partitioned { vec!["p".into()] } else { vec![] },
-        if partitioned { vec!["k".into(), "p".into()] } else { vec!["k".into()] },
+        if partitioned {
+            vec!["p".into()]
+        } else {
+            vec![]
+        },
+        if partitioned {
+            vec!["k".into(), "p".into()]
+        } else {
+            vec!["k".into()]
+        },
         opts,
     )
     .unwrap();
@@ -112,7 +129,11 @@ struct Version {
 
 fn seq_order(x: &Version, y: &Version, with_seq: bool) -> std::cmp::Ordering {
     // Nulls first, then value; ties by arrival.
-    let user = if with_seq { x.seq.cmp(&y.seq) } else { std::cmp::Ordering::Equal };
+    let user = if with_seq {
+        x.seq.cmp(&y.seq)
+    } else {
+        std::cmp::Ordering::Equal
+    };
     user.then(x.arrival.cmp(&y.arrival))
 }
 
@@ -152,14 +173,22 @@ fn model_deduplicate(commits: &[Vec<Change>], partitioned: bool, with_seq: bool)
 /// order into one version (non-null fields overwrite; `-D` empties the row when
 /// remove-record-on-delete), and the commits' folded versions are then folded again in
 /// the order of *their* sequence values.
-fn model_partial_update(commits: &[Vec<Change>], partitioned: bool, with_seq: bool, remove_on_delete: bool) -> Vec<Row> {
+fn model_partial_update(
+    commits: &[Vec<Change>],
+    partitioned: bool,
+    with_seq: bool,
+    remove_on_delete: bool,
+) -> Vec<Row> {
     let fold = |mut versions: Vec<Version>| -> Option<Version> {
         versions.sort_by(|x, y| seq_order(x, y, with_seq));
         let mut acc: Option<Version> = None;
         for v in versions {
             if v.retract {
                 if remove_on_delete && v.delete {
-                    acc = Some(Version { row: v.row.clone(), ..v });
+                    acc = Some(Version {
+                        row: v.row.clone(),
+                        ..v
+                    });
                 }
                 continue;
             }
@@ -176,7 +205,13 @@ fn model_partial_update(commits: &[Vec<Change>], partitioned: bool, with_seq: bo
                 Datum::BigInt(s) => Some(*s),
                 _ => None,
             };
-            acc = Some(Version { row, seq, arrival: v.arrival, retract: false, delete: false });
+            acc = Some(Version {
+                row,
+                seq,
+                arrival: v.arrival,
+                retract: false,
+                delete: false,
+            });
         }
         acc
     };
@@ -202,10 +237,11 @@ fn model_partial_update(commits: &[Vec<Change>], partitioned: bool, with_seq: bo
                     Datum::BigInt(s) => Some(*s),
                     _ => None,
                 };
-                per_key_files
-                    .entry(key)
-                    .or_default()
-                    .push(Version { retract: folded.delete, seq, ..folded });
+                per_key_files.entry(key).or_default().push(Version {
+                    retract: folded.delete,
+                    seq,
+                    ..folded
+                });
             }
         }
     }

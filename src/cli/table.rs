@@ -188,7 +188,9 @@ async fn create(
     for c in columns {
         match c.split_once(':') {
             Some((name, ty)) if !name.trim().is_empty() => match DataType::parse(ty) {
-                Ok((data_type, nullable)) => parsed.push((name.trim().to_string(), data_type, nullable)),
+                Ok((data_type, nullable)) => {
+                    parsed.push((name.trim().to_string(), data_type, nullable))
+                }
                 Err(e) => problems.push(format!("--column {c}: {e}")),
             },
             _ => problems.push(format!("--column `{c}` must be NAME:TYPE")),
@@ -221,8 +223,14 @@ async fn create(
         }
         table_options.insert("sequence.field".into(), sequence_field.join(","));
     }
-    let primary_key: Vec<String> = primary_key.into_iter().map(|s| s.trim().to_string()).collect();
-    let partition_by: Vec<String> = partition_by.into_iter().map(|s| s.trim().to_string()).collect();
+    let primary_key: Vec<String> = primary_key
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .collect();
+    let partition_by: Vec<String> = partition_by
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .collect();
     let schema = TableSchema::new(parsed, partition_by, primary_key, table_options);
     if let Err(e) = &schema {
         problems.push(e.to_string());
@@ -247,7 +255,11 @@ const MAX_REPORTED_LINES: usize = 50;
 async fn write(location: &TableLocation, row_kind_field: Option<&str>) -> Result<Outcome> {
     let table = Arc::new(location.open().await?);
     let schema = table.schema().clone();
-    let mut writer = TableWriter::new(table.clone(), format!("lakejoin-cli-{}", uuid::Uuid::new_v4())).await?;
+    let mut writer = TableWriter::new(
+        table.clone(),
+        format!("lakejoin-cli-{}", uuid::Uuid::new_v4()),
+    )
+    .await?;
     let stdin = std::io::stdin();
     let mut problems = Vec::new();
     let mut bad_lines = 0usize;
@@ -278,7 +290,10 @@ async fn write(location: &TableLocation, row_kind_field: Option<&str>) -> Result
     if bad_lines > 0 {
         let mut message = problems.join("\n");
         if bad_lines > problems.len() {
-            message.push_str(&format!("\n… and {} more bad lines", bad_lines - problems.len()));
+            message.push_str(&format!(
+                "\n… and {} more bad lines",
+                bad_lines - problems.len()
+            ));
         }
         message.push_str(&format!("\n{bad_lines} bad line(s); nothing was committed"));
         return Err(Error::Data(message));
@@ -290,7 +305,11 @@ async fn write(location: &TableLocation, row_kind_field: Option<&str>) -> Result
     Ok(Outcome::Success)
 }
 
-async fn scan_command(location: &TableLocation, snapshot: Option<i64>, filters: &[String]) -> Result<Outcome> {
+async fn scan_command(
+    location: &TableLocation,
+    snapshot: Option<i64>,
+    filters: &[String],
+) -> Result<Outcome> {
     let table = location.open().await?;
     let schema = table.schema().clone();
     let mut filter = ScanFilter::default();
@@ -359,7 +378,12 @@ async fn compact(location: &TableLocation, full: bool) -> Result<Outcome> {
         ));
     }
     let table = location.open().await?;
-    match full_compact(&table, &format!("lakejoin-compact-{}", uuid::Uuid::new_v4())).await? {
+    match full_compact(
+        &table,
+        &format!("lakejoin-compact-{}", uuid::Uuid::new_v4()),
+    )
+    .await?
+    {
         Some(s) => eprintln!("committed COMPACT snapshot {}", s.id),
         None => eprintln!("table is already compact; nothing committed"),
     }

@@ -48,9 +48,15 @@ pub fn row_from_json(
             Ok(d) => {
                 if d.is_null() && !field.nullable {
                     if schema.primary_keys.contains(&field.name) {
-                        problems.push(format!("primary-key column `{}` is missing or null", field.name));
+                        problems.push(format!(
+                            "primary-key column `{}` is missing or null",
+                            field.name
+                        ));
                     } else {
-                        problems.push(format!("NOT NULL column `{}` is missing or null", field.name));
+                        problems.push(format!(
+                            "NOT NULL column `{}` is missing or null",
+                            field.name
+                        ));
                     }
                 }
                 row.push(d);
@@ -112,14 +118,20 @@ mod tests {
     #[test]
     fn converts_objects_and_reports_every_problem() {
         let s = schema();
-        let (kind, row) = row_from_json(&s, &json!({"id": 1, "name": "a", "op": "-D"}), Some("op")).unwrap();
+        let (kind, row) =
+            row_from_json(&s, &json!({"id": 1, "name": "a", "op": "-D"}), Some("op")).unwrap();
         assert_eq!(kind, RowKind::Delete);
         assert_eq!(row, vec![Datum::Int(1), Datum::String("a".into())]);
-        let err = row_from_json(&s, &json!({"name": 5, "x": 1, "op": "?"}), Some("op")).unwrap_err();
+        let err =
+            row_from_json(&s, &json!({"name": 5, "x": 1, "op": "?"}), Some("op")).unwrap_err();
         assert!(err.contains("unknown column `x`"), "{err}");
         assert!(err.contains("primary-key column `id`"), "{err}");
         assert!(err.contains("+I, -U, +U, -D"), "{err}");
-        assert!(row_from_json(&s, &json!([1]), None).unwrap_err().contains("an array"));
+        assert!(
+            row_from_json(&s, &json!([1]), None)
+                .unwrap_err()
+                .contains("an array")
+        );
         assert_eq!(row_to_json(&s, &row), json!({"id": 1, "name": "a"}));
     }
 }

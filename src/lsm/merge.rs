@@ -102,7 +102,9 @@ impl MergeEngine {
             return Ok(Admission::Drop);
         }
         match self.kind {
-            MergeEngineKind::PartialUpdate if kind == RowKind::Delete && self.remove_record_on_delete => {
+            MergeEngineKind::PartialUpdate
+                if kind == RowKind::Delete && self.remove_record_on_delete =>
+            {
                 Ok(Admission::Keep)
             }
             MergeEngineKind::PartialUpdate if self.remove_record_on_delete => {
@@ -130,7 +132,11 @@ impl MergeEngine {
 
     fn merge_deduplicate(&self, versions: &[KeyValue]) -> Option<KeyValue> {
         if self.ignore_delete {
-            versions.iter().rev().find(|kv| !kv.kind.is_retract()).cloned()
+            versions
+                .iter()
+                .rev()
+                .find(|kv| !kv.kind.is_retract())
+                .cloned()
         } else {
             versions.last().cloned()
         }
@@ -172,7 +178,11 @@ impl MergeEngine {
         }
         Ok(latest.map(|last| KeyValue {
             sequence_number: last.sequence_number,
-            kind: if deleted { RowKind::Delete } else { RowKind::Insert },
+            kind: if deleted {
+                RowKind::Delete
+            } else {
+                RowKind::Insert
+            },
             row,
         }))
     }
@@ -228,8 +238,10 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn setup(options: &[(&str, &str)]) -> (TableSchema, MergeEngine, SequenceOrder) {
-        let mut map: BTreeMap<String, String> =
-            options.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut map: BTreeMap<String, String> = options
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         map.insert("bucket".into(), "1".into());
         let schema = TableSchema::new(
             vec![
@@ -253,7 +265,10 @@ mod tests {
         KeyValue {
             sequence_number: seq,
             kind,
-            row: values.iter().map(|v| v.map_or(Datum::Null, Datum::Int)).collect(),
+            row: values
+                .iter()
+                .map(|v| v.map_or(Datum::Null, Datum::Int))
+                .collect(),
         }
     }
 
@@ -275,7 +290,10 @@ mod tests {
 
     #[test]
     fn partial_update_overwrites_with_non_null_fields_in_sequence_order() {
-        let (_, engine, order) = setup(&[("merge-engine", "partial-update"), ("sequence.field", "seq")]);
+        let (_, engine, order) = setup(&[
+            ("merge-engine", "partial-update"),
+            ("sequence.field", "seq"),
+        ]);
         let rows = vec![
             kv(0, RowKind::Insert, [Some(1), Some(1), None, Some(5)]),
             kv(1, RowKind::Insert, [Some(1), None, Some(2), Some(1)]),
@@ -283,15 +301,29 @@ mod tests {
         ];
         let folded = sort_and_fold(rows, &[0], &order, &engine).unwrap();
         assert_eq!(folded.len(), 1);
-        assert_eq!(folded[0].row, kv(0, RowKind::Insert, [Some(1), Some(1), Some(2), Some(5)]).row);
-        assert_eq!(folded[0].sequence_number, 0, "keeps the sequence number of the last version");
+        assert_eq!(
+            folded[0].row,
+            kv(0, RowKind::Insert, [Some(1), Some(1), Some(2), Some(5)]).row
+        );
+        assert_eq!(
+            folded[0].sequence_number, 0,
+            "keeps the sequence number of the last version"
+        );
     }
 
     #[test]
     fn partial_update_delete_needs_an_option() {
         let (_, engine, _) = setup(&[("merge-engine", "partial-update")]);
-        assert!(engine.admit(RowKind::Delete).unwrap_err().contains("ignore-delete"));
-        let (_, engine, _) = setup(&[("merge-engine", "partial-update"), ("partial-update.ignore-delete", "true")]);
+        assert!(
+            engine
+                .admit(RowKind::Delete)
+                .unwrap_err()
+                .contains("ignore-delete")
+        );
+        let (_, engine, _) = setup(&[
+            ("merge-engine", "partial-update"),
+            ("partial-update.ignore-delete", "true"),
+        ]);
         assert_eq!(engine.admit(RowKind::Delete), Ok(Admission::Drop));
         let (_, engine, order) = setup(&[
             ("merge-engine", "partial-update"),
@@ -306,13 +338,19 @@ mod tests {
         ];
         let folded = sort_and_fold(rows, &[0], &order, &engine).unwrap();
         // After the delete the row starts empty: `a` is gone.
-        assert_eq!(folded[0].row, kv(0, RowKind::Insert, [Some(1), None, Some(7), None]).row);
+        assert_eq!(
+            folded[0].row,
+            kv(0, RowKind::Insert, [Some(1), None, Some(7), None]).row
+        );
         assert_eq!(folded[0].kind, RowKind::Insert);
     }
 
     #[test]
     fn descending_sequence_order_lets_the_smallest_value_win() {
-        let (_, engine, order) = setup(&[("sequence.field", "seq"), ("sequence.field.sort-order", "descending")]);
+        let (_, engine, order) = setup(&[
+            ("sequence.field", "seq"),
+            ("sequence.field.sort-order", "descending"),
+        ]);
         let rows = vec![
             kv(0, RowKind::Insert, [Some(1), Some(1), None, Some(1)]),
             kv(1, RowKind::Insert, [Some(1), Some(2), None, Some(9)]),

@@ -32,7 +32,11 @@ impl ScanFilter {
 
 /// Reads the merged rows of `snapshot` (the latest when `None`) that pass `filter`,
 /// sorted by primary key. Deleted keys never appear.
-pub async fn scan(table: &Table, snapshot: Option<&Snapshot>, filter: &ScanFilter) -> Result<Vec<Row>> {
+pub async fn scan(
+    table: &Table,
+    snapshot: Option<&Snapshot>,
+    filter: &ScanFilter,
+) -> Result<Vec<Row>> {
     let latest;
     let snapshot = match snapshot {
         Some(s) => s,
@@ -48,12 +52,15 @@ pub async fn scan(table: &Table, snapshot: Option<&Snapshot>, filter: &ScanFilte
     let groups = group_by_bucket(files);
     let engine = Arc::new(MergeEngine::new(table.schema(), table.options())?);
     let order = Arc::new(SequenceOrder::new(table.schema(), table.options())?);
-    let per_bucket: Vec<Vec<Row>> = futures::stream::iter(groups)
+    let reads: Vec<_> = groups
+        .into_iter()
         .map(|((partition, _bucket), entries)| {
             let engine = engine.clone();
             let order = order.clone();
             async move { read_bucket(table, &partition, &entries, &engine, &order, filter).await }
         })
+        .collect();
+    let per_bucket: Vec<Vec<Row>> = futures::stream::iter(reads)
         .buffer_unordered(IO_CONCURRENCY)
         .try_collect()
         .await?;
@@ -73,11 +80,17 @@ pub async fn scan(table: &Table, snapshot: Option<&Snapshot>, filter: &ScanFilte
     Ok(rows)
 }
 
+/// (serialized partition, bucket) and the live files of that bucket.
+pub(crate) type BucketFiles = ((Vec<u8>, i32), Vec<ManifestEntry>);
+
 /// Groups live files by (partition, bucket), keeping manifest order inside a group.
-pub(crate) fn group_by_bucket(files: Vec<ManifestEntry>) -> Vec<((Vec<u8>, i32), Vec<ManifestEntry>)> {
+pub(crate) fn group_by_bucket(files: Vec<ManifestEntry>) -> Vec<BucketFiles> {
     let mut groups: BTreeMap<(Vec<u8>, i32), Vec<ManifestEntry>> = BTreeMap::new();
     for f in files {
-        groups.entry((f.partition.clone(), f.bucket)).or_default().push(f);
+        groups
+            .entry((f.partition.clone(), f.bucket))
+            .or_default()
+            .push(f);
     }
     groups.into_iter().collect()
 }
@@ -119,8 +132,8 @@ pub(crate) async fn read_and_merge(
     engine: &MergeEngine,
     order: &SequenceOrder,
 ) -> Result<Vec<KeyValue>> {
-    let files: Vec<Vec<KeyValue>> = futures::stream::iter(entries)
-        .map(|e| table.read_data_file(e))
+    let reads: Vec<_> = entries.iter().map(|e| table.read_data_file(e)).collect();
+    let files: Vec<Vec<KeyValue>> = futures::stream::iter(reads)
         .buffered(IO_CONCURRENCY)
         .try_collect()
         .await?;
@@ -137,7 +150,11 @@ pub(crate) async fn read_and_merge(
 
 /// Drops files that cannot hold rows matching `filter`: other partitions, other buckets,
 /// and files whose key statistics exclude the wanted key values.
-fn prune(table: &Table, files: Vec<ManifestEntry>, filter: &ScanFilter) -> Result<Vec<ManifestEntry>> {
+fn prune(
+    table: &Table,
+    files: Vec<ManifestEntry>,
+    filter: &ScanFilter,
+) -> Result<Vec<ManifestEntry>> {
     if filter.equals.is_empty() {
         return Ok(files);
     }
@@ -148,7 +165,8 @@ fn prune(table: &Table, files: Vec<ManifestEntry>, filter: &ScanFilter) -> Resul
     let bucket_indices = schema.bucket_key_indices();
     let wanted = |i: usize| filter.equals.iter().find(|(c, _)| *c == i).map(|(_, v)| v);
     // With every bucket-key column fixed, only one bucket can hold matches.
-    let bucket_values: Option<Vec<Datum>> = bucket_indices.iter().map(|&i| wanted(i).cloned()).collect();
+    let bucket_values: Option<Vec<Datum>> =
+        bucket_indices.iter().map(|&i| wanted(i).cloned()).collect();
     let target_bucket = match bucket_values {
         Some(values) if table.options().bucket > 0 => Some(bucket::bucket_of(
             &values,
@@ -167,9 +185,10 @@ fn prune(table: &Table, files: Vec<ManifestEntry>, filter: &ScanFilter) -> Resul
         }
         if !partition_indices.is_empty() && partition_indices.iter().any(|&i| wanted(i).is_some()) {
             let values = table.partition_values(&f.partition)?;
-            let excluded = partition_indices.iter().zip(&values).any(|(&i, v)| {
-                wanted(i).is_some_and(|w| compare_datums(w, v) != Ordering::Equal)
-            });
+            let excluded = partition_indices
+                .iter()
+                .zip(&values)
+                .any(|(&i, v)| wanted(i).is_some_and(|w| compare_datums(w, v) != Ordering::Equal));
             if excluded {
                 continue;
             }
@@ -184,7 +203,8 @@ fn prune(table: &Table, files: Vec<ManifestEntry>, filter: &ScanFilter) -> Resul
                 let excluded = key_indices.iter().enumerate().any(|(k, &i)| {
                     wanted(i).is_some_and(|w| {
                         (!mins[k].is_null() && compare_datums(w, &mins[k]) == Ordering::Less)
-                            || (!maxs[k].is_null() && compare_datums(w, &maxs[k]) == Ordering::Greater)
+                            || (!maxs[k].is_null()
+                                && compare_datums(w, &maxs[k]) == Ordering::Greater)
                     })
                 });
                 if excluded {

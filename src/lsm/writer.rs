@@ -61,7 +61,6 @@ pub struct TableWriter {
 pub(crate) struct RowLayout {
     pub schema: Arc<TableSchema>,
     pub key_indices: Vec<usize>,
-    pub key_types: Vec<DataType>,
     pub partition_indices: Vec<usize>,
     pub partition_types: Vec<DataType>,
     pub bucket_indices: Vec<usize>,
@@ -76,7 +75,6 @@ impl RowLayout {
         let partition_indices = schema.partition_indices();
         let bucket_indices = schema.bucket_key_indices();
         RowLayout {
-            key_types: schema.types_of(&key_indices),
             partition_types: schema.types_of(&partition_indices),
             bucket_types: schema.types_of(&bucket_indices),
             key_indices,
@@ -201,7 +199,8 @@ impl TableWriter {
         let engine = self.engine.clone();
         let order = self.order.clone();
         let options = self.file_options;
-        let written: Vec<Vec<ManifestEntry>> = futures::stream::iter(jobs)
+        let flushes: Vec<_> = jobs
+            .into_iter()
             .map(|((partition_bytes, bucket), buffer)| {
                 let table = table.clone();
                 let layout = layout.clone();
@@ -226,6 +225,8 @@ impl TableWriter {
                     .await
                 }
             })
+            .collect();
+        let written: Vec<Vec<ManifestEntry>> = futures::stream::iter(flushes)
             .buffer_unordered(IO_CONCURRENCY)
             .try_collect()
             .await?;
@@ -235,7 +236,10 @@ impl TableWriter {
 
     /// Flushes and commits everything written so far as one snapshot carrying
     /// `properties`. Returns `None` when there was nothing to commit.
-    pub async fn commit(&mut self, properties: BTreeMap<String, String>) -> Result<Option<Snapshot>> {
+    pub async fn commit(
+        &mut self,
+        properties: BTreeMap<String, String>,
+    ) -> Result<Option<Snapshot>> {
         self.flush().await?;
         if self.pending.is_empty() && properties.is_empty() {
             return Ok(None);
@@ -287,7 +291,10 @@ pub(crate) fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<
         let ok = match (value, field.data_type) {
             (Datum::Null, _) => {
                 if !field.nullable {
-                    problems.push(format!("column `{}` is NOT NULL but the value is null", field.name));
+                    problems.push(format!(
+                        "column `{}` is NOT NULL but the value is null",
+                        field.name
+                    ));
                 }
                 true
             }
@@ -312,12 +319,20 @@ pub(crate) fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<
             ));
         }
     }
-    if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
 }
 
 /// Estimated encoded bytes per row before a new file is started.
 fn rows_per_file(rows: &[KeyValue], target_file_size: u64) -> usize {
-    let sample = rows.iter().take(64).map(|kv| estimate_row_bytes(&kv.row)).sum::<usize>();
+    let sample = rows
+        .iter()
+        .take(64)
+        .map(|kv| estimate_row_bytes(&kv.row))
+        .sum::<usize>();
     let per_row = (sample / rows.len().clamp(1, 64)).max(1) as u64;
     // Parquet with zstd is several times smaller than the in-memory estimate.
     ((target_file_size * 4) / per_row).clamp(1024, u64::MAX) as usize
@@ -349,7 +364,10 @@ pub(crate) async fn write_files(
     while !rows.is_empty() {
         let rest = rows.split_off(rows.len().min(chunk));
         let part = std::mem::replace(&mut rows, rest);
-        let keys: Vec<Vec<Datum>> = part.iter().map(|kv| key_of(&kv.row, &key_indices)).collect();
+        let keys: Vec<Vec<Datum>> = part
+            .iter()
+            .map(|kv| key_of(&kv.row, &key_indices))
+            .collect();
         let min_key = binary_row::serialize(keys.first().map_or(&[][..], |k| k), &key_types)?;
         let max_key = binary_row::serialize(keys.last().map_or(&[][..], |k| k), &key_types)?;
         let key_stats = column_stats(&keys, &key_types)?;

@@ -100,10 +100,7 @@ impl Table {
                 changelog_record_count: Some(0),
                 base_manifest_list_size: Some(base_list_size),
                 delta_manifest_list_size: Some(delta_list_size),
-                watermark: latest
-                    .as_ref()
-                    .and_then(|s| s.watermark)
-                    .or(Some(i64::MIN)),
+                watermark: latest.as_ref().and_then(|s| s.watermark).or(Some(i64::MIN)),
                 statistics: None,
                 properties: if request.properties.is_empty() {
                     None
@@ -189,16 +186,16 @@ impl Table {
         let name = format!("manifest-{}-0", uuid::Uuid::new_v4());
         let size = bytes.len() as i64;
         self.put_new(&self.manifest_path(&name), bytes).await?;
-        let partition_types = self
-            .schema()
-            .types_of(&self.schema().partition_indices());
+        let partition_types = self.schema().types_of(&self.schema().partition_indices());
         let partitions: Vec<&[u8]> = entries.iter().map(|e| e.partition.as_slice()).collect();
         Ok(ManifestFileMeta {
             file_name: name,
             file_size: size,
             num_added_files: entries.iter().filter(|e| e.kind == FileKind::Add).count() as i64,
-            num_deleted_files: entries.iter().filter(|e| e.kind == FileKind::Delete).count()
-                as i64,
+            num_deleted_files: entries
+                .iter()
+                .filter(|e| e.kind == FileKind::Delete)
+                .count() as i64,
             partition_stats: partition_stats(&partitions, &partition_types)?,
             schema_id: entries
                 .iter()

@@ -6,15 +6,17 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, BinaryBuilder, BooleanArray, BooleanBuilder, Date32Array, Date32Builder,
-    Decimal128Array, Decimal128Builder, Float32Array, Float32Builder, Float64Array,
-    Float64Builder, Int8Array, Int8Builder, Int16Array, Int16Builder, Int32Array, Int32Builder,
-    Int64Array, Int64Builder, RecordBatch, StringBuilder, TimestampMicrosecondArray,
+    Decimal128Array, Decimal128Builder, Float32Array, Float32Builder, Float64Array, Float64Builder,
+    Int8Array, Int8Builder, Int16Array, Int16Builder, Int32Array, Int32Builder, Int64Array,
+    Int64Builder, RecordBatch, StringBuilder, TimestampMicrosecondArray,
     TimestampMicrosecondBuilder, TimestampMillisecondArray, TimestampMillisecondBuilder,
     TimestampNanosecondArray, TimestampNanosecondBuilder, TimestampSecondArray,
     TimestampSecondBuilder,
 };
 use arrow::compute::cast;
-use arrow::datatypes::{DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema, TimeUnit};
+use arrow::datatypes::{
+    DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema, TimeUnit,
+};
 use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -152,9 +154,19 @@ pub fn data_file_arrow_schema(schema: &TableSchema) -> ArrowSchema {
         false,
         SEQUENCE_NUMBER_FIELD_ID,
     ));
-    fields.push(field_with_id(VALUE_KIND_COLUMN, ArrowType::Int8, false, VALUE_KIND_FIELD_ID));
+    fields.push(field_with_id(
+        VALUE_KIND_COLUMN,
+        ArrowType::Int8,
+        false,
+        VALUE_KIND_FIELD_ID,
+    ));
     for f in &schema.fields {
-        fields.push(field_with_id(&f.name, f.data_type.to_arrow(), f.nullable, f.id));
+        fields.push(field_with_id(
+            &f.name,
+            f.data_type.to_arrow(),
+            f.nullable,
+            f.id,
+        ));
     }
     ArrowSchema::new(fields)
 }
@@ -167,7 +179,11 @@ fn mismatch(field: &Field, datum: &Datum) -> Error {
 }
 
 /// Builds an Arrow array of one column from `rows`.
-fn column_array(field: &Field, values: impl Iterator<Item = Result<Datum>>, len: usize) -> Result<ArrayRef> {
+fn column_array(
+    field: &Field,
+    values: impl Iterator<Item = Result<Datum>>,
+    len: usize,
+) -> Result<ArrayRef> {
     macro_rules! build {
         ($builder:expr, $variant:ident, $conv:expr) => {{
             let mut b = $builder;
@@ -191,10 +207,18 @@ fn column_array(field: &Field, values: impl Iterator<Item = Result<Datum>>, len:
         DataType::Double => build!(Float64Builder::with_capacity(len), Double, |x| x),
         DataType::Date => build!(Date32Builder::with_capacity(len), Date, |x| x),
         DataType::Char(_) | DataType::Varchar(_) => {
-            build!(StringBuilder::with_capacity(len, len * 8), String, |x: String| x)
+            build!(
+                StringBuilder::with_capacity(len, len * 8),
+                String,
+                |x: String| x
+            )
         }
         DataType::Binary(_) | DataType::Varbinary(_) => {
-            build!(BinaryBuilder::with_capacity(len, len * 8), Bytes, |x: Vec<u8>| x)
+            build!(
+                BinaryBuilder::with_capacity(len, len * 8),
+                Bytes,
+                |x: Vec<u8>| x
+            )
         }
         DataType::Decimal { precision, scale } => {
             let b = Decimal128Builder::with_capacity(len)
@@ -242,7 +266,11 @@ pub fn encode_data_file(
     let n = rows.len();
     for i in schema.trimmed_key_indices() {
         let field = &schema.fields[i];
-        columns.push(column_array(field, rows.iter().map(|kv| Ok(kv.row[i].clone())), n)?);
+        columns.push(column_array(
+            field,
+            rows.iter().map(|kv| Ok(kv.row[i].clone())),
+            n,
+        )?);
     }
     columns.push(Arc::new(Int64Array::from_iter_values(
         rows.iter().map(|kv| kv.sequence_number),
@@ -323,7 +351,8 @@ pub fn decode_data_file(
             .as_any()
             .downcast_ref::<Int8Array>()
             .ok_or_else(|| Error::format("_VALUE_KIND is not TINYINT"))?;
-        let mut value_columns: Vec<Option<Vec<Datum>>> = Vec::with_capacity(table_schema.fields.len());
+        let mut value_columns: Vec<Option<Vec<Datum>>> =
+            Vec::with_capacity(table_schema.fields.len());
         for (field, file_name) in table_schema.fields.iter().zip(&file_names) {
             let array = file_name.as_deref().and_then(column);
             value_columns.push(match array {
@@ -365,10 +394,19 @@ fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Datum>> {
     macro_rules! convert {
         ($ty:ty, $f:expr) => {{
             let a = array.as_any().downcast_ref::<$ty>().ok_or_else(|| {
-                Error::format(format!("column `{}` has an unexpected Arrow type", field.name))
+                Error::format(format!(
+                    "column `{}` has an unexpected Arrow type",
+                    field.name
+                ))
             })?;
             (0..n)
-                .map(|i| if a.is_null(i) { Datum::Null } else { $f(a.value(i)) })
+                .map(|i| {
+                    if a.is_null(i) {
+                        Datum::Null
+                    } else {
+                        $f(a.value(i))
+                    }
+                })
                 .collect()
         }};
     }
@@ -383,17 +421,28 @@ fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Datum>> {
         DataType::Date => convert!(Date32Array, Datum::Date),
         DataType::Decimal { .. } => convert!(Decimal128Array, Datum::Decimal),
         DataType::Char(_) | DataType::Varchar(_) => {
-            convert!(arrow::array::StringArray, |s: &str| Datum::String(s.to_string()))
+            convert!(arrow::array::StringArray, |s: &str| Datum::String(
+                s.to_string()
+            ))
         }
         DataType::Binary(_) | DataType::Varbinary(_) => {
-            convert!(arrow::array::BinaryArray, |b: &[u8]| Datum::Bytes(b.to_vec()))
+            convert!(arrow::array::BinaryArray, |b: &[u8]| Datum::Bytes(
+                b.to_vec()
+            ))
         }
-        DataType::Timestamp(p) | DataType::TimestampLtz(p) => match super::types::timestamp_unit(p) {
-            TimeUnit::Second => convert!(TimestampSecondArray, |v: i64| Datum::Timestamp(
-                Timestamp { millis: v.saturating_mul(1000), nanos_of_milli: 0 }
-            )),
+        DataType::Timestamp(p) | DataType::TimestampLtz(p) => match super::types::timestamp_unit(p)
+        {
+            TimeUnit::Second => {
+                convert!(TimestampSecondArray, |v: i64| Datum::Timestamp(Timestamp {
+                    millis: v.saturating_mul(1000),
+                    nanos_of_milli: 0
+                }))
+            }
             TimeUnit::Millisecond => convert!(TimestampMillisecondArray, |v: i64| {
-                Datum::Timestamp(Timestamp { millis: v, nanos_of_milli: 0 })
+                Datum::Timestamp(Timestamp {
+                    millis: v,
+                    nanos_of_milli: 0,
+                })
             }),
             TimeUnit::Microsecond => convert!(TimestampMicrosecondArray, |v: i64| {
                 Datum::Timestamp(Timestamp::from_micros(v))
@@ -413,9 +462,24 @@ mod tests {
 
     fn every_type_schema() -> TableSchema {
         let types = [
-            "BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "FLOAT", "DOUBLE",
-            "DECIMAL(10, 2)", "DECIMAL(30, 4)", "STRING", "VARCHAR(5)", "CHAR(3)", "BYTES",
-            "DATE", "TIMESTAMP(0)", "TIMESTAMP(3)", "TIMESTAMP(6)", "TIMESTAMP(9)",
+            "BOOLEAN",
+            "TINYINT",
+            "SMALLINT",
+            "INT",
+            "BIGINT",
+            "FLOAT",
+            "DOUBLE",
+            "DECIMAL(10, 2)",
+            "DECIMAL(30, 4)",
+            "STRING",
+            "VARCHAR(5)",
+            "CHAR(3)",
+            "BYTES",
+            "DATE",
+            "TIMESTAMP(0)",
+            "TIMESTAMP(3)",
+            "TIMESTAMP(6)",
+            "TIMESTAMP(9)",
         ];
         let mut columns = vec![("id".to_string(), DataType::Int, false)];
         for (i, t) in types.iter().enumerate() {
@@ -428,7 +492,12 @@ mod tests {
     #[test]
     fn every_type_round_trips_through_parquet() {
         let schema = every_type_schema();
-        let ts = |millis, nanos| Datum::Timestamp(Timestamp { millis, nanos_of_milli: nanos });
+        let ts = |millis, nanos| {
+            Datum::Timestamp(Timestamp {
+                millis,
+                nanos_of_milli: nanos,
+            })
+        };
         let full = vec![
             Datum::Int(1),
             Datum::Boolean(true),
@@ -453,8 +522,16 @@ mod tests {
         let mut nulls = vec![Datum::Int(2)];
         nulls.extend(std::iter::repeat_n(Datum::Null, full.len() - 1));
         let rows = vec![
-            KeyValue { sequence_number: 7, kind: RowKind::Insert, row: full },
-            KeyValue { sequence_number: 9, kind: RowKind::Delete, row: nulls },
+            KeyValue {
+                sequence_number: 7,
+                kind: RowKind::Insert,
+                row: full,
+            },
+            KeyValue {
+                sequence_number: 9,
+                kind: RowKind::Delete,
+                row: nulls,
+            },
         ];
         let options = DataFileWriteOptions::from_table_options("zstd", 1).unwrap();
         let bytes = encode_data_file(&schema, &rows, options).unwrap();
@@ -465,6 +542,8 @@ mod tests {
     #[test]
     fn garbage_bytes_are_an_error_not_a_panic() {
         let schema = every_type_schema();
-        assert!(decode_data_file(Bytes::from_static(b"PAR1 not really"), &schema, &schema).is_err());
+        assert!(
+            decode_data_file(Bytes::from_static(b"PAR1 not really"), &schema, &schema).is_err()
+        );
     }
 }

@@ -91,8 +91,11 @@ impl Table {
                 "{identifier} (no schema under {schema_dir})"
             )));
         };
-        let text = read_text(&*warehouse.store, &schema_dir.clone().join(format!("schema-{latest}")))
-            .await?;
+        let text = read_text(
+            &*warehouse.store,
+            &schema_dir.clone().join(format!("schema-{latest}")),
+        )
+        .await?;
         let schema = TableSchema::from_json(&text)?;
         let options = TableOptions::from_map(&schema.options)?;
         Table::from_parts(warehouse, identifier, path, schema, options)
@@ -246,8 +249,13 @@ impl Table {
 
     /// Every manifest named by the snapshot's base and delta lists, in order.
     pub async fn snapshot_manifests(&self, snapshot: &Snapshot) -> Result<Vec<ManifestFileMeta>> {
-        let mut metas = self.read_manifest_list(&snapshot.base_manifest_list).await?;
-        metas.extend(self.read_manifest_list(&snapshot.delta_manifest_list).await?);
+        let mut metas = self
+            .read_manifest_list(&snapshot.base_manifest_list)
+            .await?;
+        metas.extend(
+            self.read_manifest_list(&snapshot.delta_manifest_list)
+                .await?,
+        );
         Ok(metas)
     }
 
@@ -260,8 +268,13 @@ impl Table {
 
     /// Reads manifests concurrently, returning their entries in manifest order.
     pub async fn read_manifests(&self, metas: &[ManifestFileMeta]) -> Result<Vec<ManifestEntry>> {
-        let lists: Vec<Vec<ManifestEntry>> = futures::stream::iter(metas.iter())
+        // Futures are built up front: a closure inside the stream type would make the
+        // caller's future fail the `Send` check of `tokio::spawn`.
+        let reads: Vec<_> = metas
+            .iter()
             .map(|m| self.read_manifest(&m.file_name))
+            .collect();
+        let lists: Vec<Vec<ManifestEntry>> = futures::stream::iter(reads)
             .buffered(IO_CONCURRENCY)
             .try_collect()
             .await?;

@@ -92,7 +92,9 @@ pub struct TableIdentifier {
 impl TableIdentifier {
     pub fn parse(text: &str) -> Result<Self> {
         let (db, name) = text.split_once('.').ok_or_else(|| {
-            Error::Config(format!("table `{text}` must be written as <database>.<table>"))
+            Error::Config(format!(
+                "table `{text}` must be written as <database>.<table>"
+            ))
         })?;
         let valid = |s: &str| {
             !s.is_empty()

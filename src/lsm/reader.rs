@@ -52,12 +52,15 @@ pub async fn scan(
     let groups = group_by_bucket(files);
     let engine = Arc::new(MergeEngine::new(table.schema(), table.options())?);
     let order = Arc::new(SequenceOrder::new(table.schema(), table.options())?);
-    let per_bucket: Vec<Vec<Row>> = futures::stream::iter(groups)
+    let reads: Vec<_> = groups
+        .into_iter()
         .map(|((partition, _bucket), entries)| {
             let engine = engine.clone();
             let order = order.clone();
             async move { read_bucket(table, &partition, &entries, &engine, &order, filter).await }
         })
+        .collect();
+    let per_bucket: Vec<Vec<Row>> = futures::stream::iter(reads)
         .buffer_unordered(IO_CONCURRENCY)
         .try_collect()
         .await?;
@@ -77,10 +80,11 @@ pub async fn scan(
     Ok(rows)
 }
 
+/// (serialized partition, bucket) and the live files of that bucket.
+pub(crate) type BucketFiles = ((Vec<u8>, i32), Vec<ManifestEntry>);
+
 /// Groups live files by (partition, bucket), keeping manifest order inside a group.
-pub(crate) fn group_by_bucket(
-    files: Vec<ManifestEntry>,
-) -> Vec<((Vec<u8>, i32), Vec<ManifestEntry>)> {
+pub(crate) fn group_by_bucket(files: Vec<ManifestEntry>) -> Vec<BucketFiles> {
     let mut groups: BTreeMap<(Vec<u8>, i32), Vec<ManifestEntry>> = BTreeMap::new();
     for f in files {
         groups
@@ -128,8 +132,8 @@ pub(crate) async fn read_and_merge(
     engine: &MergeEngine,
     order: &SequenceOrder,
 ) -> Result<Vec<KeyValue>> {
-    let files: Vec<Vec<KeyValue>> = futures::stream::iter(entries)
-        .map(|e| table.read_data_file(e))
+    let reads: Vec<_> = entries.iter().map(|e| table.read_data_file(e)).collect();
+    let files: Vec<Vec<KeyValue>> = futures::stream::iter(reads)
         .buffered(IO_CONCURRENCY)
         .try_collect()
         .await?;

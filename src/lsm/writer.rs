@@ -61,7 +61,6 @@ pub struct TableWriter {
 pub(crate) struct RowLayout {
     pub schema: Arc<TableSchema>,
     pub key_indices: Vec<usize>,
-    pub key_types: Vec<DataType>,
     pub partition_indices: Vec<usize>,
     pub partition_types: Vec<DataType>,
     pub bucket_indices: Vec<usize>,
@@ -76,7 +75,6 @@ impl RowLayout {
         let partition_indices = schema.partition_indices();
         let bucket_indices = schema.bucket_key_indices();
         RowLayout {
-            key_types: schema.types_of(&key_indices),
             partition_types: schema.types_of(&partition_indices),
             bucket_types: schema.types_of(&bucket_indices),
             key_indices,
@@ -201,7 +199,8 @@ impl TableWriter {
         let engine = self.engine.clone();
         let order = self.order.clone();
         let options = self.file_options;
-        let written: Vec<Vec<ManifestEntry>> = futures::stream::iter(jobs)
+        let flushes: Vec<_> = jobs
+            .into_iter()
             .map(|((partition_bytes, bucket), buffer)| {
                 let table = table.clone();
                 let layout = layout.clone();
@@ -226,6 +225,8 @@ impl TableWriter {
                     .await
                 }
             })
+            .collect();
+        let written: Vec<Vec<ManifestEntry>> = futures::stream::iter(flushes)
             .buffer_unordered(IO_CONCURRENCY)
             .try_collect()
             .await?;

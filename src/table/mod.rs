@@ -268,8 +268,13 @@ impl Table {
 
     /// Reads manifests concurrently, returning their entries in manifest order.
     pub async fn read_manifests(&self, metas: &[ManifestFileMeta]) -> Result<Vec<ManifestEntry>> {
-        let lists: Vec<Vec<ManifestEntry>> = futures::stream::iter(metas.iter())
+        // Futures are built up front: a closure inside the stream type would make the
+        // caller's future fail the `Send` check of `tokio::spawn`.
+        let reads: Vec<_> = metas
+            .iter()
             .map(|m| self.read_manifest(&m.file_name))
+            .collect();
+        let lists: Vec<Vec<ManifestEntry>> = futures::stream::iter(reads)
             .buffered(IO_CONCURRENCY)
             .try_collect()
             .await?;

@@ -117,7 +117,8 @@ pub fn bucket_dir(bucket: i32) -> String {
     format!("bucket-{bucket}")
 }
 
-/// Java `Double.toString` (JDK 19+, shortest digits that round-trip, at least two).
+/// Java `Double.toString` (JDK 19+): the shortest decimal (at least two digits) that
+/// rounds back to the value, the one closest to it (ties to an even last digit).
 pub fn java_double_to_string(v: f64) -> String {
     if v.is_nan() {
         return "NaN".to_owned();
@@ -129,11 +130,12 @@ pub fn java_double_to_string(v: f64) -> String {
         return if v.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
     }
     let abs = v.abs();
-    java_fp_layout(
-        v.is_sign_negative(),
-        &format!("{abs:e}"),
-        &format!("{abs:.1e}"),
-    )
+    let shortest = format!("{abs:e}");
+    let closest = closest_with_len(&shortest, |digits| {
+        let text = format!("{abs:.digits$e}");
+        (text.parse::<f64>() == Ok(abs)).then_some(text)
+    });
+    java_fp_layout(v.is_sign_negative(), &closest)
 }
 
 /// Java `Float.toString` (JDK 19+), digits chosen for the `f32` value itself.
@@ -148,11 +150,22 @@ pub fn java_float_to_string(v: f32) -> String {
         return if v.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
     }
     let abs = v.abs();
-    java_fp_layout(
-        v.is_sign_negative(),
-        &format!("{abs:e}"),
-        &format!("{abs:.1e}"),
-    )
+    let shortest = format!("{abs:e}");
+    let closest = closest_with_len(&shortest, |digits| {
+        let text = format!("{abs:.digits$e}");
+        (text.parse::<f32>() == Ok(abs)).then_some(text)
+    });
+    java_fp_layout(v.is_sign_negative(), &closest)
+}
+
+/// Java's choice of digits given Rust's shortest round-trip form `shortest` (`1.2345e-5`).
+/// Rust finds the shortest length but not always the closest decimal of that length (it
+/// does not round ties to even), and Java never uses fewer than two digits. So take the
+/// correctly rounded decimal of that length (at least two digits) when it round-trips,
+/// which `rounded(fraction_digits)` checks; it is then the closest one.
+fn closest_with_len(shortest: &str, rounded: impl Fn(usize) -> Option<String>) -> String {
+    let len = split_sci(shortest).map_or(1, |(digits, _)| digits.len());
+    rounded(len.max(2) - 1).unwrap_or_else(|| shortest.to_owned())
 }
 
 /// Splits Rust's `{:e}` output (`1.2345e-5`) into significant digits and exponent.
@@ -162,20 +175,12 @@ fn split_sci(text: &str) -> Option<(String, i32)> {
     Some((digits, exp.parse().ok()?))
 }
 
-/// Lays out a finite non-zero value the way Java does, from Rust's shortest round-trip
-/// form `shortest` and the two-significant-digit form `two_digits` of its magnitude.
-fn java_fp_layout(negative: bool, shortest: &str, two_digits: &str) -> String {
-    let Some((mut digits, mut exp)) = split_sci(shortest) else {
-        return shortest.to_owned();
+/// Lays out a finite non-zero magnitude given in Rust's `{:e}` form the way Java does:
+/// plain for 1e-3 <= |v| < 1e7, else computerized scientific notation.
+fn java_fp_layout(negative: bool, sci: &str) -> String {
+    let Some((digits, exp)) = split_sci(sci) else {
+        return sci.to_owned();
     };
-    if digits.len() < 2 {
-        // Java never prints fewer than two significant digits; when one suffices it
-        // picks the closest two-digit decimal (e.g. 4.9E-324 for Double.MIN_VALUE).
-        if let Some((d, e)) = split_sci(two_digits) {
-            digits = d;
-            exp = e;
-        }
-    }
     let trimmed = digits.trim_end_matches('0');
     let digits = if trimmed.is_empty() { "0" } else { trimmed };
     let mut out = String::with_capacity(digits.len() + 8);
@@ -250,9 +255,9 @@ fn java_local_date_time_string(ts: Timestamp) -> String {
     if second > 0 || nano > 0 {
         let _ = write!(out, ":{second:02}");
         if nano > 0 {
-            if nano % 1_000_000 == 0 {
+            if nano.is_multiple_of(1_000_000) {
                 let _ = write!(out, ".{:03}", nano / 1_000_000);
-            } else if nano % 1000 == 0 {
+            } else if nano.is_multiple_of(1000) {
                 let _ = write!(out, ".{:06}", nano / 1000);
             } else {
                 let _ = write!(out, ".{nano:09}");
@@ -465,6 +470,8 @@ mod tests {
             (3.4028235e38, "3.4028235E38"),
             (1.4e-45, "1.4E-45"),
             (16_777_216.0, "1.6777216E7"),
+            // Exactly halfway between 7342.9062 and 7342.9063: Java takes the even digit.
+            (7342.0 + 29.0 / 32.0, "7342.9062"),
             (f32::INFINITY, "Infinity"),
         ];
         for (v, text) in cases {

@@ -10,6 +10,7 @@ use super::Outcome;
 use crate::codec::json::{row_from_json, row_to_json};
 use crate::error::{Error, Result};
 use crate::lsm::compact::full_compact;
+use crate::lsm::lookup::{LookupOptions, PointLookup};
 use crate::lsm::reader::{ScanFilter, scan};
 use crate::lsm::writer::TableWriter;
 use crate::table::datum::datum_from_json;
@@ -79,6 +80,14 @@ pub enum TableCommand {
         /// Equality filter col=value, repeatable.
         #[arg(long = "where", value_name = "COL=VALUE")]
         filters: Vec<String>,
+    },
+    /// Print the current row of one primary key as a JSON line; exit 1 when absent.
+    Get {
+        #[command(flatten)]
+        location: TableLocation,
+        /// The primary key as a JSON object, e.g. '{"id":1}' (partition keys included).
+        #[arg(long)]
+        key: String,
     },
     /// Print the table's snapshots as JSON lines.
     Snapshots {
@@ -166,6 +175,7 @@ impl TableCommand {
                 snapshot,
                 filters,
             } => scan_command(&location, snapshot, &filters).await,
+            TableCommand::Get { location, key } => get(&location, &key).await,
             TableCommand::Snapshots { location } => snapshots(&location).await,
             TableCommand::Compact { location, full } => compact(&location, full).await,
         }
@@ -346,6 +356,53 @@ async fn scan_command(
     }
     out.flush().map_err(stdout_error)?;
     Ok(Outcome::Success)
+}
+
+async fn get(location: &TableLocation, key: &str) -> Result<Outcome> {
+    let table = Arc::new(location.open().await?);
+    let schema = table.schema().clone();
+    let value: serde_json::Value = serde_json::from_str(key)
+        .map_err(|e| Error::Config(format!("--key is not valid JSON: {e}")))?;
+    let serde_json::Value::Object(object) = &value else {
+        return Err(Error::Config(format!(
+            "--key must be a JSON object, got {value}"
+        )));
+    };
+    let mut problems = Vec::new();
+    for name in object.keys() {
+        if !schema.primary_keys.contains(name) {
+            problems.push(format!(
+                "--key: `{name}` is not a primary-key column ({})",
+                schema.primary_keys.join(", ")
+            ));
+        }
+    }
+    let mut values = Vec::with_capacity(schema.primary_keys.len());
+    for name in &schema.primary_keys {
+        let Some(field) = schema.field(name) else {
+            continue;
+        };
+        match object.get(name) {
+            None | Some(serde_json::Value::Null) => {
+                problems.push(format!("--key: primary-key column `{name}` is missing"))
+            }
+            Some(v) => match datum_from_json(v, &field.data_type) {
+                Ok(d) => values.push(d),
+                Err(e) => problems.push(format!("--key: column `{name}`: {e}")),
+            },
+        }
+    }
+    if !problems.is_empty() {
+        return Err(Error::Config(problems.join("\n")));
+    }
+    let lookup = PointLookup::open(table, LookupOptions::default()).await?;
+    match lookup.get(&values).await? {
+        Some(row) => {
+            println!("{}", row_to_json(&schema, &row));
+            Ok(Outcome::Success)
+        }
+        None => Ok(Outcome::NotFound),
+    }
 }
 
 async fn snapshots(location: &TableLocation) -> Result<Outcome> {

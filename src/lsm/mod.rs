@@ -2,6 +2,7 @@
 //! flush, merge-on-read scan, compaction.
 
 pub mod compact;
+pub mod lookup;
 pub mod merge;
 pub mod reader;
 pub mod writer;

@@ -358,7 +358,6 @@ pub(crate) async fn write_files(
     let key_indices = schema.trimmed_key_indices();
     let key_types = schema.types_of(&key_indices);
     let chunk = rows_per_file(&rows, table.options().target_file_size);
-    let dir = table.bucket_path(partition, bucket);
     let mut entries = Vec::new();
     let mut rows = rows;
     while !rows.is_empty() {
@@ -382,7 +381,7 @@ pub(crate) async fn write_files(
         .await
         .map_err(|e| Error::format(format!("encoding task failed: {e}")))??;
         let file_name = format!("data-{}-0.parquet", uuid::Uuid::new_v4());
-        let location = dir.clone().join(file_name.as_str());
+        let location = table.data_file_location(partition, bucket, &file_name);
         let file_size = bytes.len() as i64;
         table
             .store()

@@ -22,6 +22,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use super::datum::{Datum, Row, Timestamp};
 use super::schema::{
@@ -31,6 +32,12 @@ use super::types::{DataType, Field};
 use crate::error::{Error, Result};
 
 pub const KEY_FIELD_PREFIX: &str = "_KEY_";
+/// Rows per Parquet data page (the unit a point lookup decodes).
+pub const DATA_PAGE_ROWS: usize = 1024;
+/// Rows per Parquet row group.
+pub const ROW_GROUP_ROWS: usize = 128 * 1024;
+/// False-positive rate of the key columns' bloom filters.
+pub const BLOOM_FILTER_FPP: f64 = 0.01;
 pub const SEQUENCE_NUMBER_COLUMN: &str = "_SEQUENCE_NUMBER";
 pub const VALUE_KIND_COLUMN: &str = "_VALUE_KIND";
 
@@ -291,9 +298,22 @@ pub fn encode_data_file(
     }
     let batch = RecordBatch::try_new(arrow_schema.clone(), columns)
         .map_err(|e| Error::arrow("building data file batch", e))?;
-    let props = WriterProperties::builder()
+    let mut props = WriterProperties::builder()
         .set_compression(options.compression)
-        .build();
+        // Small pages and a page index let a point lookup decode one page per column
+        // instead of a whole row group.
+        .set_data_page_row_count_limit(DATA_PAGE_ROWS)
+        .set_write_batch_size(DATA_PAGE_ROWS)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+    for i in schema.trimmed_key_indices() {
+        // Bloom filters on the key columns let a lookup skip files without the key.
+        let column = ColumnPath::from(schema.fields[i].name.as_str());
+        props = props
+            .set_column_bloom_filter_enabled(column.clone(), true)
+            .set_column_bloom_filter_fpp(column.clone(), BLOOM_FILTER_FPP)
+            .set_column_bloom_filter_max_ndv(column, n.clamp(1, ROW_GROUP_ROWS) as u64);
+    }
+    let props = props.build();
     let mut out = Vec::with_capacity(64 * 1024);
     let mut writer = ArrowWriter::try_new(&mut out, arrow_schema, Some(props))
         .map_err(|e| Error::parquet("opening data file writer", e))?;
@@ -383,7 +403,7 @@ pub fn decode_data_file(
 
 /// Converts one Arrow column to datums of `field`'s type, casting first so files written
 /// with other physical types (large strings, other timestamp units) read the same.
-fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Datum>> {
+pub(crate) fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Datum>> {
     let target = field.data_type.to_arrow();
     let array = if array.data_type() == &target {
         array.clone()

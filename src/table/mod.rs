@@ -40,6 +40,7 @@ pub struct Table {
     store: Arc<dyn ObjectStore>,
     identifier: TableIdentifier,
     path: Path,
+    local_root: Option<std::path::PathBuf>,
     schema: Arc<TableSchema>,
     options: TableOptions,
     /// Older schema versions referenced by data files, loaded on demand.
@@ -114,6 +115,7 @@ impl Table {
             store: warehouse.store.clone(),
             identifier: identifier.clone(),
             path,
+            local_root: warehouse.local_root.clone(),
             schema,
             options,
             schemas: Mutex::new(schemas),
@@ -136,11 +138,21 @@ impl Table {
         &self.store
     }
 
+    /// The local file behind an object path, when the warehouse is a local directory.
+    pub fn local_file(&self, location: &Path) -> Option<std::path::PathBuf> {
+        let root = self.local_root.as_ref()?;
+        let mut path = root.clone();
+        for part in location.parts() {
+            path.push(part.as_ref());
+        }
+        Some(path)
+    }
+
     /// `<table>/<relative>`.
     pub fn path_of(&self, relative: &str) -> Path {
         let mut p = self.path.clone();
         for part in relative.split('/').filter(|s| !s.is_empty()) {
-            p = p.join(part);
+            p = p.join(raw_part(part));
         }
         p
     }
@@ -299,6 +311,12 @@ impl Table {
         self.path_of(&format!("{relative}{}", path::bucket_dir(bucket)))
     }
 
+    /// Location of data file `file_name` in a bucket directory.
+    pub fn data_file_location(&self, partition: &Row, bucket: i32, file_name: &str) -> Path {
+        self.bucket_path(partition, bucket)
+            .join(raw_part(file_name))
+    }
+
     /// Location of the data file an entry names.
     pub fn data_file_path(&self, entry: &ManifestEntry) -> Result<Path> {
         if let Some(external) = &entry.file.external_path {
@@ -308,9 +326,7 @@ impl Table {
             )));
         }
         let partition = self.partition_values(&entry.partition)?;
-        Ok(self
-            .bucket_path(&partition, entry.bucket)
-            .join(entry.file.file_name.as_str()))
+        Ok(self.data_file_location(&partition, entry.bucket, &entry.file.file_name))
     }
 
     /// Reads a data file into rows of the current schema.
@@ -333,6 +349,15 @@ impl Table {
         data_file::decode_data_file(bytes, &file_schema, &self.schema)
             .map_err(|e| Error::format(format!("data file {location}: {e}")))
     }
+}
+
+/// A path segment taken literally. Partition directories are already escaped the Paimon
+/// way (`a%2Fb`); object_store's own encoding would escape the `%` a second time and put
+/// files where no other Paimon reader looks.
+fn raw_part(segment: &str) -> object_store::path::PathPart<'_> {
+    // Only `.`, `..` or control characters fail to parse; encoding them is the safe choice.
+    object_store::path::PathPart::parse(segment)
+        .unwrap_or_else(|_| object_store::path::PathPart::from(segment))
 }
 
 /// Applies ADD/DELETE cancellation (format doc §4.1): the ADD entries whose identity no

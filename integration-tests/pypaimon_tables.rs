@@ -688,10 +688,13 @@ fn t7b_buckets_agree_every_key_type() {
             "1969-12-31 23:59:59.999",
             "2024-02-29 12:34:56.789",
         ];
+        // Whole microseconds only: pypaimon hashes TIMESTAMP(7..9) keys after dropping the
+        // nanoseconds below a microsecond (Python datetime), Java and lakejoin keep them,
+        // so keys with such digits land in different buckets by design.
         let ts9 = [
             "1970-01-01 00:00:00",
-            "2024-02-29 12:34:56.123456789",
-            "1900-01-01 00:00:00.000000001",
+            "2024-02-29 12:34:56.123456",
+            "1900-01-01 00:00:00.000001",
         ];
         json!({
             "k_tiny": rng.random_range(-128..=127),
@@ -1166,7 +1169,13 @@ fn snapshots_listing_matches_pypaimon() {
 fn bad_input_is_rejected_without_commit() {
     let spec = TableSpec::new(
         "db.bad",
-        &["id:INT", "name:STRING", "amount:DECIMAL(10,2)", "day:DATE"],
+        &[
+            "id:INT",
+            "name:STRING",
+            "amount:DECIMAL(10,2)",
+            "day:DATE",
+            "at:TIMESTAMP(9)",
+        ],
         &["id"],
         2,
     );
@@ -1211,6 +1220,19 @@ fn bad_input_is_rejected_without_commit() {
         (
             "INT out of range",
             vec![valid, r#"{"id": 3000000000}"#],
+            2,
+            None,
+        ),
+        // TIMESTAMP(9) is stored as int64 nanoseconds: 1677-09-21 .. 2262-04-11.
+        (
+            "TIMESTAMP(9) after the range",
+            vec![valid, r#"{"id": 2, "at": "2262-04-12 00:00:00"}"#],
+            2,
+            None,
+        ),
+        (
+            "TIMESTAMP(9) before the range",
+            vec![valid, r#"{"id": 2, "at": "1677-09-20 00:00:00"}"#],
             2,
             None,
         ),

@@ -188,6 +188,81 @@ fn t2_single_file_with_delete_does_not_surface() {
     table.assert_both_read("T2", &[json!({"id": 1, "name": "kept"})]);
 }
 
+/// T2b: the other direction of T2. pypaimon stores `_DELETE_ROW_COUNT=0` even for a file
+/// with -D rows, and then shows those rows itself when the file is alone in its bucket;
+/// lakejoin must drop them whatever the manifest says.
+#[test]
+fn t2b_lakejoin_drops_deletes_in_lone_pypaimon_file() {
+    let spec = TableSpec::new(
+        "db.t2b",
+        &["id:INT", "name:STRING", "op:STRING"],
+        &["id"],
+        1,
+    )
+    .option("rowkind.field", "op");
+    let table = Table::create(spec.clone(), Creator::Pypaimon);
+    table.py_write(&[
+        json!({"id": 1, "name": "kept", "op": "+I"}),
+        json!({"id": 2, "name": "deleted", "op": "-D"}),
+        json!({"id": 3, "name": "retracted", "op": "-U"}),
+    ]);
+    let files = table.py_files(None);
+    assert_eq!(files.len(), 1, "T2b precondition: one file: {files:?}");
+    assert_eq!(
+        files[0]["retractRowCount"],
+        json!(2),
+        "T2b precondition: the file holds the -D and -U rows: {}",
+        files[0]
+    );
+    assert_same_rows(
+        "T2b: lakejoin scan",
+        &[json!({"id": 1, "name": "kept", "op": "+I"})],
+        &table.lj_scan(None, None),
+        &spec.primary_key,
+    );
+}
+
+/// A filter on a value column applies to the merged rows: a key whose newest version no
+/// longer matches must not come back with an older version that does.
+#[test]
+fn value_filter_applies_after_merge() {
+    let spec = TableSpec::new("db.vf", &["id:INT", "v:STRING", "n:INT"], &["id"], 1);
+    let table = Table::create(spec.clone(), Creator::Lakejoin);
+    table.lj_write(
+        &[
+            json!({"id": 1, "v": "old", "n": 1}),
+            json!({"id": 2, "v": "old", "n": 2}),
+        ],
+        None,
+    );
+    table.lj_write(&[json!({"id": 1, "v": "new", "n": 10})], None);
+    table.assert_both_read_at(
+        "dedup where v=old",
+        None,
+        Some("v=old"),
+        &[json!({"id": 2, "v": "old", "n": 2})],
+    );
+    table.assert_both_read_at(
+        "dedup where n=10",
+        None,
+        Some("n=10"),
+        &[json!({"id": 1, "v": "new", "n": 10})],
+    );
+
+    let spec = TableSpec::new("db.vfp", &["id:INT", "a:STRING", "b:INT"], &["id"], 1)
+        .merge_engine("partial-update");
+    let table = Table::create(spec, Creator::Lakejoin);
+    table.lj_write(&[json!({"id": 1, "a": "x", "b": 1})], None);
+    table.lj_write(&[json!({"id": 1, "b": 2})], None);
+    table.assert_both_read_at("partial-update where b=1", None, Some("b=1"), &[]);
+    table.assert_both_read_at(
+        "partial-update where a=x",
+        None,
+        Some("a=x"),
+        &[json!({"id": 1, "a": "x", "b": 2})],
+    );
+}
+
 /// T3: partial-update with a sequence field and out-of-order sequence values over four
 /// commits; partitions DATE + STRING with characters that must be escaped in paths;
 /// partition filters.

@@ -4,6 +4,13 @@
 
 use std::cmp::Ordering;
 
+mod aggregate;
+mod partial_update;
+
+pub use aggregate::AggregateFunction;
+
+use self::aggregate::Aggregation;
+use self::partial_update::PartialUpdate;
 use crate::error::{Error, Result};
 use crate::table::data_file::{KeyValue, RowKind};
 use crate::table::datum::{Datum, compare_datums, compare_rows};
@@ -19,6 +26,7 @@ pub struct SequenceOrder {
 }
 
 impl SequenceOrder {
+    /// The order configured by `sequence.field` and `sequence.field.sort-order`.
     pub fn new(schema: &TableSchema, options: &TableOptions) -> Result<Self> {
         let mut fields = Vec::with_capacity(options.sequence_fields.len());
         let mut missing = Vec::new();
@@ -40,9 +48,10 @@ impl SequenceOrder {
         })
     }
 
+    /// Order of two versions of one key: older first.
     pub fn compare(&self, a: &KeyValue, b: &KeyValue) -> Ordering {
         for &i in &self.fields {
-            let ord = compare_datums(&a.row[i], &b.row[i]);
+            let ord = compare_datums(column(&a.row, i), column(&b.row, i));
             let ord = if self.descending { ord.reverse() } else { ord };
             if ord != Ordering::Equal {
                 return ord;
@@ -65,26 +74,51 @@ pub enum Admission {
 pub struct MergeEngine {
     kind: MergeEngineKind,
     ignore_delete: bool,
-    remove_record_on_delete: bool,
-    num_fields: usize,
+    rule: Rule,
+}
+
+/// The merge rule of each engine; a `match` keeps the dispatch plain.
+#[derive(Debug, Clone)]
+enum Rule {
+    Deduplicate,
+    PartialUpdate(PartialUpdate),
+    Aggregation(Aggregation),
+    FirstRow,
 }
 
 impl MergeEngine {
+    /// The engine of a table. Checks every engine option against the schema (unknown
+    /// columns, column types of aggregate functions, conflicting options) and reports all
+    /// problems at once, naming the option keys.
     pub fn new(schema: &TableSchema, options: &TableOptions) -> Result<Self> {
-        match options.merge_engine {
-            MergeEngineKind::Deduplicate | MergeEngineKind::PartialUpdate => {}
-            other => {
-                return Err(Error::Config(format!(
-                    "merge engine `{}` is not supported yet (deduplicate, partial-update)",
-                    other.as_str()
-                )));
+        let mut problems = Vec::new();
+        check_field_options(schema, options, &mut problems);
+        let rule = match options.merge_engine {
+            MergeEngineKind::Deduplicate => Rule::Deduplicate,
+            MergeEngineKind::PartialUpdate => {
+                Rule::PartialUpdate(PartialUpdate::new(schema, options, &mut problems))
             }
+            MergeEngineKind::Aggregation => {
+                Rule::Aggregation(Aggregation::new(schema, options, &mut problems))
+            }
+            MergeEngineKind::FirstRow => {
+                if !options.sequence_fields.is_empty() {
+                    problems.push(
+                        "option `sequence.field` cannot be used with merge-engine first-row \
+                         (the first version to arrive wins)"
+                            .to_string(),
+                    );
+                }
+                Rule::FirstRow
+            }
+        };
+        if !problems.is_empty() {
+            return Err(Error::Config(problems.join("; ")));
         }
         Ok(MergeEngine {
             kind: options.merge_engine,
             ignore_delete: options.ignore_delete,
-            remove_record_on_delete: options.remove_record_on_delete,
-            num_fields: schema.fields.len(),
+            rule,
         })
     }
 
@@ -93,7 +127,7 @@ impl MergeEngine {
     }
 
     /// Decides whether a change of `kind` is written; `Err` explains why the table cannot
-    /// take it (partial-update without a delete option, as Paimon refuses it too).
+    /// take it (as Paimon would refuse it when merging), naming the options that would.
     pub fn admit(&self, kind: RowKind) -> std::result::Result<Admission, String> {
         if !kind.is_retract() {
             return Ok(Admission::Keep);
@@ -101,22 +135,15 @@ impl MergeEngine {
         if self.ignore_delete {
             return Ok(Admission::Drop);
         }
-        match self.kind {
-            MergeEngineKind::PartialUpdate
-                if kind == RowKind::Delete && self.remove_record_on_delete =>
-            {
-                Ok(Admission::Keep)
-            }
-            MergeEngineKind::PartialUpdate if self.remove_record_on_delete => {
-                // Paimon ignores -U when only removal on -D is configured.
-                Ok(Admission::Drop)
-            }
-            MergeEngineKind::PartialUpdate => Err(format!(
-                "{} change rejected: a partial-update table accepts deletes only with \
-                 `partial-update.ignore-delete` or `partial-update.remove-record-on-delete`",
+        match &self.rule {
+            Rule::Deduplicate => Ok(Admission::Keep),
+            Rule::PartialUpdate(p) => p.admit(kind),
+            Rule::Aggregation(a) => a.admit(kind),
+            Rule::FirstRow => Err(format!(
+                "{} change rejected: a first-row table accepts deletes only with \
+                 `first-row.ignore-delete` (or `ignore-delete`) = true, which drops them",
                 kind.short_string()
             )),
-            _ => Ok(Admission::Keep),
         }
     }
 
@@ -124,9 +151,11 @@ impl MergeEngine {
     /// (every version was an ignored retraction). The result may be a retraction, which
     /// a file keeps (it hides older versions) and a reader drops.
     pub fn merge(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
-        match self.kind {
-            MergeEngineKind::PartialUpdate => self.merge_partial_update(versions),
-            _ => Ok(self.merge_deduplicate(versions)),
+        match &self.rule {
+            Rule::Deduplicate => Ok(self.merge_deduplicate(versions)),
+            Rule::PartialUpdate(p) => p.merge(versions),
+            Rule::Aggregation(a) => a.merge(versions),
+            Rule::FirstRow => self.merge_first_row(versions),
         }
     }
 
@@ -142,49 +171,63 @@ impl MergeEngine {
         }
     }
 
-    fn merge_partial_update(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
-        let mut row: Vec<Datum> = vec![Datum::Null; self.num_fields];
-        let mut deleted = false;
-        let mut latest: Option<&KeyValue> = None;
+    /// The first added version wins, with its own sequence number (Java's
+    /// `FirstRowMergeFunction`); retractions are an error unless ignored.
+    fn merge_first_row(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
         for kv in versions {
-            if kv.kind.is_retract() {
-                if self.ignore_delete {
-                    continue;
-                }
-                if self.remove_record_on_delete {
-                    if kv.kind == RowKind::Delete {
-                        // The key is removed; later versions start from an empty row.
-                        deleted = true;
-                        row = kv.row.clone();
-                        latest = Some(kv);
-                    }
-                    continue;
-                }
+            if !kv.kind.is_retract() {
+                return Ok(Some(kv.clone()));
+            }
+            if !self.ignore_delete {
                 return Err(Error::format(
-                    "partial-update table holds a delete row, but neither \
-                     `partial-update.ignore-delete` nor `partial-update.remove-record-on-delete` is set",
+                    "first-row table holds a -U/-D row, but `first-row.ignore-delete` is not set",
                 ));
             }
-            if deleted {
-                row = vec![Datum::Null; self.num_fields];
-                deleted = false;
-            }
-            for (slot, value) in row.iter_mut().zip(&kv.row) {
-                if !value.is_null() {
-                    *slot = value.clone();
-                }
-            }
-            latest = Some(kv);
         }
-        Ok(latest.map(|last| KeyValue {
-            sequence_number: last.sequence_number,
-            kind: if deleted {
-                RowKind::Delete
-            } else {
-                RowKind::Insert
-            },
-            row,
-        }))
+        Ok(None)
+    }
+}
+
+/// Checks that apply whatever the engine: every `fields.<f>.…` option names columns of
+/// the table, and a `sequence.field` column is not aggregated (Paimon's
+/// `validateFieldsPrefix` and `validateSequenceField`).
+fn check_field_options(schema: &TableSchema, options: &TableOptions, problems: &mut Vec<String>) {
+    for (key, names) in &options.field_option_names {
+        for name in names {
+            if schema.field(name).is_none() {
+                problems.push(format!(
+                    "option `{key}` names `{name}`, which is not a column of the table"
+                ));
+            }
+        }
+    }
+    for name in &options.sequence_fields {
+        let aggregated = options
+            .field_options
+            .get(name)
+            .is_some_and(|o| o.aggregate_function.is_some());
+        if aggregated {
+            problems.push(format!(
+                "option `fields.{name}.aggregate-function`: column `{name}` is a \
+                 `sequence.field` and cannot be aggregated"
+            ));
+        }
+    }
+}
+
+/// A row holding only the NOT NULL columns of `values` (Java's `initRow`).
+fn init_row(values: &[Datum], nullable: &[bool]) -> Vec<Datum> {
+    let mut row = vec![Datum::Null; nullable.len()];
+    fill_not_null(&mut row, values, nullable);
+    row
+}
+
+/// Copies the NOT NULL columns of `values` into `row`.
+fn fill_not_null(row: &mut [Datum], values: &[Datum], nullable: &[bool]) {
+    for ((slot, value), nullable) in row.iter_mut().zip(values).zip(nullable) {
+        if !nullable {
+            *slot = value.clone();
+        }
     }
 }
 
@@ -198,7 +241,7 @@ pub fn sort_and_fold(
 ) -> Result<Vec<KeyValue>> {
     let key_cmp = |a: &KeyValue, b: &KeyValue| {
         for &i in key_indices {
-            let ord = compare_datums(&a.row[i], &b.row[i]);
+            let ord = compare_datums(column(&a.row, i), column(&b.row, i));
             if ord != Ordering::Equal {
                 return ord;
             }
@@ -207,23 +250,25 @@ pub fn sort_and_fold(
     };
     rows.sort_by(|a, b| key_cmp(a, b).then_with(|| order.compare(a, b)));
     let mut out = Vec::with_capacity(rows.len());
-    let mut start = 0;
-    while start < rows.len() {
-        let mut end = start + 1;
-        while end < rows.len() && key_cmp(&rows[start], &rows[end]) == Ordering::Equal {
-            end += 1;
-        }
-        if let Some(merged) = engine.merge(&rows[start..end])? {
+    for versions in rows.chunk_by(|a, b| key_cmp(a, b) == Ordering::Equal) {
+        if let Some(merged) = engine.merge(versions)? {
             out.push(merged);
         }
-        start = end;
     }
     Ok(out)
 }
 
+/// Column `i` of a row; a short row reads as null rather than panicking.
+fn column(row: &[Datum], i: usize) -> &Datum {
+    row.get(i).unwrap_or(&Datum::Null)
+}
+
 /// The key columns of a row.
 pub fn key_of(row: &[Datum], key_indices: &[usize]) -> Vec<Datum> {
-    key_indices.iter().map(|&i| row[i].clone()).collect()
+    key_indices
+        .iter()
+        .map(|&i| column(row, i).clone())
+        .collect()
 }
 
 /// Order of two rows by their key columns.

@@ -350,4 +350,48 @@ mod tests {
         assert!(err.contains("ignore-delete"), "{err}");
         assert_eq!(parse_size("128 mb"), Some(128 << 20));
     }
+
+    #[test]
+    fn field_options_are_parsed_by_column() {
+        let o = TableOptions::from_map(&map(&[
+            ("fields.a.aggregate-function", "sum"),
+            ("fields.a.ignore-retract", "true"),
+            ("fields.b.list-agg-delimiter", " "),
+            ("fields.b.distinct", "TRUE"),
+            ("fields.s1,s2.sequence-group", "a,b"),
+            ("fields.default-aggregate-function", "max"),
+            ("fields.c.nested-key", "x"),
+            ("aggregation.remove-record-on-delete", "true"),
+            ("partial-update.remove-record-on-sequence-group", "s1"),
+        ]))
+        .unwrap();
+        let a = &o.field_options["a"];
+        assert_eq!(a.aggregate_function.as_deref(), Some("sum"));
+        assert!(a.ignore_retract);
+        assert_eq!(
+            o.field_options["b"].list_agg_delimiter.as_deref(),
+            Some(" ")
+        );
+        assert!(o.field_options["b"].distinct);
+        assert_eq!(o.sequence_groups[0].sequence_fields, ["s1", "s2"]);
+        assert_eq!(o.sequence_groups[0].fields, ["a", "b"]);
+        assert_eq!(o.default_aggregate_function.as_deref(), Some("max"));
+        assert!(o.aggregation_remove_record_on_delete);
+        assert_eq!(o.remove_record_on_sequence_group, ["s1"]);
+        assert!(
+            o.field_option_names
+                .iter()
+                .any(|(k, n)| k == "fields.c.nested-key" && n == &["c"])
+        );
+        let err = TableOptions::from_map(&map(&[
+            ("fields.a.ignore-retract", "yes"),
+            ("fields.b.distinct", "1"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("fields.a.ignore-retract") && err.contains("fields.b.distinct"),
+            "{err}"
+        );
+    }
 }

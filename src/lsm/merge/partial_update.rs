@@ -4,7 +4,8 @@
 
 use std::cmp::Ordering;
 
-use super::aggregate::{AggregateFunction, ConfiguredFunctions, FieldAggregator};
+use super::aggregate::ConfiguredFunctions;
+use super::function::{AggregateFunction, FieldAggregator};
 use super::{Admission, fill_not_null, init_row};
 use crate::error::{Error, Result};
 use crate::table::data_file::{KeyValue, RowKind};

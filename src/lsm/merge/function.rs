@@ -17,16 +17,27 @@ use crate::table::types::{DataType, Field};
 pub enum AggregateFunction {
     /// Primary-key columns: the value is the key, carried through.
     PrimaryKey,
+    /// Numeric sum; retracts by subtracting.
     Sum,
+    /// Numeric product; retracts by dividing.
     Product,
+    /// Smallest value in the column's natural order.
     Min,
+    /// Largest value in the column's natural order.
     Max,
+    /// Newest value, nulls included; a retraction sets null.
     LastValue,
+    /// Newest non-null value (the default); retracting a non-null value sets null.
     LastNonNullValue,
+    /// Oldest value of one merge, nulls included.
     FirstValue,
+    /// Oldest non-null value of one merge (legacy name `first_not_null_value`).
     FirstNonNullValue,
+    /// Logical AND of BOOLEAN values.
     BoolAnd,
+    /// Logical OR of BOOLEAN values.
     BoolOr,
+    /// Non-blank strings joined by `fields.<f>.list-agg-delimiter` (default `,`).
     Listagg,
 }
 

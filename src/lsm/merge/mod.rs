@@ -123,6 +123,7 @@ impl MergeEngine {
         })
     }
 
+    /// The configured `merge-engine`.
     pub fn kind(&self) -> MergeEngineKind {
         self.kind
     }

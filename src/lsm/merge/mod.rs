@@ -176,17 +176,13 @@ impl MergeEngine {
     /// The first added version wins, with its own sequence number (Java's
     /// `FirstRowMergeFunction`); retractions are an error unless ignored.
     fn merge_first_row(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
-        for kv in versions {
-            if !kv.kind.is_retract() {
-                return Ok(Some(kv.clone()));
-            }
-            if !self.ignore_delete {
-                return Err(Error::format(
-                    "first-row table holds a -U/-D row, but `first-row.ignore-delete` is not set",
-                ));
-            }
+        // Every version is looked at: Java fails on a retraction wherever it stands.
+        if !self.ignore_delete && versions.iter().any(|kv| kv.kind.is_retract()) {
+            return Err(Error::format(
+                "first-row table holds a -U/-D row, but `first-row.ignore-delete` is not set",
+            ));
         }
-        Ok(None)
+        Ok(versions.iter().find(|kv| !kv.kind.is_retract()).cloned())
     }
 }
 

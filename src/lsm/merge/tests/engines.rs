@@ -308,6 +308,15 @@ fn first_row_keeps_the_first_version_with_its_own_sequence_number() {
             )])
             .is_err()
     );
+    // Also after the first row, as in Java.
+    assert!(
+        engine
+            .merge(&[
+                version(0, RowKind::Insert, vec![Datum::Int(1), Datum::Null]),
+                version(1, RowKind::Delete, vec![Datum::Int(1), Datum::Null]),
+            ])
+            .is_err()
+    );
     let (ignoring, _) = try_engine(
         &columns,
         &["k"],

@@ -52,7 +52,8 @@ pub enum TableCommand {
         /// Fixed number of buckets.
         #[arg(long)]
         buckets: i32,
-        /// deduplicate (default) or partial-update.
+        /// deduplicate (default), partial-update, aggregation or first-row; engine options
+        /// (`fields.<f>.aggregate-function=sum`, …) go in --option.
         #[arg(long = "merge-engine")]
         merge_engine: Option<String>,
         /// Columns ordering versions of a key (comma-separated).
@@ -220,7 +221,8 @@ async fn create(
     if let Some(engine) = merge_engine {
         if MergeEngineKind::parse(&engine).is_none() {
             problems.push(format!(
-                "--merge-engine must be deduplicate or partial-update, got `{engine}`"
+                "--merge-engine must be deduplicate, partial-update, aggregation or first-row, \
+                 got `{engine}`"
             ));
         }
         table_options.insert("merge-engine".into(), engine);

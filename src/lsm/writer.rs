@@ -253,7 +253,8 @@ impl TableWriter {
         };
         match self.table.commit(request.clone()).await {
             Ok(snapshot) => {
-                self.next_commit_identifier += 1;
+                // Saturating: a batch commit of this user (i64::MAX) must not panic here.
+                self.next_commit_identifier = self.next_commit_identifier.saturating_add(1);
                 Ok(Some(snapshot))
             }
             Err(e) => {

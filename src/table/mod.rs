@@ -62,6 +62,10 @@ impl Table {
             )));
         }
         schema.validate()?;
+        // Refuse engine options that no reader could merge (unknown columns, aggregate
+        // functions on the wrong type, conflicting options) before the schema is published.
+        crate::lsm::merge::MergeEngine::new(&schema, &options)?;
+        crate::lsm::merge::SequenceOrder::new(&schema, &options)?;
         let path = warehouse.table_path(identifier);
         let location = path.clone().join("schema").join("schema-0");
         let put = warehouse

@@ -49,6 +49,20 @@ pub struct TableOptions {
     pub ignore_delete: bool,
     /// `partial-update.remove-record-on-delete`.
     pub remove_record_on_delete: bool,
+    /// `aggregation.remove-record-on-delete`: a `-D` removes the key of an aggregation table.
+    pub aggregation_remove_record_on_delete: bool,
+    /// `partial-update.remove-record-on-sequence-group`: sequence fields whose group's `-D`
+    /// removes the whole row.
+    pub remove_record_on_sequence_group: Vec<String>,
+    /// `fields.default-aggregate-function` (the name as written; the engine checks it).
+    pub default_aggregate_function: Option<String>,
+    /// `fields.<f>.…` options, by field name.
+    pub field_options: BTreeMap<String, FieldOptions>,
+    /// `fields.<s1,s2>.sequence-group = a,b`, in key order.
+    pub sequence_groups: Vec<SequenceGroupOption>,
+    /// Every `fields.<names>.<option>` key with the field names it mentions (Paimon
+    /// requires them to be columns of the table).
+    pub field_option_names: Vec<(String, Vec<String>)>,
     /// `partition.default-name`.
     pub partition_default_name: String,
     /// `file.format`.
@@ -87,6 +101,12 @@ impl TableOptions {
             | parse_bool("deduplicate.ignore-delete", &mut problems);
         let remove_record_on_delete =
             parse_bool("partial-update.remove-record-on-delete", &mut problems);
+        let aggregation_remove_record_on_delete =
+            parse_bool("aggregation.remove-record-on-delete", &mut problems);
+        let remove_record_on_sequence_group = get("partial-update.remove-record-on-sequence-group")
+            .map(split_names)
+            .unwrap_or_default();
+        let fields = parse_field_options(options, &mut problems);
         let bucket = match get("bucket") {
             None => -1,
             Some(v) => v.parse::<i32>().unwrap_or_else(|_| {
@@ -146,6 +166,12 @@ impl TableOptions {
             sequence_descending,
             ignore_delete,
             remove_record_on_delete,
+            aggregation_remove_record_on_delete,
+            remove_record_on_sequence_group,
+            default_aggregate_function: fields.default_function,
+            field_options: fields.by_field,
+            sequence_groups: fields.groups,
+            field_option_names: fields.names,
             partition_default_name: get("partition.default-name")
                 .unwrap_or("__DEFAULT_PARTITION__")
                 .to_string(),
@@ -166,6 +192,111 @@ impl TableOptions {
             Err(Error::Config(problems.join("; ")))
         }
     }
+}
+
+/// Options of one column (`fields.<f>.…`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FieldOptions {
+    /// `fields.<f>.aggregate-function` as written.
+    pub aggregate_function: Option<String>,
+    /// `fields.<f>.ignore-retract`: retractions leave this column unchanged.
+    pub ignore_retract: bool,
+    /// `fields.<f>.list-agg-delimiter` (default `,`), kept verbatim (a space is valid).
+    pub list_agg_delimiter: Option<String>,
+    /// `fields.<f>.distinct`: `listagg` skips tokens already present.
+    pub distinct: bool,
+}
+
+/// `fields.<s1,s2>.sequence-group = a,b`: columns `a`, `b` are ordered by `s1`, `s2`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SequenceGroupOption {
+    /// The option key, for messages.
+    pub key: String,
+    pub sequence_fields: Vec<String>,
+    pub fields: Vec<String>,
+}
+
+const FIELDS_PREFIX: &str = "fields.";
+const DEFAULT_AGGREGATE_FUNCTION: &str = "default-aggregate-function";
+
+/// The `fields.` family of options, parsed.
+#[derive(Default)]
+struct ParsedFieldOptions {
+    default_function: Option<String>,
+    by_field: BTreeMap<String, FieldOptions>,
+    groups: Vec<SequenceGroupOption>,
+    names: Vec<(String, Vec<String>)>,
+}
+
+/// Paimon splits field lists on `,` without trimming; so does lakejoin, so that a table it
+/// accepts also opens in Java.
+fn split_names(text: &str) -> Vec<String> {
+    text.split(',').map(str::to_string).collect()
+}
+
+fn parse_field_options(
+    options: &BTreeMap<String, String>,
+    problems: &mut Vec<String>,
+) -> ParsedFieldOptions {
+    let mut parsed = ParsedFieldOptions::default();
+    for (key, value) in options {
+        let Some(rest) = key.strip_prefix(FIELDS_PREFIX) else {
+            continue;
+        };
+        if rest == DEFAULT_AGGREGATE_FUNCTION {
+            parsed.default_function = Some(value.trim().to_string());
+            continue;
+        }
+        // The suffixes lakejoin understands; any other `fields.<f>.<x>` (nested-key, …)
+        // still names a field, which must exist (Paimon's validateFieldsPrefix).
+        let suffixes = [
+            ".aggregate-function",
+            ".ignore-retract",
+            ".list-agg-delimiter",
+            ".distinct",
+            ".sequence-group",
+        ];
+        let Some((field_part, suffix)) = suffixes
+            .iter()
+            .find_map(|s| rest.strip_suffix(s).map(|f| (f, *s)))
+            .or_else(|| rest.split_once('.').map(|(f, _)| (f, "")))
+        else {
+            problems.push(format!(
+                "option `{key}` must have the form fields.<field>.<option>"
+            ));
+            continue;
+        };
+        let names = split_names(field_part);
+        parsed.names.push((key.clone(), names.clone()));
+        let bool_value = |problems: &mut Vec<String>| match value.trim() {
+            v if v.eq_ignore_ascii_case("true") => true,
+            v if v.eq_ignore_ascii_case("false") => false,
+            v => {
+                problems.push(format!("option `{key}` must be true or false, got `{v}`"));
+                false
+            }
+        };
+        match suffix {
+            ".sequence-group" => parsed.groups.push(SequenceGroupOption {
+                key: key.clone(),
+                sequence_fields: names,
+                fields: split_names(value),
+            }),
+            "" => {}
+            _ => {
+                let entry = parsed.by_field.entry(field_part.to_string()).or_default();
+                match suffix {
+                    ".aggregate-function" => {
+                        entry.aggregate_function = Some(value.trim().to_string())
+                    }
+                    ".ignore-retract" => entry.ignore_retract = bool_value(problems),
+                    ".list-agg-delimiter" => entry.list_agg_delimiter = Some(value.clone()),
+                    _ => entry.distinct = bool_value(problems),
+                }
+            }
+        }
+    }
+    parsed
 }
 
 /// Parses `128`, `128 b`, `64kb`, `128 mb`, `1gb` (Paimon's MemorySize spelling).
@@ -218,5 +349,49 @@ mod tests {
         assert!(err.contains("`merge-engine`"), "{err}");
         assert!(err.contains("ignore-delete"), "{err}");
         assert_eq!(parse_size("128 mb"), Some(128 << 20));
+    }
+
+    #[test]
+    fn field_options_are_parsed_by_column() {
+        let o = TableOptions::from_map(&map(&[
+            ("fields.a.aggregate-function", "sum"),
+            ("fields.a.ignore-retract", "true"),
+            ("fields.b.list-agg-delimiter", " "),
+            ("fields.b.distinct", "TRUE"),
+            ("fields.s1,s2.sequence-group", "a,b"),
+            ("fields.default-aggregate-function", "max"),
+            ("fields.c.nested-key", "x"),
+            ("aggregation.remove-record-on-delete", "true"),
+            ("partial-update.remove-record-on-sequence-group", "s1"),
+        ]))
+        .unwrap();
+        let a = &o.field_options["a"];
+        assert_eq!(a.aggregate_function.as_deref(), Some("sum"));
+        assert!(a.ignore_retract);
+        assert_eq!(
+            o.field_options["b"].list_agg_delimiter.as_deref(),
+            Some(" ")
+        );
+        assert!(o.field_options["b"].distinct);
+        assert_eq!(o.sequence_groups[0].sequence_fields, ["s1", "s2"]);
+        assert_eq!(o.sequence_groups[0].fields, ["a", "b"]);
+        assert_eq!(o.default_aggregate_function.as_deref(), Some("max"));
+        assert!(o.aggregation_remove_record_on_delete);
+        assert_eq!(o.remove_record_on_sequence_group, ["s1"]);
+        assert!(
+            o.field_option_names
+                .iter()
+                .any(|(k, n)| k == "fields.c.nested-key" && n == &["c"])
+        );
+        let err = TableOptions::from_map(&map(&[
+            ("fields.a.ignore-retract", "yes"),
+            ("fields.b.distinct", "1"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("fields.a.ignore-retract") && err.contains("fields.b.distinct"),
+            "{err}"
+        );
     }
 }

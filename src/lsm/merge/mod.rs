@@ -1,0 +1,278 @@
+//! Merge engines (format doc §8.2): how the versions of one primary key fold into one
+//! row. The same code folds a write buffer at flush time and merges files on read, as in
+//! Paimon, so both always agree.
+
+use std::cmp::Ordering;
+
+mod aggregate;
+mod function;
+mod partial_update;
+
+pub use function::AggregateFunction;
+
+use self::aggregate::Aggregation;
+use self::partial_update::PartialUpdate;
+use crate::error::{Error, Result};
+use crate::table::data_file::{KeyValue, RowKind};
+use crate::table::datum::{Datum, compare_datums, compare_rows};
+use crate::table::options::{MergeEngineKind, TableOptions};
+use crate::table::schema::TableSchema;
+
+/// Orders versions of one key: `sequence.field` values (nulls first, reversed for
+/// `sequence.field.sort-order = descending`), then the sequence number (arrival order).
+#[derive(Debug, Clone)]
+pub struct SequenceOrder {
+    fields: Vec<usize>,
+    descending: bool,
+}
+
+impl SequenceOrder {
+    /// The order configured by `sequence.field` and `sequence.field.sort-order`.
+    pub fn new(schema: &TableSchema, options: &TableOptions) -> Result<Self> {
+        let mut fields = Vec::with_capacity(options.sequence_fields.len());
+        let mut missing = Vec::new();
+        for name in &options.sequence_fields {
+            match schema.field_index(name) {
+                Some(i) => fields.push(i),
+                None => missing.push(name.as_str()),
+            }
+        }
+        if !missing.is_empty() {
+            return Err(Error::Config(format!(
+                "option `sequence.field` names columns the table does not have: {}",
+                missing.join(", ")
+            )));
+        }
+        Ok(SequenceOrder {
+            fields,
+            descending: options.sequence_descending,
+        })
+    }
+
+    /// Order of two versions of one key: older first.
+    pub fn compare(&self, a: &KeyValue, b: &KeyValue) -> Ordering {
+        for &i in &self.fields {
+            let ord = compare_datums(column(&a.row, i), column(&b.row, i));
+            let ord = if self.descending { ord.reverse() } else { ord };
+            if ord != Ordering::Equal {
+                return ord;
+            }
+        }
+        a.sequence_number.cmp(&b.sequence_number)
+    }
+}
+
+/// What the engine does with an incoming change before it is buffered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Keep,
+    /// Dropped on purpose (`ignore-delete`): never written to a file.
+    Drop,
+}
+
+/// A table's merge engine with its options.
+#[derive(Debug, Clone)]
+pub struct MergeEngine {
+    kind: MergeEngineKind,
+    ignore_delete: bool,
+    rule: Rule,
+}
+
+/// The merge rule of each engine; a `match` keeps the dispatch plain.
+#[derive(Debug, Clone)]
+enum Rule {
+    Deduplicate,
+    PartialUpdate(PartialUpdate),
+    Aggregation(Aggregation),
+    FirstRow,
+}
+
+impl MergeEngine {
+    /// The engine of a table. Checks every engine option against the schema (unknown
+    /// columns, column types of aggregate functions, conflicting options) and reports all
+    /// problems at once, naming the option keys.
+    pub fn new(schema: &TableSchema, options: &TableOptions) -> Result<Self> {
+        let mut problems = Vec::new();
+        check_field_options(schema, options, &mut problems);
+        let rule = match options.merge_engine {
+            MergeEngineKind::Deduplicate => Rule::Deduplicate,
+            MergeEngineKind::PartialUpdate => {
+                Rule::PartialUpdate(PartialUpdate::new(schema, options, &mut problems))
+            }
+            MergeEngineKind::Aggregation => {
+                Rule::Aggregation(Aggregation::new(schema, options, &mut problems))
+            }
+            MergeEngineKind::FirstRow => {
+                if !options.sequence_fields.is_empty() {
+                    problems.push(
+                        "option `sequence.field` cannot be used with merge-engine first-row \
+                         (the first version to arrive wins)"
+                            .to_string(),
+                    );
+                }
+                Rule::FirstRow
+            }
+        };
+        if !problems.is_empty() {
+            return Err(Error::Config(problems.join("; ")));
+        }
+        Ok(MergeEngine {
+            kind: options.merge_engine,
+            ignore_delete: options.ignore_delete,
+            rule,
+        })
+    }
+
+    /// The configured `merge-engine`.
+    pub fn kind(&self) -> MergeEngineKind {
+        self.kind
+    }
+
+    /// Decides whether a change of `kind` is written; `Err` explains why the table cannot
+    /// take it (as Paimon would refuse it when merging), naming the options that would.
+    pub fn admit(&self, kind: RowKind) -> std::result::Result<Admission, String> {
+        if !kind.is_retract() {
+            return Ok(Admission::Keep);
+        }
+        if self.ignore_delete {
+            return Ok(Admission::Drop);
+        }
+        match &self.rule {
+            Rule::Deduplicate => Ok(Admission::Keep),
+            Rule::PartialUpdate(p) => p.admit(kind),
+            Rule::Aggregation(a) => a.admit(kind),
+            Rule::FirstRow => Err(format!(
+                "{} change rejected: a first-row table accepts deletes only with \
+                 `first-row.ignore-delete` (or `ignore-delete`) = true, which drops them",
+                kind.short_string()
+            )),
+        }
+    }
+
+    /// Folds the versions of one key, oldest first, into one. `None` when nothing is left
+    /// (every version was an ignored retraction). The result may be a retraction, which
+    /// a file keeps (it hides older versions) and a reader drops.
+    pub fn merge(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
+        match &self.rule {
+            Rule::Deduplicate => Ok(self.merge_deduplicate(versions)),
+            Rule::PartialUpdate(p) => p.merge(versions),
+            Rule::Aggregation(a) => a.merge(versions),
+            Rule::FirstRow => self.merge_first_row(versions),
+        }
+    }
+
+    fn merge_deduplicate(&self, versions: &[KeyValue]) -> Option<KeyValue> {
+        if self.ignore_delete {
+            versions
+                .iter()
+                .rev()
+                .find(|kv| !kv.kind.is_retract())
+                .cloned()
+        } else {
+            versions.last().cloned()
+        }
+    }
+
+    /// The first added version wins, with its own sequence number (Java's
+    /// `FirstRowMergeFunction`); retractions are an error unless ignored.
+    fn merge_first_row(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
+        // Every version is looked at: Java fails on a retraction wherever it stands.
+        if !self.ignore_delete && versions.iter().any(|kv| kv.kind.is_retract()) {
+            return Err(Error::format(
+                "first-row table holds a -U/-D row, but `first-row.ignore-delete` is not set",
+            ));
+        }
+        Ok(versions.iter().find(|kv| !kv.kind.is_retract()).cloned())
+    }
+}
+
+/// Checks that apply whatever the engine: every `fields.<f>.…` option names columns of
+/// the table, and a `sequence.field` column is not aggregated (Paimon's
+/// `validateFieldsPrefix` and `validateSequenceField`).
+fn check_field_options(schema: &TableSchema, options: &TableOptions, problems: &mut Vec<String>) {
+    for (key, names) in &options.field_option_names {
+        for name in names {
+            if schema.field(name).is_none() {
+                problems.push(format!(
+                    "option `{key}` names `{name}`, which is not a column of the table"
+                ));
+            }
+        }
+    }
+    for name in &options.sequence_fields {
+        let aggregated = options
+            .field_options
+            .get(name)
+            .is_some_and(|o| o.aggregate_function.is_some());
+        if aggregated {
+            problems.push(format!(
+                "option `fields.{name}.aggregate-function`: column `{name}` is a \
+                 `sequence.field` and cannot be aggregated"
+            ));
+        }
+    }
+}
+
+/// A row holding only the NOT NULL columns of `values` (Java's `initRow`).
+fn init_row(values: &[Datum], nullable: &[bool]) -> Vec<Datum> {
+    let mut row = vec![Datum::Null; nullable.len()];
+    fill_not_null(&mut row, values, nullable);
+    row
+}
+
+/// Copies the NOT NULL columns of `values` into `row`.
+fn fill_not_null(row: &mut [Datum], values: &[Datum], nullable: &[bool]) {
+    for ((slot, value), nullable) in row.iter_mut().zip(values).zip(nullable) {
+        if !nullable {
+            *slot = value.clone();
+        }
+    }
+}
+
+/// Sorts changes by (key, sequence order) and folds each key's run with the engine, so
+/// the result holds one row per key in key order (format doc §7.3).
+pub fn sort_and_fold(
+    mut rows: Vec<KeyValue>,
+    key_indices: &[usize],
+    order: &SequenceOrder,
+    engine: &MergeEngine,
+) -> Result<Vec<KeyValue>> {
+    let key_cmp = |a: &KeyValue, b: &KeyValue| {
+        for &i in key_indices {
+            let ord = compare_datums(column(&a.row, i), column(&b.row, i));
+            if ord != Ordering::Equal {
+                return ord;
+            }
+        }
+        Ordering::Equal
+    };
+    rows.sort_by(|a, b| key_cmp(a, b).then_with(|| order.compare(a, b)));
+    let mut out = Vec::with_capacity(rows.len());
+    for versions in rows.chunk_by(|a, b| key_cmp(a, b) == Ordering::Equal) {
+        if let Some(merged) = engine.merge(versions)? {
+            out.push(merged);
+        }
+    }
+    Ok(out)
+}
+
+/// Column `i` of a row; a short row reads as null rather than panicking.
+fn column(row: &[Datum], i: usize) -> &Datum {
+    row.get(i).unwrap_or(&Datum::Null)
+}
+
+/// The key columns of a row.
+pub fn key_of(row: &[Datum], key_indices: &[usize]) -> Vec<Datum> {
+    key_indices
+        .iter()
+        .map(|&i| column(row, i).clone())
+        .collect()
+}
+
+/// Order of two rows by their key columns.
+pub fn compare_keys(a: &[Datum], b: &[Datum], key_indices: &[usize]) -> Ordering {
+    compare_rows(&key_of(a, key_indices), &key_of(b, key_indices))
+}
+
+#[cfg(test)]
+mod tests;

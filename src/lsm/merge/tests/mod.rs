@@ -1,0 +1,179 @@
+//! Unit tests of the merge engines: the functions in `functions`, the aggregation and
+//! first-row engines in `engines`, partial-update sequence groups in `groups`.
+
+mod engines;
+mod functions;
+mod groups;
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::table::types::DataType;
+
+/// A table of `columns` (name, type, nullable) with primary key `pk` and `options`.
+pub(super) fn table(
+    columns: &[(&str, DataType, bool)],
+    pk: &[&str],
+    options: &[(&str, &str)],
+) -> (TableSchema, TableOptions) {
+    let mut map: BTreeMap<String, String> = options
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    map.insert("bucket".into(), "1".into());
+    let schema = TableSchema::new(
+        columns
+            .iter()
+            .map(|(n, t, null)| (n.to_string(), *t, *null))
+            .collect(),
+        vec![],
+        pk.iter().map(|s| s.to_string()).collect(),
+        map,
+    )
+    .unwrap();
+    let options = TableOptions::from_map(&schema.options).unwrap();
+    (schema, options)
+}
+
+/// The engine of such a table, or its configuration error text.
+pub(super) fn try_engine(
+    columns: &[(&str, DataType, bool)],
+    pk: &[&str],
+    options: &[(&str, &str)],
+) -> std::result::Result<(MergeEngine, SequenceOrder), String> {
+    let (schema, options) = table(columns, pk, options);
+    let engine = MergeEngine::new(&schema, &options).map_err(|e| e.to_string())?;
+    let order = SequenceOrder::new(&schema, &options).map_err(|e| e.to_string())?;
+    Ok((engine, order))
+}
+
+/// A version with an explicit row.
+pub(super) fn version(seq: i64, kind: RowKind, row: Vec<Datum>) -> KeyValue {
+    KeyValue {
+        sequence_number: seq,
+        kind,
+        row,
+    }
+}
+
+fn setup(options: &[(&str, &str)]) -> (TableSchema, MergeEngine, SequenceOrder) {
+    let mut map: BTreeMap<String, String> = options
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    map.insert("bucket".into(), "1".into());
+    let schema = TableSchema::new(
+        vec![
+            ("k".into(), DataType::Int, false),
+            ("a".into(), DataType::Int, true),
+            ("b".into(), DataType::Int, true),
+            ("seq".into(), DataType::Int, true),
+        ],
+        vec![],
+        vec!["k".into()],
+        map,
+    )
+    .unwrap();
+    let options = TableOptions::from_map(&schema.options).unwrap();
+    let engine = MergeEngine::new(&schema, &options).unwrap();
+    let order = SequenceOrder::new(&schema, &options).unwrap();
+    (schema, engine, order)
+}
+
+fn kv(seq: i64, kind: RowKind, values: [Option<i32>; 4]) -> KeyValue {
+    KeyValue {
+        sequence_number: seq,
+        kind,
+        row: values
+            .iter()
+            .map(|v| v.map_or(Datum::Null, Datum::Int))
+            .collect(),
+    }
+}
+
+#[test]
+fn deduplicate_keeps_the_newest_version_even_a_delete() {
+    let (_, engine, order) = setup(&[("sequence.field", "seq")]);
+    let rows = vec![
+        kv(0, RowKind::Insert, [Some(1), Some(10), None, Some(5)]),
+        kv(1, RowKind::Insert, [Some(1), Some(11), None, Some(3)]),
+        kv(2, RowKind::Delete, [Some(2), None, None, Some(1)]),
+        kv(3, RowKind::Insert, [Some(2), Some(20), None, Some(0)]),
+    ];
+    let folded = sort_and_fold(rows, &[0], &order, &engine).unwrap();
+    // Key 1: seq 5 beats the later-arriving seq 3. Key 2: the delete (seq 1) wins.
+    assert_eq!(folded[0].row[1], Datum::Int(10));
+    assert_eq!(folded[1].kind, RowKind::Delete);
+    assert_eq!(folded.len(), 2);
+}
+
+#[test]
+fn partial_update_overwrites_with_non_null_fields_in_sequence_order() {
+    let (_, engine, order) = setup(&[
+        ("merge-engine", "partial-update"),
+        ("sequence.field", "seq"),
+    ]);
+    let rows = vec![
+        kv(0, RowKind::Insert, [Some(1), Some(1), None, Some(5)]),
+        kv(1, RowKind::Insert, [Some(1), None, Some(2), Some(1)]),
+        kv(2, RowKind::Insert, [Some(1), Some(9), None, Some(3)]),
+    ];
+    let folded = sort_and_fold(rows, &[0], &order, &engine).unwrap();
+    assert_eq!(folded.len(), 1);
+    assert_eq!(
+        folded[0].row,
+        kv(0, RowKind::Insert, [Some(1), Some(1), Some(2), Some(5)]).row
+    );
+    assert_eq!(
+        folded[0].sequence_number, 0,
+        "keeps the sequence number of the last version"
+    );
+}
+
+#[test]
+fn partial_update_delete_needs_an_option() {
+    let (_, engine, _) = setup(&[("merge-engine", "partial-update")]);
+    assert!(
+        engine
+            .admit(RowKind::Delete)
+            .unwrap_err()
+            .contains("ignore-delete")
+    );
+    let (_, engine, _) = setup(&[
+        ("merge-engine", "partial-update"),
+        ("partial-update.ignore-delete", "true"),
+    ]);
+    assert_eq!(engine.admit(RowKind::Delete), Ok(Admission::Drop));
+    let (_, engine, order) = setup(&[
+        ("merge-engine", "partial-update"),
+        ("partial-update.remove-record-on-delete", "true"),
+    ]);
+    assert_eq!(engine.admit(RowKind::Delete), Ok(Admission::Keep));
+    assert_eq!(engine.admit(RowKind::UpdateBefore), Ok(Admission::Drop));
+    let rows = vec![
+        kv(0, RowKind::Insert, [Some(1), Some(1), Some(1), None]),
+        kv(1, RowKind::Delete, [Some(1), None, None, None]),
+        kv(2, RowKind::Insert, [Some(1), None, Some(7), None]),
+    ];
+    let folded = sort_and_fold(rows, &[0], &order, &engine).unwrap();
+    // After the delete the row starts empty: `a` is gone.
+    assert_eq!(
+        folded[0].row,
+        kv(0, RowKind::Insert, [Some(1), None, Some(7), None]).row
+    );
+    assert_eq!(folded[0].kind, RowKind::Insert);
+}
+
+#[test]
+fn descending_sequence_order_lets_the_smallest_value_win() {
+    let (_, engine, order) = setup(&[
+        ("sequence.field", "seq"),
+        ("sequence.field.sort-order", "descending"),
+    ]);
+    let rows = vec![
+        kv(0, RowKind::Insert, [Some(1), Some(1), None, Some(1)]),
+        kv(1, RowKind::Insert, [Some(1), Some(2), None, Some(9)]),
+    ];
+    let folded = sort_and_fold(rows, &[0], &order, &engine).unwrap();
+    assert_eq!(folded[0].row[1], Datum::Int(1));
+}

@@ -64,13 +64,15 @@ check_lints() {
     cargo clippy --all-targets -- -D warnings
 }
 
+# Library, binary and integration tests. Benches are not run here (clippy builds them):
+# a `harness = false` bench binary would run the whole benchmark when asked to list tests.
 run_tests() {
     if cargo nextest --version >/dev/null 2>&1; then
-        log "cargo nextest run --all-targets"
-        cargo nextest run --all-targets --no-fail-fast
+        log "cargo nextest run"
+        cargo nextest run --no-fail-fast
     else
-        log "cargo test --all-targets (cargo-nextest not installed)"
-        cargo test --all-targets --no-fail-fast
+        log "cargo test (cargo-nextest not installed)"
+        cargo test --no-fail-fast
     fi
 }
 

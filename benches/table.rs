@@ -19,7 +19,9 @@ use lakejoin::table::schema::TableSchema;
 use lakejoin::table::types::{DataType, MAX_LENGTH};
 use lakejoin::table::{Table, TableIdentifier, Warehouse};
 
-const CITIES: [&str; 8] = ["zurich", "basel", "geneva", "bern", "lausanne", "lugano", "chur", "sion"];
+const CITIES: [&str; 8] = [
+    "zurich", "basel", "geneva", "bern", "lausanne", "lugano", "chur", "sion",
+];
 
 fn schema() -> TableSchema {
     TableSchema::new(
@@ -47,7 +49,10 @@ fn row(id: i64, version: i64) -> Row {
         Datum::String(CITIES[(id % 8) as usize].to_string()),
         Datum::Double(id as f64 * 0.25 + version as f64),
         Datum::Int((id % 1000) as i32),
-        Datum::Timestamp(Timestamp { millis: 1_700_000_000_000 + id * 1000 + version, nanos_of_milli: 0 }),
+        Datum::Timestamp(Timestamp {
+            millis: 1_700_000_000_000 + id * 1000 + version,
+            nanos_of_milli: 0,
+        }),
         Datum::Boolean(id % 3 == 0),
         Datum::BigInt(id * 7 + version),
     ]
@@ -81,7 +86,12 @@ async fn lookup_latencies(lookup: &PointLookup, rows: i64, label: &str) {
     let mut hits = 0;
     for k in &sample {
         let t = Instant::now();
-        if lookup.get(&[Datum::BigInt(*k)]).await.expect("lookup").is_some() {
+        if lookup
+            .get(&[Datum::BigInt(*k)])
+            .await
+            .expect("lookup")
+            .is_some()
+        {
             hits += 1;
         }
         lat.push(t.elapsed());
@@ -98,74 +108,129 @@ async fn lookup_latencies(lookup: &PointLookup, rows: i64, label: &str) {
 }
 
 async fn get_many_throughput(lookup: &PointLookup, rows: i64, label: &str) {
-    let batch: Vec<Vec<Datum>> = keys(100_000, rows, 13).into_iter().map(|k| vec![Datum::BigInt(k)]).collect();
+    let batch: Vec<Vec<Datum>> = keys(100_000, rows, 13)
+        .into_iter()
+        .map(|k| vec![Datum::BigInt(k)])
+        .collect();
     let t = Instant::now();
     let mut found = 0;
     for chunk in batch.chunks(1000) {
-        found += lookup.get_many(chunk).await.expect("get_many").iter().filter(|r| r.is_some()).count();
+        found += lookup
+            .get_many(chunk)
+            .await
+            .expect("get_many")
+            .iter()
+            .filter(|r| r.is_some())
+            .count();
     }
     let secs = t.elapsed().as_secs_f64();
     assert_eq!(found, batch.len());
-    println!("get_many ({label}): {:.0} lookups/s (batches of 1000, one core)", batch.len() as f64 / secs);
+    println!(
+        "get_many ({label}): {:.0} lookups/s (batches of 1000, one core)",
+        batch.len() as f64 / secs
+    );
 }
 
 fn main() {
-    let rows: i64 = std::env::var("ROWS").ok().and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let rows: i64 = std::env::var("ROWS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
     // One core: a current-thread runtime (blocking encode tasks still use a helper thread).
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let dir = tempfile::tempdir().expect("tempdir");
-    let wh = Warehouse::from_uri(dir.path().to_str().expect("utf-8 path"), &BTreeMap::new()).expect("warehouse");
-    println!("table: {rows} rows × 8 columns, 4 buckets, local disk {}", dir.path().display());
+    let wh = Warehouse::from_uri(dir.path().to_str().expect("utf-8 path"), &BTreeMap::new())
+        .expect("warehouse");
+    println!(
+        "table: {rows} rows × 8 columns, 4 buckets, local disk {}",
+        dir.path().display()
+    );
     rt.block_on(async {
         // Write throughput: every row through the writer, flush and commit included.
         let compacted = Arc::new(
-            Table::create(&wh, &TableIdentifier::parse("bench.compacted").expect("id"), schema())
-                .await
-                .expect("create"),
+            Table::create(
+                &wh,
+                &TableIdentifier::parse("bench.compacted").expect("id"),
+                schema(),
+            )
+            .await
+            .expect("create"),
         );
         let t = Instant::now();
-        let mut w = TableWriter::new(compacted.clone(), "bench").await.expect("writer");
+        let mut w = TableWriter::new(compacted.clone(), "bench")
+            .await
+            .expect("writer");
         for id in 0..rows {
             w.write(RowKind::Insert, row(id, 0)).expect("write");
         }
         w.commit(BTreeMap::new()).await.expect("commit");
         let secs = t.elapsed().as_secs_f64();
-        println!("write: {:.0} rows/s ({rows} rows, one commit, {secs:.2} s)", rows as f64 / secs);
+        println!(
+            "write: {:.0} rows/s ({rows} rows, one commit, {secs:.2} s)",
+            rows as f64 / secs
+        );
         let t = Instant::now();
-        full_compact(&compacted, "bench-compact").await.expect("compact");
+        full_compact(&compacted, "bench-compact")
+            .await
+            .expect("compact");
         println!("full compaction: {:.2} s", t.elapsed().as_secs_f64());
 
         // Five overlapping level-0 runs: commit i writes the keys ≡ i (mod 5).
         let layered = Arc::new(
-            Table::create(&wh, &TableIdentifier::parse("bench.layered").expect("id"), schema())
-                .await
-                .expect("create"),
+            Table::create(
+                &wh,
+                &TableIdentifier::parse("bench.layered").expect("id"),
+                schema(),
+            )
+            .await
+            .expect("create"),
         );
         for run in 0..5 {
-            let mut w = TableWriter::new(layered.clone(), "bench").await.expect("writer");
+            let mut w = TableWriter::new(layered.clone(), "bench")
+                .await
+                .expect("writer");
             for id in (run..rows).step_by(5) {
                 w.write(RowKind::Insert, row(id, 1)).expect("write");
             }
             w.commit(BTreeMap::new()).await.expect("commit");
         }
 
-        let lookup = PointLookup::open(compacted.clone(), LookupOptions::default()).await.expect("lookup");
+        let lookup = PointLookup::open(compacted.clone(), LookupOptions::default())
+            .await
+            .expect("lookup");
         lookup_latencies(&lookup, rows, "after full compaction").await;
         get_many_throughput(&lookup, rows, "after full compaction").await;
-        let lookup = PointLookup::open(layered.clone(), LookupOptions::default()).await.expect("lookup");
+        let lookup = PointLookup::open(layered.clone(), LookupOptions::default())
+            .await
+            .expect("lookup");
         lookup_latencies(&lookup, rows, "5 level-0 runs").await;
         get_many_throughput(&lookup, rows, "5 level-0 runs").await;
 
         let t = Instant::now();
-        let n = scan(&compacted, None, &ScanFilter::default()).await.expect("scan").len();
+        let n = scan(&compacted, None, &ScanFilter::default())
+            .await
+            .expect("scan")
+            .len();
         let secs = t.elapsed().as_secs_f64();
         assert_eq!(n as i64, rows);
-        println!("full scan (lakejoin, compacted): {:.0} rows/s ({secs:.2} s)", rows as f64 / secs);
+        println!(
+            "full scan (lakejoin, compacted): {:.0} rows/s ({secs:.2} s)",
+            rows as f64 / secs
+        );
         let t = Instant::now();
-        let n = scan(&layered, None, &ScanFilter::default()).await.expect("scan").len();
+        let n = scan(&layered, None, &ScanFilter::default())
+            .await
+            .expect("scan")
+            .len();
         let secs = t.elapsed().as_secs_f64();
         assert_eq!(n as i64, rows);
-        println!("full scan (lakejoin, 5 level-0 runs): {:.0} rows/s ({secs:.2} s)", rows as f64 / secs);
+        println!(
+            "full scan (lakejoin, 5 level-0 runs): {:.0} rows/s ({secs:.2} s)",
+            rows as f64 / secs
+        );
     });
     pypaimon_scan(dir.path(), "bench.compacted", rows);
     pypaimon_scan(dir.path(), "bench.layered", rows);
@@ -193,11 +258,22 @@ print(n, time.perf_counter() - start)
             let text = String::from_utf8_lossy(&o.stdout);
             let mut parts = text.split_whitespace();
             let n: i64 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(-1);
-            let secs: f64 = parts.next().and_then(|s| s.parse().ok()).unwrap_or(f64::NAN);
+            let secs: f64 = parts
+                .next()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(f64::NAN);
             assert_eq!(n, rows, "pypaimon read a different row count");
-            println!("full scan (pypaimon 2.1.0, {table}): {:.0} rows/s ({secs:.2} s)", rows as f64 / secs);
+            println!(
+                "full scan (pypaimon 2.1.0, {table}): {:.0} rows/s ({secs:.2} s)",
+                rows as f64 / secs
+            );
         }
-        Ok(o) => println!("pypaimon scan failed: {}", String::from_utf8_lossy(&o.stderr)),
-        Err(e) => println!("pypaimon not available ({python}): {e}; run scripts/test.sh to create the venv"),
+        Ok(o) => println!(
+            "pypaimon scan failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => println!(
+            "pypaimon not available ({python}): {e}; run scripts/test.sh to create the venv"
+        ),
     }
 }

@@ -36,6 +36,8 @@ pub const KEY_FIELD_PREFIX: &str = "_KEY_";
 pub const DATA_PAGE_ROWS: usize = 1024;
 /// Rows per Parquet row group.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
+/// Rows per page of a local lookup file.
+pub const LOOKUP_PAGE_ROWS: usize = 256;
 /// False-positive rate of the key columns' bloom filters.
 pub const BLOOM_FILTER_FPP: f64 = 0.01;
 pub const SEQUENCE_NUMBER_COLUMN: &str = "_SEQUENCE_NUMBER";
@@ -112,6 +114,10 @@ pub struct KeyValue {
 #[derive(Debug, Clone, Copy)]
 pub struct DataFileWriteOptions {
     pub compression: Compression,
+    /// Rows per data page.
+    pub page_rows: usize,
+    /// Dictionary-encode non-key columns.
+    pub dictionary: bool,
 }
 
 impl DataFileWriteOptions {
@@ -131,7 +137,21 @@ impl DataFileWriteOptions {
                 )));
             }
         };
-        Ok(DataFileWriteOptions { compression })
+        Ok(DataFileWriteOptions {
+            compression,
+            page_rows: DATA_PAGE_ROWS,
+            dictionary: true,
+        })
+    }
+
+    /// Settings of local lookup files: no compression and no dictionaries (a point read
+    /// then decodes one small page per column and nothing else) and small pages.
+    pub fn lookup() -> Self {
+        DataFileWriteOptions {
+            compression: Compression::UNCOMPRESSED,
+            page_rows: LOOKUP_PAGE_ROWS,
+            dictionary: false,
+        }
     }
 }
 
@@ -302,13 +322,16 @@ pub fn encode_data_file(
         .set_compression(options.compression)
         // Small pages and a page index let a point lookup decode one page per column
         // instead of a whole row group.
-        .set_data_page_row_count_limit(DATA_PAGE_ROWS)
-        .set_write_batch_size(DATA_PAGE_ROWS)
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+        .set_data_page_row_count_limit(options.page_rows)
+        .set_write_batch_size(options.page_rows)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_dictionary_enabled(options.dictionary);
     for i in schema.trimmed_key_indices() {
         // Bloom filters on the key columns let a lookup skip files without the key.
         let column = ColumnPath::from(schema.fields[i].name.as_str());
         props = props
+            // Keys are unique per file: a dictionary would never pay off.
+            .set_column_dictionary_enabled(column.clone(), false)
             .set_column_bloom_filter_enabled(column.clone(), true)
             .set_column_bloom_filter_fpp(column.clone(), BLOOM_FILTER_FPP)
             .set_column_bloom_filter_max_ndv(column, n.clamp(1, ROW_GROUP_ROWS) as u64);

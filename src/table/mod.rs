@@ -395,7 +395,7 @@ async fn list_numbered(store: &dyn ObjectStore, dir: &Path, prefix: &str) -> Res
         .collect())
 }
 
-pub(crate) async fn read_bytes(store: &dyn ObjectStore, location: &Path) -> Result<Bytes> {
+pub async fn read_bytes(store: &dyn ObjectStore, location: &Path) -> Result<Bytes> {
     let result = store
         .get(location)
         .await

@@ -1,13 +1,13 @@
-//! A bounded local copy of remote data files, so point lookups against object storage do
-//! not pay a GET per read. Data files are immutable (unique names), so a copy never goes
-//! stale; the least recently used copies are deleted when the cache is over its size.
+//! Bounded local lookup files: one per data file, re-encoded for point reads, so lookups
+//! against object storage do not pay a GET per read and never decompress. Data files are
+//! immutable (unique names), so a lookup file never goes stale; the least recently used
+//! ones are deleted when the cache is over its size.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use moka::future::Cache;
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::error::{Error, Result};
 
@@ -50,35 +50,29 @@ impl LocalFileCache {
         Ok(LocalFileCache { dir, files })
     }
 
-    /// The local copy of `location`, downloading it on first use.
-    pub async fn get(&self, store: &Arc<dyn ObjectStore>, location: &Path) -> Result<Arc<PathBuf>> {
-        let key = location.to_string();
-        let file_name = format!(
-            "{}-{}",
-            uuid::Uuid::new_v4(),
-            location.filename().unwrap_or("file")
-        );
-        let target = self.dir.join(file_name);
+    /// The local file for `key`, produced by `build` on first use (concurrent callers of
+    /// one key share a single build).
+    pub async fn get_or_build<F>(&self, key: &str, build: F) -> Result<Arc<PathBuf>>
+    where
+        F: std::future::Future<Output = Result<Bytes>>,
+    {
+        let target = self
+            .dir
+            .join(format!("lookup-{}.parquet", uuid::Uuid::new_v4()));
         self.files
-            .try_get_with(key, async {
-                let bytes = store
-                    .get(location)
-                    .await
-                    .map_err(|e| Error::store(format!("reading {location}"), e))?
-                    .bytes()
-                    .await
-                    .map_err(|e| Error::store(format!("reading {location}"), e))?;
+            .try_get_with(key.to_string(), async {
+                let bytes = build.await?;
                 tokio::fs::write(&target, &bytes)
                     .await
                     .map_err(|e| Error::Io {
-                        context: format!("writing lookup cache file {}", target.display()),
+                        context: format!("writing lookup file {}", target.display()),
                         source: e,
                     })?;
                 Ok::<_, Error>(Arc::new(target))
             })
             .await
             .map_err(|e: Arc<Error>| {
-                Error::format(format!("fetching {location} into the lookup cache: {e}"))
+                Error::format(format!("building the lookup file of {key}: {e}"))
             })
     }
 

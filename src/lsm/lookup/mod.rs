@@ -16,16 +16,16 @@ pub use file::FileKeyReader;
 
 use super::merge::{MergeEngine, SequenceOrder, compare_keys};
 use crate::error::{Error, Result};
-use crate::table::data_file::KeyValue;
+use crate::table::data_file::{DataFileWriteOptions, KeyValue, decode_data_file, encode_data_file};
 use crate::table::datum::{Datum, Row, compare_rows};
 use crate::table::manifest::ManifestEntry;
 use crate::table::options::MergeEngineKind;
-use crate::table::{Table, binary_row, bucket};
+use crate::table::{Table, binary_row, bucket, read_bytes};
 
 /// Settings of a [`PointLookup`].
 #[derive(Debug, Clone)]
 pub struct LookupOptions {
-    /// Where copies of remote data files are kept (a temporary directory when `None`).
+    /// Where local lookup files are kept (a temporary directory when `None`).
     pub local_cache_dir: Option<PathBuf>,
     /// Upper bound of the local copies, in bytes.
     pub local_cache_max_bytes: u64,
@@ -66,7 +66,7 @@ pub struct PointLookup {
     order: SequenceOrder,
     state: RwLock<Arc<LookupState>>,
     readers: Cache<String, Arc<FileKeyReader>>,
-    remote_cache: Option<LocalFileCache>,
+    lookup_files: LocalFileCache,
     /// Keeps a temporary cache directory alive as long as the lookup.
     _temp_dir: Option<tempfile::TempDir>,
 }
@@ -85,34 +85,27 @@ impl PointLookup {
     pub async fn open(table: Arc<Table>, options: LookupOptions) -> Result<Self> {
         let engine = MergeEngine::new(table.schema(), table.options())?;
         let order = SequenceOrder::new(table.schema(), table.options())?;
-        let (remote_cache, temp_dir) = if table.local_file(&table.path_of("")).is_some() {
-            (None, None)
-        } else {
-            let (dir, temp) = match &options.local_cache_dir {
-                Some(d) => (d.clone(), None),
-                None => {
-                    let t = tempfile::Builder::new()
-                        .prefix("lakejoin-lookup-")
-                        .tempdir()
-                        .map_err(|e| Error::Io {
-                            context: "creating lookup cache directory".into(),
-                            source: e,
-                        })?;
-                    (t.path().to_path_buf(), Some(t))
-                }
-            };
-            (
-                Some(LocalFileCache::new(dir, options.local_cache_max_bytes)?),
-                temp,
-            )
+        let (dir, temp_dir) = match &options.local_cache_dir {
+            Some(d) => (d.clone(), None),
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("lakejoin-lookup-")
+                    .tempdir()
+                    .map_err(|e| Error::Io {
+                        context: "creating lookup cache directory".into(),
+                        source: e,
+                    })?;
+                (t.path().to_path_buf(), Some(t))
+            }
         };
+        let lookup_files = LocalFileCache::new(dir, options.local_cache_max_bytes)?;
         let lookup = PointLookup {
             table,
             engine,
             order,
             state: RwLock::new(Arc::new(LookupState::default())),
             readers: Cache::new(options.max_open_files.max(1)),
-            remote_cache,
+            lookup_files,
             _temp_dir: temp_dir,
         };
         lookup.refresh().await?;
@@ -281,34 +274,40 @@ impl PointLookup {
         Ok(Some(row))
     }
 
-    /// The open reader of a data file, opening (and for remote stores, copying) it once.
+    /// The open reader of a data file's local lookup file, building that file once: the
+    /// data file re-encoded in the current schema without compression or dictionaries,
+    /// because setting up a zstd page costs more than the whole point read.
     async fn reader(&self, entry: &ManifestEntry) -> Result<Arc<FileKeyReader>> {
-        let name = &entry.file.file_name;
-        if let Some(r) = self.readers.get(name) {
+        let location = self.table.data_file_path(entry)?;
+        let key = location.to_string();
+        if let Some(r) = self.readers.get(&key) {
             return Ok(r);
         }
-        let location = self.table.data_file_path(entry)?;
-        let local = match (&self.remote_cache, self.table.local_file(&location)) {
-            (None, Some(path)) => path,
-            (Some(cache), _) => cache
-                .get(self.table.store(), &location)
-                .await?
-                .as_ref()
-                .clone(),
-            (None, None) => {
-                return Err(Error::format(format!("no local path for {location}")));
-            }
-        };
-        let file = std::fs::File::open(&local).map_err(|e| Error::Io {
-            context: format!("opening data file {}", local.display()),
+        let table = self.table.clone();
+        let path = self
+            .lookup_files
+            .get_or_build(&key, async {
+                let bytes = read_bytes(&**table.store(), &location).await?;
+                let file_schema = table.schema_by_id(entry.file.schema_id).await?;
+                let table_schema = table.schema().clone();
+                tokio::task::spawn_blocking(move || {
+                    let rows = decode_data_file(bytes, &file_schema, &table_schema)?;
+                    encode_data_file(&table_schema, &rows, DataFileWriteOptions::lookup())
+                })
+                .await
+                .map_err(|e| Error::format(format!("lookup file task failed: {e}")))?
+            })
+            .await?;
+        let file = std::fs::File::open(path.as_ref()).map_err(|e| Error::Io {
+            context: format!("opening lookup file {}", path.display()),
             source: e,
         })?;
-        let file_schema = self.table.schema_by_id(entry.file.schema_id).await?;
+        let schema = self.table.schema();
         let reader = Arc::new(
-            FileKeyReader::open(file, &file_schema, self.table.schema())
-                .map_err(|e| Error::format(format!("data file {location}: {e}")))?,
+            FileKeyReader::open(file, schema, schema)
+                .map_err(|e| Error::format(format!("lookup file of {location}: {e}")))?,
         );
-        self.readers.insert(name.clone(), reader.clone());
+        self.readers.insert(key, reader.clone());
         Ok(reader)
     }
 }

@@ -90,3 +90,100 @@ fn key_object(ctx: &Ctx<'_, '_>) -> Result<Option<Map<String, Value>>, DecodeErr
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::testkit::{Change, decoder, record, sample_row, upsert_json};
+    use super::super::*;
+    use crate::table::datum::Datum;
+
+    fn decode(key: Option<&[u8]>, value: Option<&[u8]>) -> Result<Decoded, DecodeError> {
+        let mut rec = record(b"");
+        rec.key = key;
+        rec.payload = value;
+        decoder(Format::UpsertJson, CdcOptions::default()).decode(&rec)
+    }
+
+    #[test]
+    fn value_upserts_and_null_value_deletes() {
+        let (key, value) = upsert_json(&Change::Insert(sample_row(5)));
+        assert_eq!(
+            decode(Some(&key), value.as_deref()),
+            Ok(Decoded::Changes(vec![RowChange {
+                kind: RowKind::Insert,
+                row: sample_row(5)
+            }]))
+        );
+        let (key, value) = upsert_json(&Change::Delete(sample_row(5)));
+        assert_eq!(value, None);
+        let Ok(Decoded::Changes(got)) = decode(Some(&key), None) else {
+            panic!("changes expected")
+        };
+        assert_eq!(got[0].kind, RowKind::Delete);
+        assert_eq!(got[0].row[0], Datum::Int(5));
+        assert_eq!(got[0].row[1], Datum::Null);
+    }
+
+    #[test]
+    fn key_fields_override_and_complete_the_value() {
+        let value = json!({"id": 1, "name": "x"}).to_string();
+        let Ok(Decoded::Changes(got)) = decode(Some(br#"{"id": 2}"#), Some(value.as_bytes()))
+        else {
+            panic!("changes expected")
+        };
+        assert_eq!(got[0].row[0], Datum::Int(2));
+        let no_id = json!({"name": "x"}).to_string();
+        for key in [&b"9"[..], b"\"9\"", b"9 not json"] {
+            let got = decode(Some(key), Some(no_id.as_bytes()));
+            let expected = if key == b"9 not json" {
+                Err(())
+            } else {
+                Ok(Datum::Int(9))
+            };
+            match (got, expected) {
+                (Ok(Decoded::Changes(c)), Ok(d)) => assert_eq!(c[0].row[0], d),
+                // Raw text `9 not json` is the key value, which is not an INT.
+                (Err(e), Err(())) => assert!(e.to_string().contains("column `id`"), "{e}"),
+                (other, _) => panic!("unexpected {other:?}"),
+            }
+        }
+        let Ok(Decoded::Changes(got)) = decode(None, Some(value.as_bytes())) else {
+            panic!("changes expected")
+        };
+        assert_eq!(got[0].row[0], Datum::Int(1));
+    }
+
+    #[test]
+    fn key_errors() {
+        let err = decode(None, None).unwrap_err();
+        assert_eq!(err.code(), "malformed");
+        assert!(err.to_string().contains("no key"), "{err}");
+        let err = decode(Some(b"[1]"), None).unwrap_err();
+        assert!(err.to_string().contains("malformed key"), "{err}");
+        let composite = Arc::new(
+            crate::table::schema::TableSchema::new(
+                vec![
+                    ("a".into(), crate::table::types::DataType::Int, false),
+                    ("b".into(), crate::table::types::DataType::Int, false),
+                ],
+                vec![],
+                vec!["a".into(), "b".into()],
+                Default::default(),
+            )
+            .unwrap(),
+        );
+        let dec = CdcDecoder::new(Format::UpsertJson, composite, CdcOptions::default()).unwrap();
+        let mut rec = record(b"{}");
+        rec.key = Some(b"1");
+        let err = dec.decode(&rec).unwrap_err();
+        assert!(err.to_string().contains("(a, b)"), "{err}");
+        rec.key = Some(br#"{"a": 1, "b": 2}"#);
+        rec.payload = None;
+        let Ok(Decoded::Changes(got)) = dec.decode(&rec) else {
+            panic!("changes expected")
+        };
+        assert_eq!(got[0].row, vec![Datum::Int(1), Datum::Int(2)]);
+    }
+}

@@ -261,4 +261,38 @@ mod tests {
         assert_eq!(lookup_path(&m, ""), None);
         assert_eq!(lookup_path(&m, "."), None);
     }
+
+    #[test]
+    fn json_format_reads_paths_and_row_kinds() {
+        use crate::codec::testkit::{decoder, record};
+        use crate::codec::{CdcOptions, Decoded, Format};
+        let options = CdcOptions {
+            field_paths: [
+                ("id".to_string(), "order.product_id".to_string()),
+                ("name".to_string(), "title".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+            row_kind_field: Some("op".into()),
+            strict: true,
+            ..CdcOptions::default()
+        };
+        let dec = decoder(Format::Json, options);
+        let msg = json!({"order": {"product_id": "12"}, "title": "pen", "op": "-D"});
+        let Ok(Decoded::Changes(got)) = dec.decode(&record(msg.to_string().as_bytes())) else {
+            panic!("changes expected")
+        };
+        assert_eq!(got[0].kind, RowKind::Delete);
+        assert_eq!(got[0].row[0], Datum::Int(12));
+        assert_eq!(got[0].row[1], Datum::String("pen".into()));
+        let bad_kind = json!({"order": {"product_id": 1}, "op": "upsert"}).to_string();
+        let err = dec.decode(&record(bad_kind.as_bytes())).unwrap_err();
+        assert!(err.to_string().contains("field `op`"), "{err}");
+        let unknown = json!({"order": {"product_id": 1}, "colour": "red"}).to_string();
+        let err = dec.decode(&record(unknown.as_bytes())).unwrap_err();
+        assert!(err.to_string().contains("colour"), "{err}");
+        let mut tombstone = record(b"");
+        tombstone.payload = None;
+        assert!(matches!(dec.decode(&tombstone), Ok(Decoded::Skipped(_))));
+    }
 }

@@ -273,3 +273,158 @@ fn percent_decode(text: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::codec::testkit::{
+        Change, debezium_avro, debezium_avro_schema_text, products, record, sample_row,
+    };
+    use crate::codec::{AvroSchemas, CdcDecoder, CdcOptions, Decoded, Format};
+
+    /// A one-request-per-connection HTTP server on loopback answering
+    /// `/schemas/ids/{id}`: 7 → the Debezium envelope schema, 9 → a JSON schema, 500 → a
+    /// server error, anything else 404. Counts requests; records the last
+    /// `authorization` header.
+    struct Server {
+        url: String,
+        hits: Arc<AtomicUsize>,
+        auth: Arc<std::sync::Mutex<Option<String>>>,
+    }
+
+    async fn serve() -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/prefix", listener.local_addr().unwrap());
+        let hits = Arc::new(AtomicUsize::new(0));
+        let auth = Arc::new(std::sync::Mutex::new(None));
+        let (h, a) = (hits.clone(), auth.clone());
+        let schema = serde_json::json!({"schema": debezium_avro_schema_text()}).to_string();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    return;
+                };
+                h.fetch_add(1, Ordering::SeqCst);
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let request = String::from_utf8_lossy(&buf).to_string();
+                *a.lock().unwrap() = request
+                    .lines()
+                    .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+                    .map(|l| l["authorization:".len()..].trim().to_string());
+                let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
+                let (status, body) = match path.as_str() {
+                    "/prefix/schemas/ids/7" => ("200 OK", schema.clone()),
+                    "/prefix/schemas/ids/9" => (
+                        "200 OK",
+                        r#"{"schema": "{}", "schemaType": "JSON"}"#.to_string(),
+                    ),
+                    "/prefix/schemas/ids/500" => ("500 Internal Server Error", "boom".into()),
+                    _ => (
+                        "404 Not Found",
+                        r#"{"error_code": 40403, "message": "Schema not found"}"#.into(),
+                    ),
+                };
+                let response = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/vnd.schemaregistry.v1+json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(response.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            }
+        });
+        Server { url, hits, auth }
+    }
+
+    #[tokio::test]
+    async fn fetches_once_and_caches() {
+        let server = serve().await;
+        let resolver = Arc::new(SchemaResolver::new().with_registry(&server.url).unwrap());
+        assert!(resolver.cached(7).is_none());
+        resolver.resolve(7).await.unwrap();
+        resolver.resolve(7).await.unwrap();
+        assert!(resolver.cached(7).is_some());
+        assert_eq!(server.hits.load(Ordering::SeqCst), 1);
+        // The decoder's prepare() + decode() path.
+        let options = CdcOptions {
+            avro: Some(AvroSchemas::Confluent(resolver.clone())),
+            ..CdcOptions::default()
+        };
+        let dec = CdcDecoder::new(Format::DebeziumAvro, products(), options).unwrap();
+        let bytes = debezium_avro(&Change::Insert(sample_row(4)));
+        dec.prepare(&record(&bytes)).await.unwrap();
+        let Ok(Decoded::Changes(got)) = dec.decode(&record(&bytes)) else {
+            panic!("changes expected")
+        };
+        assert_eq!(got[0].row, sample_row(4));
+        assert_eq!(server.hits.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn failures_are_classified_and_not_found_is_remembered() {
+        let server = serve().await;
+        let resolver = SchemaResolver::new().with_registry(&server.url).unwrap();
+        let err = resolver.resolve(3).await.unwrap_err();
+        assert!(!err.is_transient());
+        assert!(err.to_string().contains("404"), "{err}");
+        let err = resolver.resolve(3).await.unwrap_err();
+        assert!(err.to_string().contains("404"), "{err}");
+        assert_eq!(server.hits.load(Ordering::SeqCst), 1, "404 is remembered");
+        let err = resolver.resolve(500).await.unwrap_err();
+        assert!(err.is_transient(), "{err}");
+        let err = resolver.resolve(9).await.unwrap_err();
+        assert!(err.to_string().contains("not Avro"), "{err}");
+        // Nothing listens here: transient.
+        let down = SchemaResolver::new()
+            .with_registry("http://127.0.0.1:9/")
+            .unwrap();
+        assert!(down.resolve(1).await.unwrap_err().is_transient());
+        // No registry and no local schema: a permanent miss.
+        let err = SchemaResolver::new().resolve(1).await.unwrap_err();
+        assert!(!err.is_transient());
+        assert_eq!(err.code(), "schema");
+    }
+
+    #[tokio::test]
+    async fn basic_auth_from_the_url() {
+        let server = serve().await;
+        let with_auth = server.url.replace("http://", "http://key:s%40cret@");
+        let resolver = SchemaResolver::new().with_registry(&with_auth).unwrap();
+        resolver.resolve(7).await.unwrap();
+        let header = server.auth.lock().unwrap().clone().unwrap();
+        // base64("key:s@cret")
+        assert_eq!(header, "Basic a2V5OnNAY3JldA==");
+    }
+
+    #[test]
+    fn bad_urls_and_local_directories() {
+        for url in ["not a url", "ftp://host/"] {
+            let err = SchemaResolver::new().with_registry(url).unwrap_err();
+            assert!(err.to_string().contains("schema registry URL"), "{err}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("12.avsc"), r#""long""#).unwrap();
+        std::fs::write(dir.path().join("readme.txt"), "x").unwrap();
+        std::fs::write(dir.path().join("name.avsc"), "x").unwrap();
+        let resolver = SchemaResolver::new().with_schema_dir(dir.path()).unwrap();
+        assert!(resolver.cached(12).is_some());
+        std::fs::write(dir.path().join("13.avsc"), "{").unwrap();
+        let err = SchemaResolver::new()
+            .with_schema_dir(dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("13.avsc"), "{err}");
+        assert_eq!(percent_decode("a%2Fb%zz%4"), "a/b%zz%4");
+    }
+}

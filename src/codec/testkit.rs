@@ -326,8 +326,12 @@ pub(crate) fn products_avro() -> AvroSchema {
 /// The Avro schema of a Debezium envelope of `products`, as the Confluent converter
 /// writes it: `io.debezium.time.MicroTimestamp` is a plain long with `connect.name`.
 pub(crate) fn debezium_avro_schema() -> AvroSchema {
-    AvroSchema::parse(
-        &json!({
+    AvroSchema::parse(&debezium_avro_schema_text()).expect("valid Avro schema")
+}
+
+/// The JSON text of [`debezium_avro_schema`].
+pub(crate) fn debezium_avro_schema_text() -> String {
+    json!({
             "type": "record", "name": "Envelope", "namespace": "db.inventory.products",
             "connect.name": "db.inventory.products.Envelope",
             "fields": [
@@ -365,9 +369,7 @@ pub(crate) fn debezium_avro_schema() -> AvroSchema {
                 {"name": "ts_ms", "type": ["null", "long"], "default": null}
             ]
         })
-        .to_string(),
-    )
-    .expect("valid Avro schema")
+        .to_string()
 }
 
 /// Confluent framing of an Avro body.

@@ -66,6 +66,8 @@ mod upsert;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
+mod tests;
+#[cfg(test)]
 mod testkit;
 
 pub use avro::{AvroSchema, EncodeError};

@@ -18,21 +18,19 @@
 //! hyphenated text, `duration` `{"months", "days", "millis"}`. Kafka Connect `Decimal`
 //! bytes without a logical type are decimals too.
 
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use chrono::NaiveTime;
 use serde_json::{Map, Value};
 
-use super::error::{DecodeError, Part, shorten, snippet};
-use super::row::{Hints, Semantic, semantic_of, unscaled_from_be};
+use super::error::{DecodeError, Part};
+use super::row::{Hints, Semantic};
 use crate::error::{Error, Result};
-use crate::table::datum::{
-    Datum, Timestamp, date_to_days, datum_to_json, parse_decimal, parse_timestamp,
-};
-use crate::table::types::DataType;
+
+mod binary;
+mod schema;
+
+use binary::{Cursor, decode, encode, encode_record};
+use schema::Compiler;
 
 /// First byte of a Confluent-framed message.
 pub const CONFLUENT_MAGIC: u8 = 0;
@@ -298,914 +296,15 @@ fn debezium_row_hints(root: &Node) -> Option<Hints> {
     )
 }
 
-// ---------------------------------------------------------------------------------------
-// Schema compilation
-// ---------------------------------------------------------------------------------------
-
-#[derive(Default)]
-struct Compiler {
-    named: HashMap<String, Node>,
-    in_progress: HashSet<String>,
-    nodes: usize,
-}
-
-impl Compiler {
-    fn count(&mut self, n: usize) -> std::result::Result<(), String> {
-        self.nodes += n;
-        if self.nodes > MAX_NODES {
-            return Err(format!("more than {MAX_NODES} schema nodes"));
-        }
-        Ok(())
-    }
-
-    fn compile(
-        &mut self,
-        json: &Value,
-        ns: &str,
-        depth: usize,
-    ) -> std::result::Result<Node, String> {
-        if depth > MAX_DEPTH {
-            return Err(format!("nests deeper than {MAX_DEPTH} levels"));
-        }
-        self.count(1)?;
-        match json {
-            Value::String(name) => self.named_or_primitive(name, ns),
-            Value::Array(branches) => {
-                let mut nodes = Vec::with_capacity(branches.len());
-                for b in branches {
-                    let node = self.compile(b, ns, depth + 1)?;
-                    if matches!(node, Node::Union(_)) {
-                        return Err("a union may not directly contain a union".into());
-                    }
-                    nodes.push(node);
-                }
-                Ok(Node::Union(nodes))
-            }
-            Value::Object(obj) => self.complex(obj, ns, depth),
-            other => Err(format!("expected a type, got {}", snippet(other))),
-        }
-    }
-
-    fn named_or_primitive(&mut self, name: &str, ns: &str) -> std::result::Result<Node, String> {
-        Ok(match name {
-            "null" => Node::Null,
-            "boolean" => Node::Boolean,
-            "int" => Node::Int,
-            "long" => Node::Long,
-            "float" => Node::Float,
-            "double" => Node::Double,
-            "bytes" => Node::Bytes,
-            "string" => Node::String,
-            _ => {
-                let candidates = if name.contains('.') || ns.is_empty() {
-                    vec![name.to_string()]
-                } else {
-                    vec![format!("{ns}.{name}"), name.to_string()]
-                };
-                for full in &candidates {
-                    if self.in_progress.contains(full) {
-                        return Err(format!(
-                            "type `{full}` refers to itself; recursive schemas are not supported"
-                        ));
-                    }
-                    if let Some(node) = self.named.get(full) {
-                        let node = node.clone();
-                        self.count(count_nodes(&node))?;
-                        return Ok(node);
-                    }
-                }
-                return Err(format!("unknown type `{name}`"));
-            }
-        })
-    }
-
-    fn complex(
-        &mut self,
-        obj: &Map<String, Value>,
-        ns: &str,
-        depth: usize,
-    ) -> std::result::Result<Node, String> {
-        let ty = obj
-            .get("type")
-            .ok_or_else(|| "a type object without `type`".to_string())?;
-        let logical = obj.get("logicalType").and_then(Value::as_str);
-        let ty_name = match ty {
-            Value::String(s) => s.as_str(),
-            // {"type": {...}} or {"type": [...]}: a wrapped type.
-            other => return self.compile(other, ns, depth + 1),
-        };
-        let base = match ty_name {
-            "record" | "error" => return self.record(obj, ns, depth),
-            "enum" => {
-                let (full, _) = full_name(obj, ns)?;
-                let symbols = obj
-                    .get("symbols")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| format!("enum `{full}` needs `symbols`"))?
-                    .iter()
-                    .map(|s| {
-                        s.as_str()
-                            .map(str::to_string)
-                            .ok_or_else(|| format!("enum `{full}` has a non-string symbol"))
-                    })
-                    .collect::<std::result::Result<Vec<_>, _>>()?;
-                let node = Node::Enum(symbols);
-                self.define(full, &node)?;
-                return Ok(node);
-            }
-            "fixed" => {
-                let (full, _) = full_name(obj, ns)?;
-                let size = obj
-                    .get("size")
-                    .and_then(Value::as_u64)
-                    .and_then(|s| usize::try_from(s).ok())
-                    .ok_or_else(|| format!("fixed `{full}` needs a non-negative `size`"))?;
-                let node = match logical {
-                    Some("decimal") => decimal(obj, Some(size)).unwrap_or(Node::Fixed(size)),
-                    Some("uuid") if size == 16 => Node::Uuid { fixed: true },
-                    Some("duration") if size == 12 => Node::Duration,
-                    _ => Node::Fixed(size),
-                };
-                self.define(full, &node)?;
-                return Ok(node);
-            }
-            "array" => {
-                let items = obj
-                    .get("items")
-                    .ok_or_else(|| "array needs `items`".to_string())?;
-                return Ok(Node::Array(Box::new(self.compile(items, ns, depth + 1)?)));
-            }
-            "map" => {
-                let values = obj
-                    .get("values")
-                    .ok_or_else(|| "map needs `values`".to_string())?;
-                return Ok(Node::Map(Box::new(self.compile(values, ns, depth + 1)?)));
-            }
-            other => self.named_or_primitive(other, ns)?,
-        };
-        // Logical types on primitives; an invalid one falls back to the base type.
-        Ok(match (logical, &base) {
-            (Some("date"), Node::Int) => Node::Date,
-            (Some("time-millis"), Node::Int) => Node::TimeMillis,
-            (Some("time-micros"), Node::Long) => Node::TimeMicros,
-            (Some("timestamp-millis" | "local-timestamp-millis"), Node::Long) => {
-                Node::Timestamp(TsUnit::Millis)
-            }
-            (Some("timestamp-micros" | "local-timestamp-micros"), Node::Long) => {
-                Node::Timestamp(TsUnit::Micros)
-            }
-            (Some("timestamp-nanos" | "local-timestamp-nanos"), Node::Long) => {
-                Node::Timestamp(TsUnit::Nanos)
-            }
-            (Some("decimal"), Node::Bytes) => decimal(obj, None).unwrap_or(base),
-            (Some("uuid"), Node::String) => Node::Uuid { fixed: false },
-            (None, Node::Bytes)
-                if obj.get("connect.name").and_then(Value::as_str)
-                    == Some("org.apache.kafka.connect.data.Decimal") =>
-            {
-                connect_decimal(obj).unwrap_or(base)
-            }
-            _ => base,
-        })
-    }
-
-    fn record(
-        &mut self,
-        obj: &Map<String, Value>,
-        ns: &str,
-        depth: usize,
-    ) -> std::result::Result<Node, String> {
-        let (full, own_ns) = full_name(obj, ns)?;
-        let fields_json = obj
-            .get("fields")
-            .and_then(Value::as_array)
-            .ok_or_else(|| format!("record `{full}` needs `fields`"))?;
-        self.in_progress.insert(full.clone());
-        let mut fields = Vec::with_capacity(fields_json.len());
-        let mut seen = HashSet::new();
-        for f in fields_json {
-            let name = f
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("a field of record `{full}` has no name"))?;
-            if !seen.insert(name) {
-                return Err(format!("record `{full}` has field `{name}` twice"));
-            }
-            let ty = f
-                .get("type")
-                .ok_or_else(|| format!("field `{full}.{name}` has no type"))?;
-            let node = self
-                .compile(ty, &own_ns, depth + 1)
-                .map_err(|e| format!("field `{full}.{name}`: {e}"))?;
-            let semantic = connect_semantic(ty).filter(|_| {
-                matches!(&node, Node::Int | Node::Long)
-                    || matches!(&node, Node::Union(v) if v.iter().any(|n| matches!(n, Node::Int | Node::Long)))
-            });
-            fields.push(Field {
-                name: name.to_string(),
-                node,
-                default: f.get("default").cloned(),
-                semantic,
-            });
-        }
-        self.in_progress.remove(&full);
-        let node = Node::Record(fields);
-        self.define(full, &node)?;
-        Ok(node)
-    }
-
-    fn define(&mut self, full: String, node: &Node) -> std::result::Result<(), String> {
-        if self.named.contains_key(&full) {
-            return Err(format!("type `{full}` is defined twice"));
-        }
-        self.named.insert(full, node.clone());
-        Ok(())
-    }
-}
-
-fn count_nodes(node: &Node) -> usize {
-    1 + match node {
-        Node::Array(n) | Node::Map(n) => count_nodes(n),
-        Node::Union(v) => v.iter().map(count_nodes).sum(),
-        Node::Record(f) => f.iter().map(|f| count_nodes(&f.node)).sum(),
-        _ => 0,
-    }
-}
-
-/// Full name and namespace of a named type (`name` may be dotted).
-fn full_name(
-    obj: &Map<String, Value>,
-    enclosing: &str,
-) -> std::result::Result<(String, String), String> {
-    let name = obj
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| "a named type without `name`".to_string())?;
-    if let Some((ns, _)) = name.rsplit_once('.') {
-        return Ok((name.to_string(), ns.to_string()));
-    }
-    let ns = match obj.get("namespace").and_then(Value::as_str) {
-        Some(ns) => ns.to_string(),
-        None => enclosing.to_string(),
-    };
-    let full = if ns.is_empty() {
-        name.to_string()
-    } else {
-        format!("{ns}.{name}")
-    };
-    Ok((full, ns))
-}
-
-fn decimal(obj: &Map<String, Value>, fixed: Option<usize>) -> Option<Node> {
-    let precision = usize::try_from(obj.get("precision")?.as_u64()?).ok()?;
-    let scale = match obj.get("scale") {
-        None => 0,
-        Some(s) => usize::try_from(s.as_u64()?).ok()?,
-    };
-    (precision >= 1 && scale <= precision).then_some(Node::Decimal {
-        precision,
-        scale,
-        fixed,
-    })
-}
-
-/// A Connect `Decimal` written as plain bytes with `connect.parameters.scale`.
-fn connect_decimal(obj: &Map<String, Value>) -> Option<Node> {
-    let params = obj.get("connect.parameters")?;
-    let scale = params
-        .get("scale")?
-        .as_str()?
-        .trim()
-        .parse::<usize>()
-        .ok()?;
-    let precision = params
-        .get("connect.decimal.precision")
-        .and_then(Value::as_str)
-        .and_then(|p| p.trim().parse::<usize>().ok())
-        .unwrap_or(38)
-        .max(scale);
-    Some(Node::Decimal {
-        precision,
-        scale,
-        fixed: None,
-    })
-}
-
-/// The Connect semantic of a field type (its own or its non-null branch's `connect.name`).
-fn connect_semantic(ty: &Value) -> Option<Semantic> {
-    match ty {
-        Value::Object(o) => {
-            let name = o.get("connect.name")?.as_str()?;
-            let scale = o
-                .get("connect.parameters")
-                .and_then(|p| p.get("scale"))
-                .and_then(Value::as_str);
-            semantic_of(name, scale)
-        }
-        Value::Array(branches) => branches.iter().find_map(connect_semantic),
-        _ => None,
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Decoding
-// ---------------------------------------------------------------------------------------
-
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-type DResult<T> = std::result::Result<T, String>;
-
-impl<'a> Cursor<'a> {
-    fn remaining(&self) -> usize {
-        self.bytes.len() - self.pos
-    }
-
-    fn take(&mut self, n: usize) -> DResult<&'a [u8]> {
-        if n > self.remaining() {
-            return Err(format!(
-                "needs {n} bytes at offset {}, {} left",
-                self.pos,
-                self.remaining()
-            ));
-        }
-        let slice = &self.bytes[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(slice)
-    }
-
-    fn long(&mut self) -> DResult<i64> {
-        let mut value: u64 = 0;
-        for i in 0..10 {
-            let [b] = self.take(1)? else {
-                return Err("truncated varint".into());
-            };
-            let b = *b;
-            if i == 9 && b > 1 {
-                return Err(format!("varint at offset {} overflows 64 bits", self.pos));
-            }
-            value |= u64::from(b & 0x7F) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(((value >> 1) as i64) ^ -((value & 1) as i64));
-            }
-        }
-        Err(format!(
-            "varint at offset {} is longer than 10 bytes",
-            self.pos
-        ))
-    }
-
-    fn int(&mut self) -> DResult<i32> {
-        let v = self.long()?;
-        i32::try_from(v).map_err(|_| format!("int value {v} out of range"))
-    }
-
-    fn len(&mut self) -> DResult<usize> {
-        let n = self.long()?;
-        let n = usize::try_from(n).map_err(|_| format!("negative length {n}"))?;
-        if n > self.remaining() {
-            return Err(format!(
-                "length {n} at offset {} exceeds the {} bytes left",
-                self.pos,
-                self.remaining()
-            ));
-        }
-        Ok(n)
-    }
-
-    fn index(&mut self, count: usize, what: &str) -> DResult<usize> {
-        let i = self.long()?;
-        usize::try_from(i)
-            .ok()
-            .filter(|i| *i < count)
-            .ok_or_else(|| format!("{what} index {i} out of range 0..{count}"))
-    }
-
-    /// The item count of the next array/map block (0 ends the collection).
-    fn block_count(&mut self) -> DResult<usize> {
-        let n = self.long()?;
-        if n < 0 {
-            // A negative count is followed by the block's size in bytes.
-            self.long()?;
-        }
-        let n = n.checked_abs().ok_or("block count overflows")?;
-        usize::try_from(n).map_err(|_| format!("block count {n} too large"))
-    }
-}
-
-fn decode(node: &Node, cur: &mut Cursor<'_>) -> DResult<Value> {
-    Ok(match node {
-        Node::Null => Value::Null,
-        Node::Boolean => match cur.take(1)? {
-            [0] => Value::Bool(false),
-            [1] => Value::Bool(true),
-            other => return Err(format!("invalid boolean byte {other:?}")),
-        },
-        Node::Int => Value::from(cur.int()?),
-        Node::Long => Value::from(cur.long()?),
-        Node::Float => {
-            let b = cur.take(4)?;
-            let f = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            datum_to_json(&Datum::Float(f), &DataType::Float)
-        }
-        Node::Double => {
-            let b = cur.take(8)?;
-            let mut a = [0u8; 8];
-            a.copy_from_slice(b);
-            datum_to_json(&Datum::Double(f64::from_le_bytes(a)), &DataType::Double)
-        }
-        Node::Bytes => {
-            let n = cur.len()?;
-            Value::String(BASE64.encode(cur.take(n)?))
-        }
-        Node::String => {
-            let n = cur.len()?;
-            let bytes = cur.take(n)?;
-            Value::String(
-                std::str::from_utf8(bytes)
-                    .map_err(|e| format!("string is not UTF-8: {e}"))?
-                    .to_string(),
-            )
-        }
-        Node::Fixed(size) => Value::String(BASE64.encode(cur.take(*size)?)),
-        Node::Enum(symbols) => {
-            let i = cur.index(symbols.len(), "enum")?;
-            Value::String(symbols[i].clone())
-        }
-        Node::Union(branches) => {
-            let i = cur.index(branches.len(), "union")?;
-            decode(&branches[i], cur)?
-        }
-        Node::Array(item) => {
-            let mut items = Vec::new();
-            collection(cur, |cur| {
-                items.push(decode(item, cur)?);
-                Ok(())
-            })?;
-            Value::Array(items)
-        }
-        Node::Map(item) => {
-            let mut map = Map::new();
-            collection(cur, |cur| {
-                let n = cur.len()?;
-                let key = std::str::from_utf8(cur.take(n)?)
-                    .map_err(|e| format!("map key is not UTF-8: {e}"))?
-                    .to_string();
-                map.insert(key, decode(item, cur)?);
-                Ok(())
-            })?;
-            Value::Object(map)
-        }
-        Node::Record(fields) => {
-            let mut map = Map::with_capacity(fields.len());
-            for f in fields {
-                let v = decode(&f.node, cur).map_err(|e| format!("field `{}`: {e}", f.name))?;
-                map.insert(f.name.clone(), v);
-            }
-            Value::Object(map)
-        }
-        Node::Date => datum_to_json(&Datum::Date(cur.int()?), &DataType::Date),
-        Node::TimeMillis => time_json(i64::from(cur.int()?) * 1_000_000),
-        Node::TimeMicros => {
-            let us = cur.long()?;
-            match us.checked_mul(1000) {
-                Some(ns) => time_json(ns),
-                None => Value::from(us),
-            }
-        }
-        Node::Timestamp(unit) => {
-            let v = cur.long()?;
-            let ts = match unit {
-                TsUnit::Millis => Timestamp {
-                    millis: v,
-                    nanos_of_milli: 0,
-                },
-                TsUnit::Micros => Timestamp::from_micros(v),
-                TsUnit::Nanos => Timestamp::from_nanos(v),
-            };
-            datum_to_json(&Datum::Timestamp(ts), &DataType::Timestamp(9))
-        }
-        Node::Decimal { scale, fixed, .. } => {
-            let bytes = match fixed {
-                Some(size) => cur.take(*size)?,
-                None => {
-                    let n = cur.len()?;
-                    cur.take(n)?
-                }
-            };
-            let unscaled = unscaled_from_be(bytes).ok_or_else(|| {
-                format!("decimal of {} bytes does not fit 38 digits", bytes.len())
-            })?;
-            let scale =
-                u8::try_from(*scale).map_err(|_| format!("decimal scale {scale} too large"))?;
-            Value::String(crate::table::datum::format_decimal(unscaled, scale))
-        }
-        Node::Uuid { fixed: true } => {
-            let b = cur.take(16)?;
-            let mut a = [0u8; 16];
-            a.copy_from_slice(b);
-            Value::String(uuid::Uuid::from_bytes(a).hyphenated().to_string())
-        }
-        Node::Uuid { fixed: false } => decode(&Node::String, cur)?,
-        Node::Duration => {
-            let b = cur.take(12)?;
-            let u = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-            serde_json::json!({"months": u(0), "days": u(4), "millis": u(8)})
-        }
-    })
-}
-
-/// Reads the blocks of an array or map, calling `item` once per item.
-fn collection(
-    cur: &mut Cursor<'_>,
-    mut item: impl FnMut(&mut Cursor<'_>) -> DResult<()>,
-) -> DResult<()> {
-    let mut zero_size = 0usize;
-    loop {
-        let count = cur.block_count()?;
-        if count == 0 {
-            return Ok(());
-        }
-        for _ in 0..count {
-            let before = cur.pos;
-            item(cur)?;
-            if cur.pos == before {
-                zero_size += 1;
-                if zero_size > MAX_ZERO_SIZE_ITEMS {
-                    return Err(format!(
-                        "more than {MAX_ZERO_SIZE_ITEMS} zero-byte items in one collection"
-                    ));
-                }
-            }
-        }
-    }
-}
-
-/// `HH:MM:SS[.f]` of nanoseconds since midnight; the number when outside a day.
-fn time_json(nanos: i64) -> Value {
-    let secs = nanos.div_euclid(1_000_000_000);
-    let frac = nanos.rem_euclid(1_000_000_000) as u32;
-    match u32::try_from(secs)
-        .ok()
-        .and_then(|s| NaiveTime::from_num_seconds_from_midnight_opt(s, frac))
-    {
-        Some(t) => {
-            let base = t.format("%H:%M:%S").to_string();
-            if frac == 0 {
-                Value::String(base)
-            } else {
-                let f = format!("{frac:09}");
-                Value::String(format!("{base}.{}", f.trim_end_matches('0')))
-            }
-        }
-        None => Value::from(nanos),
-    }
-}
-
-/// Nanoseconds since midnight of `HH:MM:SS[.f]`.
-fn parse_time(text: &str) -> Option<i64> {
-    let t = NaiveTime::parse_from_str(text.trim(), "%H:%M:%S%.f")
-        .or_else(|_| NaiveTime::parse_from_str(text.trim(), "%H:%M"))
-        .ok()?;
-    use chrono::Timelike;
-    Some(i64::from(t.num_seconds_from_midnight()) * 1_000_000_000 + i64::from(t.nanosecond()))
-}
-
-// ---------------------------------------------------------------------------------------
-// Encoding
-// ---------------------------------------------------------------------------------------
-
-fn put_long(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    while z >= 0x80 {
-        out.push((z as u8) | 0x80);
-        z >>= 7;
-    }
-    out.push(z as u8);
-}
-
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    put_long(out, b.len() as i64);
-    out.extend_from_slice(b);
-}
-
-fn encode_record(
-    fields: &[Field],
-    object: &Map<String, Value>,
-    strict: bool,
-    out: &mut Vec<u8>,
-) -> Result<(), EncodeError> {
-    for f in fields {
-        let value = match (object.get(&f.name), &f.default) {
-            (Some(v), _) => v,
-            (None, Some(default)) => default,
-            (None, None) if f.node.accepts_null() => &Value::Null,
-            (None, None) => {
-                return Err(EncodeError {
-                    path: f.name.clone(),
-                    expected: f.node.name().to_string(),
-                    got: "missing field".into(),
-                });
-            }
-        };
-        encode(&f.node, value, strict, out).map_err(|e| e.at(&f.name))?;
-    }
-    Ok(())
-}
-
-/// Encodes `value` as `node`. `strict` accepts only the JSON form's own types (used to
-/// pick a union branch before trying lenient conversions such as `"42"` → long).
-fn encode(node: &Node, value: &Value, strict: bool, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-    let wrong = || EncodeError::new(node, shorten(&snippet(value), 80));
-    let integer = |v: &Value| -> Option<i64> {
-        match v {
-            Value::Number(n) => n.as_i64(),
-            Value::String(s) if !strict => s.trim().parse().ok(),
-            _ => None,
-        }
-    };
-    let float = |v: &Value| -> Option<f64> {
-        match v {
-            Value::Number(n) => n.as_f64(),
-            Value::String(s) => {
-                let s = s.trim();
-                if !strict || matches!(s, "NaN" | "inf" | "-inf" | "Infinity" | "-Infinity") {
-                    s.parse().ok()
-                } else {
-                    None
-                }
-            }
-            _ => None,
-        }
-    };
-    match node {
-        Node::Null => {
-            if !value.is_null() {
-                return Err(wrong());
-            }
-        }
-        Node::Boolean => {
-            let b = match value {
-                Value::Bool(b) => *b,
-                Value::String(s) if !strict && s.eq_ignore_ascii_case("true") => true,
-                Value::String(s) if !strict && s.eq_ignore_ascii_case("false") => false,
-                _ => return Err(wrong()),
-            };
-            out.push(u8::from(b));
-        }
-        Node::Int => {
-            let v = integer(value)
-                .and_then(|v| i32::try_from(v).ok())
-                .ok_or_else(wrong)?;
-            put_long(out, i64::from(v));
-        }
-        Node::Long => put_long(out, integer(value).ok_or_else(wrong)?),
-        Node::Float => {
-            out.extend_from_slice(&(float(value).ok_or_else(wrong)? as f32).to_le_bytes())
-        }
-        Node::Double => out.extend_from_slice(&float(value).ok_or_else(wrong)?.to_le_bytes()),
-        Node::Bytes => {
-            let Value::String(s) = value else {
-                return Err(wrong());
-            };
-            let b = BASE64.decode(s.as_bytes()).map_err(|_| wrong())?;
-            put_bytes(out, &b);
-        }
-        Node::String => match value {
-            Value::String(s) => put_bytes(out, s.as_bytes()),
-            Value::Number(_) | Value::Bool(_) if !strict => {
-                put_bytes(out, value.to_string().as_bytes())
-            }
-            _ => return Err(wrong()),
-        },
-        Node::Fixed(size) => {
-            let Value::String(s) = value else {
-                return Err(wrong());
-            };
-            let b = BASE64.decode(s.as_bytes()).map_err(|_| wrong())?;
-            if b.len() != *size {
-                return Err(EncodeError::new(
-                    node,
-                    format!("{} bytes for fixed({size})", b.len()),
-                ));
-            }
-            out.extend_from_slice(&b);
-        }
-        Node::Enum(symbols) => {
-            let i = value
-                .as_str()
-                .and_then(|s| symbols.iter().position(|x| x == s))
-                .ok_or_else(|| EncodeError {
-                    path: String::new(),
-                    expected: format!("one of the enum symbols {symbols:?}"),
-                    got: snippet(value),
-                })?;
-            put_long(out, i as i64);
-        }
-        Node::Union(branches) => {
-            if value.is_null()
-                && let Some(i) = branches.iter().position(|n| matches!(n, Node::Null))
-            {
-                put_long(out, i as i64);
-                return Ok(());
-            }
-            let mut scratch = Vec::new();
-            for pass_strict in [true, false] {
-                if !pass_strict && strict {
-                    break;
-                }
-                for (i, branch) in branches.iter().enumerate() {
-                    if matches!(branch, Node::Null) {
-                        continue;
-                    }
-                    scratch.clear();
-                    if encode(branch, value, pass_strict, &mut scratch).is_ok() {
-                        put_long(out, i as i64);
-                        out.extend_from_slice(&scratch);
-                        return Ok(());
-                    }
-                }
-            }
-            let names: Vec<&str> = branches.iter().map(Node::name).collect();
-            return Err(EncodeError {
-                path: String::new(),
-                expected: format!("one of [{}]", names.join(", ")),
-                got: snippet(value),
-            });
-        }
-        Node::Array(item) => {
-            let Value::Array(items) = value else {
-                return Err(wrong());
-            };
-            if !items.is_empty() {
-                put_long(out, items.len() as i64);
-                for (i, v) in items.iter().enumerate() {
-                    encode(item, v, strict, out).map_err(|e| e.at(&i.to_string()))?;
-                }
-            }
-            out.push(0);
-        }
-        Node::Map(item) => {
-            let Value::Object(map) = value else {
-                return Err(wrong());
-            };
-            if !map.is_empty() {
-                put_long(out, map.len() as i64);
-                for (k, v) in map {
-                    put_bytes(out, k.as_bytes());
-                    encode(item, v, strict, out).map_err(|e| e.at(k))?;
-                }
-            }
-            out.push(0);
-        }
-        Node::Record(fields) => {
-            let Value::Object(map) = value else {
-                return Err(wrong());
-            };
-            encode_record(fields, map, strict, out)?;
-        }
-        Node::Date => {
-            let days = match value {
-                Value::String(s) => chrono::NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
-                    .map(date_to_days)
-                    .map_err(|_| wrong())?,
-                Value::Number(_) if !strict => integer(value)
-                    .and_then(|d| i32::try_from(d).ok())
-                    .ok_or_else(wrong)?,
-                _ => return Err(wrong()),
-            };
-            put_long(out, i64::from(days));
-        }
-        Node::TimeMillis | Node::TimeMicros => {
-            let nanos = match value {
-                Value::String(s) => parse_time(s).ok_or_else(wrong)?,
-                Value::Number(_) if !strict => {
-                    let v = integer(value).ok_or_else(wrong)?;
-                    let per = if matches!(node, Node::TimeMillis) {
-                        1_000_000
-                    } else {
-                        1000
-                    };
-                    v.checked_mul(per).ok_or_else(wrong)?
-                }
-                _ => return Err(wrong()),
-            };
-            if matches!(node, Node::TimeMillis) {
-                put_long(out, nanos / 1_000_000);
-            } else {
-                put_long(out, nanos / 1000);
-            }
-        }
-        Node::Timestamp(unit) => {
-            let ts = match value {
-                Value::String(s) => parse_timestamp(s).ok_or_else(wrong)?,
-                Value::Number(_) if !strict => Timestamp {
-                    millis: integer(value).ok_or_else(wrong)?,
-                    nanos_of_milli: 0,
-                },
-                _ => return Err(wrong()),
-            };
-            let v = match unit {
-                TsUnit::Millis => Some(ts.millis),
-                TsUnit::Micros => ts
-                    .millis
-                    .checked_mul(1000)
-                    .and_then(|m| m.checked_add(i64::from(ts.nanos_of_milli / 1000))),
-                TsUnit::Nanos => ts
-                    .millis
-                    .checked_mul(1_000_000)
-                    .and_then(|m| m.checked_add(i64::from(ts.nanos_of_milli))),
-            };
-            put_long(out, v.ok_or_else(wrong)?);
-        }
-        Node::Decimal {
-            precision,
-            scale,
-            fixed,
-        } => {
-            let text = match value {
-                Value::String(s) => s.clone(),
-                Value::Number(n) if !strict => n.to_string(),
-                _ => return Err(wrong()),
-            };
-            let (p, s) = match (u8::try_from(*precision), u8::try_from(*scale)) {
-                (Ok(p), Ok(s)) if p <= 38 => (p, s),
-                _ => (38, u8::try_from(*scale).unwrap_or(38).min(38)),
-            };
-            let unscaled = parse_decimal(&text, p, s).map_err(|e| EncodeError {
-                path: String::new(),
-                expected: format!("decimal({precision}, {scale})"),
-                got: e,
-            })?;
-            let full = unscaled.to_be_bytes();
-            match fixed {
-                Some(size) => {
-                    let mut buf = vec![if unscaled < 0 { 0xFF } else { 0 }; *size];
-                    let minimal = minimal_be(&full);
-                    if minimal.len() > *size {
-                        return Err(EncodeError::new(
-                            node,
-                            format!("{text} needs more than {size} bytes"),
-                        ));
-                    }
-                    let start = *size - minimal.len();
-                    buf[start..].copy_from_slice(minimal);
-                    out.extend_from_slice(&buf);
-                }
-                None => put_bytes(out, minimal_be(&full)),
-            }
-        }
-        Node::Uuid { fixed } => {
-            let Value::String(s) = value else {
-                return Err(wrong());
-            };
-            let u = uuid::Uuid::parse_str(s.trim()).map_err(|_| wrong())?;
-            if *fixed {
-                out.extend_from_slice(u.as_bytes());
-            } else {
-                put_bytes(out, u.hyphenated().to_string().as_bytes());
-            }
-        }
-        Node::Duration => {
-            let part = |k: &str| {
-                value
-                    .get(k)
-                    .and_then(Value::as_u64)
-                    .and_then(|v| u32::try_from(v).ok())
-                    .ok_or_else(wrong)
-            };
-            for k in ["months", "days", "millis"] {
-                out.extend_from_slice(&part(k)?.to_le_bytes());
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The shortest big-endian two's-complement form of a 16-byte value.
-fn minimal_be(full: &[u8; 16]) -> &[u8] {
-    let mut start = 0;
-    while start < 15 {
-        let (b, next) = (full[start], full[start + 1]);
-        if (b == 0x00 && next & 0x80 == 0) || (b == 0xFF && next & 0x80 != 0) {
-            start += 1;
-        } else {
-            break;
-        }
-    }
-    &full[start..]
-}
-
 #[cfg(test)]
 mod tests {
-    use apache_avro::types::Value as AV;
     use apache_avro::Schema;
     use apache_avro::reader::datum::GenericDatumReader;
+    use apache_avro::types::Value as AV;
     use apache_avro::writer::datum::GenericDatumWriter;
     use serde_json::json;
 
+    use super::binary::put_long;
     use super::*;
 
     /// A schema with every type and logical type.
@@ -1292,7 +391,9 @@ mod tests {
         assert_eq!(get("tsn"), AV::TimestampNanos(1_704_103_200_123_456_789));
         assert_eq!(
             get("dec"),
-            AV::Decimal(apache_avro::Decimal::from((-1234i64).to_be_bytes().to_vec()))
+            AV::Decimal(apache_avro::Decimal::from(
+                (-1234i64).to_be_bytes().to_vec()
+            ))
         );
         // And we read what apache-avro writes.
         let written = GenericDatumWriter::builder(&theirs)
@@ -1319,7 +420,11 @@ mod tests {
         for (field, value, needle) in [
             ("i", json!(1_i64 << 40), "field `i`: expected int"),
             ("a", json!([1, "x"]), "field `a.1`: expected long"),
-            ("r", json!({"y": 1}), "field `r.x`: expected int, got missing field"),
+            (
+                "r",
+                json!({"y": 1}),
+                "field `r.x`: expected int, got missing field",
+            ),
             ("e", json!("BLUE"), "enum symbols"),
             ("fx", json!("AQ=="), "1 bytes for fixed(3)"),
             ("dec", json!("1.234"), "decimal(10, 2)"),
@@ -1352,29 +457,44 @@ mod tests {
     #[test]
     fn schema_errors() {
         for (schema, needle) in [
-            (json!({"type": "record", "name": "L", "fields": [
-                {"name": "next", "type": ["null", "L"]}]}), "recursive"),
-            (json!({"type": "record", "name": "R", "fields": [
-                {"name": "x", "type": "Nope"}]}), "unknown type `Nope`"),
-            (json!({"type": "record", "name": "R", "fields": [
-                {"name": "x", "type": "int"}, {"name": "x", "type": "int"}]}), "twice"),
+            (
+                json!({"type": "record", "name": "L", "fields": [
+                {"name": "next", "type": ["null", "L"]}]}),
+                "recursive",
+            ),
+            (
+                json!({"type": "record", "name": "R", "fields": [
+                {"name": "x", "type": "Nope"}]}),
+                "unknown type `Nope`",
+            ),
+            (
+                json!({"type": "record", "name": "R", "fields": [
+                {"name": "x", "type": "int"}, {"name": "x", "type": "int"}]}),
+                "twice",
+            ),
             (json!(["null", ["int"]]), "union"),
             (json!({"type": "enum", "name": "E"}), "symbols"),
             (json!({"type": "fixed", "name": "F", "size": -1}), "size"),
             (json!(5), "expected a type"),
         ] {
-            let err = AvroSchema::parse(&schema.to_string()).unwrap_err().to_string();
+            let err = AvroSchema::parse(&schema.to_string())
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(needle), "{schema}: {err}");
         }
         let mut deep = json!("int");
         for _ in 0..70 {
             deep = json!({"type": "array", "items": deep});
         }
-        let err = AvroSchema::parse(&deep.to_string()).unwrap_err().to_string();
+        let err = AvroSchema::parse(&deep.to_string())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("deeper"), "{err}");
         // Exponential expansion of named types is bounded.
-        let mut fields = vec![json!({"name": "f0", "type": {"type": "record", "name": "T0",
-            "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "int"}]}})];
+        let mut fields = vec![
+            json!({"name": "f0", "type": {"type": "record", "name": "T0",
+            "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "int"}]}}),
+        ];
         for i in 1..20 {
             fields.push(json!({"name": format!("f{i}"), "type": {"type": "record",
                 "name": format!("T{i}"), "fields": [
@@ -1382,7 +502,9 @@ mod tests {
                     {"name": "b", "type": format!("T{}", i - 1)}]}}));
         }
         let wide = json!({"type": "record", "name": "W", "fields": fields});
-        let err = AvroSchema::parse(&wide.to_string()).unwrap_err().to_string();
+        let err = AvroSchema::parse(&wide.to_string())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("schema nodes"), "{err}");
         // Invalid logical types fall back to the base type.
         let odd = AvroSchema::parse(r#"{"type": "long", "logicalType": "date"}"#).unwrap();
@@ -1412,17 +534,35 @@ mod tests {
         let int = AvroSchema::parse(r#""int""#).unwrap();
         assert!(int.decode(&[0x80; 11]).is_err());
         assert!(int.decode(&[0xFF, 0xFF, 0xFF, 0xFF, 0x7F]).is_err());
-        assert!(int.decode(&[2, 0]).unwrap_err().to_string().contains("1 bytes left"));
+        assert!(
+            int.decode(&[2, 0])
+                .unwrap_err()
+                .to_string()
+                .contains("1 bytes left")
+        );
         let u = AvroSchema::parse(r#"["null", "int"]"#).unwrap();
-        assert!(u.decode(&[4]).unwrap_err().to_string().contains("union index 2"));
+        assert!(
+            u.decode(&[4])
+                .unwrap_err()
+                .to_string()
+                .contains("union index 2")
+        );
         let b = AvroSchema::parse(r#""boolean""#).unwrap();
         assert!(b.decode(&[2]).is_err());
-        assert!(s.decode(&[2, 0xFF]).unwrap_err().to_string().contains("UTF-8"));
+        assert!(
+            s.decode(&[2, 0xFF])
+                .unwrap_err()
+                .to_string()
+                .contains("UTF-8")
+        );
     }
 
     #[test]
     fn confluent_frames() {
-        assert_eq!(split_confluent(&[0, 0, 0, 1, 2, 9]).unwrap(), (258, &[9u8][..]));
+        assert_eq!(
+            split_confluent(&[0, 0, 0, 1, 2, 9]).unwrap(),
+            (258, &[9u8][..])
+        );
         assert_eq!(split_confluent(&[0, 0, 0, 0, 1]).unwrap(), (1, &[][..]));
         for (bytes, needle) in [
             (&[][..], "empty"),

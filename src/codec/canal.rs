@@ -141,10 +141,7 @@ mod tests {
 
     #[test]
     fn one_message_carries_several_rows() {
-        let msg = canal_json(&[
-            Change::Insert(sample_row(1)),
-            Change::Insert(sample_row(2)),
-        ]);
+        let msg = canal_json(&[Change::Insert(sample_row(1)), Change::Insert(sample_row(2))]);
         let Ok(Decoded::Changes(got)) = decode(&msg) else {
             panic!("changes expected")
         };
@@ -209,8 +206,7 @@ mod tests {
                          "pkNames": null, "sql": "ALTER TABLE products ADD COLUMN x INT",
                          "sqlType": null, "table": "products", "ts": 1589373515477i64,
                          "type": "ALTER"});
-        let Ok(Decoded::Skipped(SkipReason::Ddl(what))) = decode(ddl.to_string().as_bytes())
-        else {
+        let Ok(Decoded::Skipped(SkipReason::Ddl(what))) = decode(ddl.to_string().as_bytes()) else {
             panic!("DDL is skipped")
         };
         assert!(what.contains("ADD COLUMN"), "{what}");
@@ -235,7 +231,10 @@ mod tests {
         for (payload, needle) in [
             (json!({"data": []}), "`type`"),
             (json!({"type": "UPSERT", "data": []}), "unknown type"),
-            (json!({"type": "INSERT", "data": {"id": "1"}}), "array of objects"),
+            (
+                json!({"type": "INSERT", "data": {"id": "1"}}),
+                "array of objects",
+            ),
             (json!({"type": "INSERT", "data": [1]}), "data[0]"),
             (json!({"type": "UPDATE", "data": [], "old": "x"}), "`old`"),
         ] {
@@ -252,7 +251,11 @@ mod tests {
                     ("id".into(), crate::table::types::DataType::Int, false),
                     ("es".into(), crate::table::types::DataType::BigInt, true),
                     ("ts".into(), crate::table::types::DataType::BigInt, true),
-                    ("tbl".into(), crate::table::types::DataType::Varchar(9), true),
+                    (
+                        "tbl".into(),
+                        crate::table::types::DataType::Varchar(9),
+                        true,
+                    ),
                 ],
                 vec![],
                 vec!["id".into()],

@@ -26,11 +26,12 @@ pub(crate) fn decode_json(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
     }
 }
 
+/// A row object (or envelope) with the schema hints of its fields, if it had a schema.
+type WithHints = (Map<String, Value>, Option<Hints>);
+
 /// Splits a Connect JSON message with schema into its payload and the hints of its row
 /// schema; a message without the wrapper is returned as is. `None` for a null payload.
-fn unwrap_schema(
-    mut root: Map<String, Value>,
-) -> Result<Option<(Map<String, Value>, Option<Hints>)>, DecodeError> {
+fn unwrap_schema(mut root: Map<String, Value>) -> Result<Option<WithHints>, DecodeError> {
     if !(root.contains_key("schema") && root.contains_key("payload")) {
         return Ok(Some((root, None)));
     }
@@ -172,7 +173,7 @@ fn row_image<'a>(
 
 /// The primary key of a delete without `before`, from the record key (a JSON struct,
 /// possibly with its own `schema`/`payload` wrapper). Only `debezium-json` keys are read.
-fn key_image(ctx: &Ctx<'_, '_>) -> Result<(Map<String, Value>, Option<Hints>), DecodeError> {
+fn key_image(ctx: &Ctx<'_, '_>) -> Result<WithHints, DecodeError> {
     let missing = || {
         DecodeError::envelope(
             "before",
@@ -374,7 +375,10 @@ mod tests {
         assert_eq!(errors.len(), 3);
         let missing = json!({"op": "c", "after": {"name": "x"}}).to_string();
         let err = decode(CdcOptions::default(), missing.as_bytes()).unwrap_err();
-        assert!(err.to_string().contains("primary-key column is missing"), "{err}");
+        assert!(
+            err.to_string().contains("primary-key column is missing"),
+            "{err}"
+        );
         for (payload, code, needle) in [
             ("{", "malformed", "not valid JSON"),
             ("[1]", "malformed", "an array"),
@@ -396,10 +400,22 @@ mod tests {
             crate::table::schema::TableSchema::new(
                 vec![
                     ("id".into(), crate::table::types::DataType::Int, false),
-                    ("ts".into(), crate::table::types::DataType::Timestamp(3), true),
+                    (
+                        "ts".into(),
+                        crate::table::types::DataType::Timestamp(3),
+                        true,
+                    ),
                     ("src_ms".into(), crate::table::types::DataType::BigInt, true),
-                    ("db".into(), crate::table::types::DataType::Varchar(100), true),
-                    ("tbl".into(), crate::table::types::DataType::Varchar(100), true),
+                    (
+                        "db".into(),
+                        crate::table::types::DataType::Varchar(100),
+                        true,
+                    ),
+                    (
+                        "tbl".into(),
+                        crate::table::types::DataType::Varchar(100),
+                        true,
+                    ),
                     ("off".into(), crate::table::types::DataType::BigInt, true),
                 ],
                 vec![],

@@ -183,7 +183,10 @@ mod tests {
             (json!({"type": "insert", "data": [1]}), "expected an object"),
             (json!({"type": "upsert", "data": {}}), "unknown type"),
             (json!({"data": {}}), "`type`"),
-            (json!({"type": "update", "data": {"id": 1}, "old": 5}), "`old`"),
+            (
+                json!({"type": "update", "data": {"id": 1}, "old": 5}),
+                "`old`",
+            ),
         ] {
             let err = decode(CdcOptions::default(), payload.to_string().as_bytes()).unwrap_err();
             assert!(err.to_string().contains(needle), "{payload}: {err}");
@@ -196,7 +199,11 @@ mod tests {
             crate::table::schema::TableSchema::new(
                 vec![
                     ("id".into(), crate::table::types::DataType::Int, false),
-                    ("at".into(), crate::table::types::DataType::Timestamp(3), true),
+                    (
+                        "at".into(),
+                        crate::table::types::DataType::Timestamp(3),
+                        true,
+                    ),
                 ],
                 vec![],
                 vec!["id".into()],

@@ -66,9 +66,9 @@ mod upsert;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod testkit;
+#[cfg(test)]
+mod tests;
 
 pub use avro::{AvroSchema, EncodeError};
 pub use error::{ColumnError, DecodeError, Part};

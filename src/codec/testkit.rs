@@ -332,44 +332,44 @@ pub(crate) fn debezium_avro_schema() -> AvroSchema {
 /// The JSON text of [`debezium_avro_schema`].
 pub(crate) fn debezium_avro_schema_text() -> String {
     json!({
-            "type": "record", "name": "Envelope", "namespace": "db.inventory.products",
-            "connect.name": "db.inventory.products.Envelope",
-            "fields": [
-                {"name": "before", "default": null, "type": ["null", {
-                    "type": "record", "name": "Value",
-                    "connect.name": "db.inventory.products.Value",
-                    "fields": [
-                        {"name": "id", "type": "int"},
-                        {"name": "name", "type": ["null", "string"], "default": null},
-                        {"name": "weight", "default": null, "type": ["null", {
-                            "type": "bytes", "scale": 2, "precision": 10,
-                            "connect.version": 1,
-                            "connect.parameters": {"scale": "2",
-                                                   "connect.decimal.precision": "10"},
-                            "connect.name": "org.apache.kafka.connect.data.Decimal",
-                            "logicalType": "decimal"}]},
-                        {"name": "in_stock", "type": ["null", "boolean"], "default": null},
-                        {"name": "updated_at", "default": null, "type": ["null", {
-                            "type": "long", "connect.version": 1,
-                            "connect.name": "io.debezium.time.MicroTimestamp"}]},
-                        {"name": "born", "default": null, "type": ["null", {
-                            "type": "int", "connect.version": 1,
-                            "connect.name": "io.debezium.time.Date"}]},
-                        {"name": "score", "type": ["null", "double"], "default": null}
-                    ]}]},
-                {"name": "after", "type": ["null", "Value"], "default": null},
-                {"name": "source", "type": {
-                    "type": "record", "name": "Source", "namespace": "io.debezium.connector.mysql",
-                    "fields": [
-                        {"name": "ts_ms", "type": "long"},
-                        {"name": "db", "type": "string"},
-                        {"name": "table", "type": ["null", "string"], "default": null}
-                    ]}},
-                {"name": "op", "type": "string"},
-                {"name": "ts_ms", "type": ["null", "long"], "default": null}
-            ]
-        })
-        .to_string()
+        "type": "record", "name": "Envelope", "namespace": "db.inventory.products",
+        "connect.name": "db.inventory.products.Envelope",
+        "fields": [
+            {"name": "before", "default": null, "type": ["null", {
+                "type": "record", "name": "Value",
+                "connect.name": "db.inventory.products.Value",
+                "fields": [
+                    {"name": "id", "type": "int"},
+                    {"name": "name", "type": ["null", "string"], "default": null},
+                    {"name": "weight", "default": null, "type": ["null", {
+                        "type": "bytes", "scale": 2, "precision": 10,
+                        "connect.version": 1,
+                        "connect.parameters": {"scale": "2",
+                                               "connect.decimal.precision": "10"},
+                        "connect.name": "org.apache.kafka.connect.data.Decimal",
+                        "logicalType": "decimal"}]},
+                    {"name": "in_stock", "type": ["null", "boolean"], "default": null},
+                    {"name": "updated_at", "default": null, "type": ["null", {
+                        "type": "long", "connect.version": 1,
+                        "connect.name": "io.debezium.time.MicroTimestamp"}]},
+                    {"name": "born", "default": null, "type": ["null", {
+                        "type": "int", "connect.version": 1,
+                        "connect.name": "io.debezium.time.Date"}]},
+                    {"name": "score", "type": ["null", "double"], "default": null}
+                ]}]},
+            {"name": "after", "type": ["null", "Value"], "default": null},
+            {"name": "source", "type": {
+                "type": "record", "name": "Source", "namespace": "io.debezium.connector.mysql",
+                "fields": [
+                    {"name": "ts_ms", "type": "long"},
+                    {"name": "db", "type": "string"},
+                    {"name": "table", "type": ["null", "string"], "default": null}
+                ]}},
+            {"name": "op", "type": "string"},
+            {"name": "ts_ms", "type": ["null", "long"], "default": null}
+        ]
+    })
+    .to_string()
 }
 
 /// Confluent framing of an Avro body.

@@ -39,7 +39,9 @@ fn decoder_options_are_checked_together() {
         field_paths: [("nope".to_string(), "a..b".to_string())]
             .into_iter()
             .collect(),
-        metadata: [("ghost".to_string(), Metadata::Offset)].into_iter().collect(),
+        metadata: [("ghost".to_string(), Metadata::Offset)]
+            .into_iter()
+            .collect(),
         row_kind_field: Some("op".into()),
         ..CdcOptions::default()
     };
@@ -126,8 +128,14 @@ fn debezium_avro_changes() {
 async fn fact_records_decode_to_json_objects() {
     let json_facts = FactDecoder::new(Format::Json, None).unwrap();
     let payload = json!({"order_id": 1, "customer": {"id": 7}}).to_string();
-    json_facts.prepare(&record(payload.as_bytes())).await.unwrap();
-    let got = json_facts.decode(&record(payload.as_bytes())).unwrap().unwrap();
+    json_facts
+        .prepare(&record(payload.as_bytes()))
+        .await
+        .unwrap();
+    let got = json_facts
+        .decode(&record(payload.as_bytes()))
+        .unwrap()
+        .unwrap();
     assert_eq!(lookup_path(&got, "customer.id"), Some(&json!(7)));
     let mut tombstone = record(b"");
     tombstone.payload = None;
@@ -164,7 +172,10 @@ fn output_encoders() {
     };
     let body = plain.encode(&record_map).unwrap();
     record_map.remove("extra");
-    assert_eq!(schema.decode(&body).unwrap(), Value::Object(record_map.clone()));
+    assert_eq!(
+        schema.decode(&body).unwrap(),
+        Value::Object(record_map.clone())
+    );
     let framed = OutputEncoder::Avro {
         schema,
         confluent_id: Some(258),

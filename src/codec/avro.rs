@@ -38,7 +38,8 @@ pub const CONFLUENT_MAGIC: u8 = 0;
 const MAX_DEPTH: usize = 64;
 /// Most nodes a compiled schema may have; named types are copied where referenced.
 const MAX_NODES: usize = 10_000;
-/// Most zero-byte items (nulls, empty records) one array or map may hold.
+/// Most zero-byte items (nulls, empty records) the arrays and maps of one datum may hold
+/// together: they cost no input, so the input cannot bound them.
 const MAX_ZERO_SIZE_ITEMS: usize = 1 << 16;
 
 /// Splits a Confluent-framed message into its schema id and Avro body.
@@ -190,7 +191,7 @@ impl AvroSchema {
 
     /// Decodes one Avro datum (all of `bytes`) into its JSON form.
     pub fn decode(&self, bytes: &[u8]) -> Result<Value, DecodeError> {
-        let mut cur = Cursor { bytes, pos: 0 };
+        let mut cur = Cursor::new(bytes);
         let value = decode(&self.root, &mut cur)
             .map_err(|e| DecodeError::malformed(Part::Payload, format!("Avro: {e}")))?;
         if cur.pos != bytes.len() {
@@ -525,7 +526,20 @@ mod tests {
         let mut many = Vec::new();
         put_long(&mut many, 1 << 40);
         let err = nulls.decode(&many).unwrap_err().to_string();
-        assert!(err.contains("zero-byte items"), "{err}");
+        assert!(err.contains("zero-byte"), "{err}");
+        // Nested: many small arrays of nulls share one budget.
+        let nested =
+            AvroSchema::parse(r#"{"type": "array", "items": {"type": "array", "items": "null"}}"#)
+                .unwrap();
+        let mut bomb = Vec::new();
+        put_long(&mut bomb, 1000);
+        for _ in 0..1000 {
+            put_long(&mut bomb, 60_000);
+            bomb.push(0);
+        }
+        bomb.push(0);
+        let err = nested.decode(&bomb).unwrap_err().to_string();
+        assert!(err.contains("zero-byte"), "{err}");
         let mut negative_block = Vec::new();
         put_long(&mut negative_block, -2);
         put_long(&mut negative_block, 0);

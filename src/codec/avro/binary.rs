@@ -20,11 +20,21 @@ use crate::table::types::DataType;
 pub(super) struct Cursor<'a> {
     pub(super) bytes: &'a [u8],
     pub(super) pos: usize,
+    /// Zero-byte collection items decoded so far (bounded per datum).
+    zero_size_items: usize,
 }
 
 pub(super) type DResult<T> = std::result::Result<T, String>;
 
 impl<'a> Cursor<'a> {
+    pub(super) fn new(bytes: &'a [u8]) -> Self {
+        Cursor {
+            bytes,
+            pos: 0,
+            zero_size_items: 0,
+        }
+    }
+
     fn remaining(&self) -> usize {
         self.bytes.len() - self.pos
     }
@@ -228,7 +238,6 @@ fn collection(
     cur: &mut Cursor<'_>,
     mut item: impl FnMut(&mut Cursor<'_>) -> DResult<()>,
 ) -> DResult<()> {
-    let mut zero_size = 0usize;
     loop {
         let count = cur.block_count()?;
         if count == 0 {
@@ -238,10 +247,10 @@ fn collection(
             let before = cur.pos;
             item(cur)?;
             if cur.pos == before {
-                zero_size += 1;
-                if zero_size > MAX_ZERO_SIZE_ITEMS {
+                cur.zero_size_items += 1;
+                if cur.zero_size_items > MAX_ZERO_SIZE_ITEMS {
                     return Err(format!(
-                        "more than {MAX_ZERO_SIZE_ITEMS} zero-byte items in one collection"
+                        "more than {MAX_ZERO_SIZE_ITEMS} zero-byte collection items in one datum"
                     ));
                 }
             }

@@ -53,13 +53,13 @@ use crate::table::data_file::RowKind;
 use crate::table::datum::Row;
 use crate::table::schema::TableSchema;
 
-pub mod avro;
+mod avro;
 mod canal;
 mod debezium;
 mod error;
 pub mod json;
 mod maxwell;
-pub mod registry;
+mod registry;
 mod row;
 mod upsert;
 
@@ -70,10 +70,10 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
-pub use avro::{AvroSchema, EncodeError};
+pub use avro::{AvroSchema, CONFLUENT_MAGIC, EncodeError};
 pub use error::{ColumnError, DecodeError, Part};
 pub use json::lookup_path;
-pub use registry::SchemaResolver;
+pub use registry::{NOT_FOUND_TTL, SchemaResolver};
 
 use row::RowBuilder;
 
@@ -485,7 +485,7 @@ impl OutputEncoder {
             } => {
                 let mut out = Vec::with_capacity(64);
                 if let Some(id) = confluent_id {
-                    out.push(avro::CONFLUENT_MAGIC);
+                    out.push(CONFLUENT_MAGIC);
                     out.extend_from_slice(&id.to_be_bytes());
                 }
                 schema.encode_object(record, &mut out)?;

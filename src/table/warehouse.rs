@@ -16,11 +16,18 @@ use crate::error::{Error, Result};
 pub struct Warehouse {
     pub store: Arc<dyn ObjectStore>,
     pub root: Path,
+    /// The local directory behind `store` when it is a local filesystem: orphan cleaning
+    /// looks there for the staging files (`<name>#<n>`) that object_store hides.
+    pub local_root: Option<std::path::PathBuf>,
 }
 
 impl Warehouse {
     pub fn new(store: Arc<dyn ObjectStore>, root: Path) -> Self {
-        Warehouse { store, root }
+        Warehouse {
+            store,
+            root,
+            local_root: None,
+        }
     }
 
     /// A warehouse in a fresh in-memory store (tests, `memory://`).
@@ -66,7 +73,9 @@ impl Warehouse {
             // lets LocalFileSystem create directories as needed.
             let store = object_store::local::LocalFileSystem::new_with_prefix(&dir)
                 .map_err(|e| Error::store(format!("opening {}", dir.display()), e))?;
-            return Ok(Warehouse::new(Arc::new(store), Path::default()));
+            let mut warehouse = Warehouse::new(Arc::new(store), Path::default());
+            warehouse.local_root = Some(dir);
+            return Ok(warehouse);
         }
         let (store, root) = object_store::parse_url_opts(&url, options.iter())
             .map_err(|e| Error::Config(format!("warehouse URI `{uri}`: {e}")))?;

@@ -444,9 +444,16 @@ async fn expire(
     let mut config = ExpireConfig::from_options(&table.options().maintenance);
     if let Some(n) = retain_max {
         config.retain_max = n;
+        if retain_min.is_none() {
+            // An explicit maximum below the table's minimum means "keep this many".
+            config.retain_min = config.retain_min.min(n);
+        }
     }
     if let Some(n) = retain_min {
         config.retain_min = n;
+        if retain_max.is_none() {
+            config.retain_max = config.retain_max.max(n);
+        }
     }
     if let Some(text) = older_than {
         config.time_retained =

@@ -34,7 +34,8 @@ pub(crate) struct AutoCompaction {
     /// Level-0 files this writer committed per bucket: (snapshot id, files).
     own_level0: HashMap<BucketId, Vec<(i64, usize)>>,
     background: Option<BackgroundCompactor>,
-    last_commit: Option<i64>,
+    /// The last snapshot handed to the background compactor.
+    last_requested: Option<i64>,
 }
 
 impl AutoCompaction {
@@ -67,7 +68,7 @@ impl AutoCompaction {
             known,
             own_level0: HashMap::new(),
             background: None,
-            last_commit: None,
+            last_requested: None,
             table,
         })
     }
@@ -96,7 +97,6 @@ impl AutoCompaction {
                 .or_default()
                 .push((snapshot_id, *files));
         }
-        self.last_commit = Some(snapshot_id);
         let due: Vec<BucketId> = added
             .keys()
             .filter(|id| self.force_level0_up || self.estimated_runs(id) >= self.trigger)
@@ -110,6 +110,7 @@ impl AutoCompaction {
                 .iter()
                 .any(|id| self.estimated_runs(id) > self.stop_trigger);
         self.background()?.request(snapshot_id, due)?;
+        self.last_requested = Some(snapshot_id);
         if must_wait {
             let state = self.background()?.wait_for(snapshot_id).await?;
             self.absorb(&state);
@@ -121,9 +122,9 @@ impl AutoCompaction {
         Ok(())
     }
 
-    /// Waits until everything this writer committed has been compacted as needed.
+    /// Waits until the compaction requested after this writer's commits has finished.
     pub(crate) async fn wait(&mut self) -> Result<()> {
-        let Some(last) = self.last_commit else {
+        let Some(last) = self.last_requested else {
             return Ok(());
         };
         let Some(background) = self.background.as_mut() else {

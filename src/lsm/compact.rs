@@ -8,12 +8,13 @@
 //! (another compaction got there first), and the round is then planned again.
 //!
 //! Retractions are dropped only when the output goes to the highest non-empty level, so
-//! that nothing older is left for them to hide (Java's `dropDelete` rule).
+//! that nothing older is left for them to hide (Java's `dropDelete` rule), and never for
+//! tables with `sequence.field`, where a change arriving later can still be older.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use object_store::ObjectStoreExt;
 
 use super::levels::Levels;
@@ -111,6 +112,8 @@ struct CompactContext {
     strategy: UniversalCompaction,
     num_levels: usize,
     force_level0_up: bool,
+    /// Whether retractions may be dropped at all (see [`CompactContext::new`]).
+    may_drop_retractions: bool,
 }
 
 impl CompactContext {
@@ -126,6 +129,10 @@ impl CompactContext {
             strategy: UniversalCompaction::new(&options.maintenance),
             num_levels: options.maintenance.num_levels,
             force_level0_up: options.force_up_level0(),
+            // With `sequence.field`, a change arriving later may still be older than a
+            // dropped retraction and would come back to life; keeping the retraction in
+            // the top level costs one row per deleted key and keeps the merge exact.
+            may_drop_retractions: options.sequence_fields.is_empty(),
         })
     }
 }
@@ -181,8 +188,8 @@ impl Compactor {
     }
 }
 
-/// Compacts every bucket that has more than one file, or any level-0 file or retraction,
-/// into one sorted run on the highest level. Returns the COMPACT snapshot, or `None` when
+/// Compacts every bucket that has more than one file, or any level-0 file or (droppable)
+/// retraction, into one sorted run on the highest level. Returns the COMPACT snapshot, or `None` when
 /// the table was already compact.
 pub async fn full_compact(table: &Table, commit_user: &str) -> Result<Option<Snapshot>> {
     let ctx = CompactContext::new(table)?;
@@ -216,15 +223,19 @@ async fn compact_round(
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let Some(latest) = table.latest_snapshot().await? else {
-            return Ok(CompactionReport::default());
+        let (latest, live) = match latest_live_files(table).await {
+            Ok(Some(found)) => found,
+            Ok(None) => return Ok(CompactionReport::default()),
+            // Expired while being read: a newer snapshot exists, plan on that.
+            Err(e) if is_not_found(&e) && attempt < MAX_PLAN_ATTEMPTS => continue,
+            Err(e) => return Err(e),
         };
         let mut report = CompactionReport {
             based_on: Some(latest.id),
             ..CompactionReport::default()
         };
         let mut plans = Vec::new();
-        for (id, files) in group_by_bucket(table.live_files(&latest).await?) {
+        for (id, files) in group_by_bucket(live) {
             if !scope.includes(&id) {
                 continue;
             }
@@ -246,10 +257,28 @@ async fn compact_round(
             return Ok(report);
         }
         let rewrites: Vec<_> = plans.iter().map(|p| rewrite(table, ctx, p)).collect();
-        let outputs: Vec<Vec<ManifestEntry>> = futures::stream::iter(rewrites)
+        let results: Vec<Result<Vec<ManifestEntry>>> = futures::stream::iter(rewrites)
             .buffered(BUCKET_CONCURRENCY)
-            .try_collect()
-            .await?;
+            .collect()
+            .await;
+        let mut outputs = Vec::with_capacity(results.len());
+        let mut failure = None;
+        for result in results {
+            match result {
+                Ok(written) => outputs.push(written),
+                Err(e) => failure = failure.or(Some(e)),
+            }
+        }
+        if let Some(e) = failure {
+            // Nothing will reference what the other buckets wrote.
+            delete_data_files(table, outputs.iter().flatten()).await;
+            if is_not_found(&e) && attempt < MAX_PLAN_ATTEMPTS {
+                // An input vanished: another compaction replaced it and an expiry
+                // removed it. Plan again on the newer snapshot.
+                continue;
+            }
+            return Err(e);
+        }
         let mut entries = Vec::new();
         for (plan, written) in plans.iter().zip(&outputs) {
             entries.extend(plan.unit.files.iter().map(|f| ManifestEntry {
@@ -299,13 +328,34 @@ async fn compact_round(
     }
 }
 
+/// The latest snapshot and its live files, `None` for a table without snapshots.
+async fn latest_live_files(table: &Table) -> Result<Option<(Snapshot, Vec<ManifestEntry>)>> {
+    let Some(latest) = table.latest_snapshot().await? else {
+        return Ok(None);
+    };
+    let live = table.live_files(&latest).await?;
+    Ok(Some((latest, live)))
+}
+
+fn is_not_found(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::SnapshotNotFound { .. }
+            | Error::Store {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }
+    )
+}
+
 /// The unit to compact in one bucket and whether it may drop retractions, or `None`.
 fn plan_bucket(ctx: &CompactContext, levels: &Levels, full: bool) -> Option<(CompactUnit, bool)> {
     let max_level = levels.max_level();
     if full {
         let files = levels.all_files();
         let already_compact = matches!(files.as_slice(),
-            [only] if only.file.level == max_level && only.file.delete_row_count.unwrap_or(0) == 0);
+            [only] if only.file.level == max_level
+                && (only.file.delete_row_count.unwrap_or(0) == 0 || !ctx.may_drop_retractions));
         if files.is_empty() || already_compact {
             return None;
         }
@@ -315,7 +365,7 @@ fn plan_bucket(ctx: &CompactContext, levels: &Levels, full: bool) -> Option<(Com
             files,
         };
         // Every version of every key is in the unit: retractions have nothing to hide.
-        return Some((unit, true));
+        return Some((unit, ctx.may_drop_retractions));
     }
     let runs = levels.sorted_runs();
     let unit = if ctx.force_level0_up {
@@ -328,8 +378,9 @@ fn plan_bucket(ctx: &CompactContext, levels: &Levels, full: bool) -> Option<(Com
     }
     // Outputs on the highest non-empty level are the oldest data of the bucket (newer
     // runs are never left below older ones), so nothing older remains to be hidden.
-    let drop_retractions =
-        unit.output_level != 0 && unit.output_level >= levels.non_empty_highest_level();
+    let drop_retractions = ctx.may_drop_retractions
+        && unit.output_level != 0
+        && unit.output_level >= levels.non_empty_highest_level();
     Some((unit, drop_retractions))
 }
 

@@ -78,11 +78,11 @@ impl Table {
                 // An earlier attempt landed even though we saw an error.
                 return Ok(done);
             }
-            let base_metas = match self
+            let (base_metas, merged) = match self
                 .prepare_base(latest.as_ref(), &request, compression)
                 .await
             {
-                Ok(metas) => metas,
+                Ok(base) => base,
                 // A concurrent expiry removed the manifests of the snapshot we read; a
                 // newer snapshot exists by then, so build on that one.
                 Err(e) if is_not_found(&e) && attempt < max_attempts => continue,
@@ -146,12 +146,16 @@ impl Table {
                 }
                 Err(object_store::Error::AlreadyExists { .. }) => {
                     tracing::debug!(table = %self.identifier(), id, attempt, "lost the commit race, retrying");
-                    // Our base list is now useless; its name is unique, so leaving it is
-                    // harmless, but remove it to keep the directory tidy.
+                    // Our base list (and a manifest merged for it) are now useless; their
+                    // names are unique, so leaving them is harmless, but remove them to
+                    // keep the directory tidy.
                     let _ = self
                         .store()
                         .delete(&self.manifest_path(&snapshot.base_manifest_list))
                         .await;
+                    if let Some(merged) = &merged {
+                        let _ = self.store().delete(&self.manifest_path(merged)).await;
+                    }
                     seen = Some(latest.as_ref().map_or(0, |s| s.id));
                     let jitter = rand::random_range(0..=backoff.as_millis() as u64 / 2);
                     tokio::time::sleep(backoff + Duration::from_millis(jitter)).await;
@@ -190,14 +194,15 @@ impl Table {
         Ok(None)
     }
 
-    /// The base manifests of the next snapshot on top of `latest` (merged once there are
-    /// many), after checking that a COMPACT request still fits `latest`.
+    /// The base manifests of the next snapshot on top of `latest` (merged into one new
+    /// manifest, also returned by name, once there are many), after checking that a
+    /// COMPACT request still fits `latest`.
     async fn prepare_base(
         &self,
         latest: Option<&Snapshot>,
         request: &CommitRequest,
         compression: ManifestCompression,
-    ) -> Result<Vec<ManifestFileMeta>> {
+    ) -> Result<(Vec<ManifestFileMeta>, Option<String>)> {
         let key_types = self.schema().types_of(&self.schema().trimmed_key_indices());
         let Some(latest) = latest else {
             if request.kind == CommitKind::Compact
@@ -205,12 +210,12 @@ impl Table {
             {
                 return Err(self.conflict(format!("{reason} (the table has no snapshot)")));
             }
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         };
         let base_metas = self.snapshot_manifests(latest).await?;
         let needs_merge = base_metas.len() >= MANIFEST_MERGE_MIN_COUNT;
         if request.kind != CommitKind::Compact && !needs_merge {
-            return Ok(base_metas);
+            return Ok((base_metas, None));
         }
         let live = super::live_entries(self.read_manifests(&base_metas).await?);
         if request.kind == CommitKind::Compact {
@@ -219,12 +224,14 @@ impl Table {
             }
         }
         if !needs_merge {
-            return Ok(base_metas);
+            return Ok((base_metas, None));
         }
         if live.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         }
-        Ok(vec![self.write_manifest(&live, compression).await?])
+        let merged = self.write_manifest(&live, compression).await?;
+        let name = merged.file_name.clone();
+        Ok((vec![merged], Some(name)))
     }
 
     fn conflict(&self, reason: String) -> Error {

@@ -11,6 +11,7 @@
 //! that nothing older is left for them to hide (Java's `dropDelete` rule), and never for
 //! tables with `sequence.field`, where a change arriving later can still be older.
 
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -18,15 +19,16 @@ use futures::StreamExt;
 use object_store::ObjectStoreExt;
 
 use super::levels::Levels;
-use super::merge::{MergeEngine, SequenceOrder};
+use super::merge::{MergeEngine, SequenceOrder, compare_keys};
 use super::reader::{group_by_bucket, read_and_merge};
 use super::universal::{CompactUnit, UniversalCompaction};
 use super::writer::write_files;
 use crate::error::{Error, Result};
 use crate::table::Table;
 use crate::table::commit::CommitRequest;
-use crate::table::data_file::DataFileWriteOptions;
+use crate::table::data_file::{DataFileWriteOptions, KeyValue};
 use crate::table::manifest::{FileKind, FileSource, ManifestEntry};
+use crate::table::options::MergeEngineKind;
 use crate::table::snapshot::{BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot};
 
 /// Highest level of Paimon's default LSM (`num-levels` = 6); full compaction writes the
@@ -114,6 +116,10 @@ struct CompactContext {
     force_level0_up: bool,
     /// Whether retractions may be dropped at all (see [`CompactContext::new`]).
     may_drop_retractions: bool,
+    /// Every compaction merges the whole bucket into one run (deletion-vector tables).
+    single_run: bool,
+    /// Outputs drop keys that an older level already holds (first-row tables).
+    keep_keys_unique_across_levels: bool,
 }
 
 impl CompactContext {
@@ -133,6 +139,15 @@ impl CompactContext {
             // dropped retraction and would come back to life; keeping the retraction in
             // the top level costs one row per deleted key and keeps the merge exact.
             may_drop_retractions: options.sequence_fields.is_empty(),
+            // Java and pypaimon read the levels ≥ 1 of first-row and deletion-vector tables
+            // by plain concatenation (no merge), so no key may live in two of them. Java
+            // keeps that with lookups (first-row) and deletion vectors; lakejoin writes no
+            // deletion vectors, so it keeps such a table at one run per bucket, and for
+            // first-row drops new rows whose key an older level already has (the first
+            // row is the one that stays).
+            single_run: options.maintenance.deletion_vectors
+                && options.merge_engine != MergeEngineKind::FirstRow,
+            keep_keys_unique_across_levels: options.merge_engine == MergeEngineKind::FirstRow,
         })
     }
 }
@@ -210,6 +225,9 @@ struct BucketPlan {
     unit: CompactUnit,
     drop_retractions: bool,
     runs_before: usize,
+    /// Files on levels above the output level, whose keys the output must not repeat
+    /// (first-row tables only; empty otherwise).
+    older_files: Vec<ManifestEntry>,
 }
 
 /// Plans on the latest snapshot, rewrites, commits; plans again after a conflict.
@@ -243,6 +261,11 @@ async fn compact_round(
             let runs_before = levels.number_of_sorted_runs();
             match plan_bucket(ctx, &levels, scope.full) {
                 Some((unit, drop_retractions)) => plans.push(BucketPlan {
+                    older_files: if ctx.keep_keys_unique_across_levels {
+                        levels.files_above(unit.output_level)
+                    } else {
+                        Vec::new()
+                    },
                     id,
                     unit,
                     drop_retractions,
@@ -351,7 +374,7 @@ fn is_not_found(e: &Error) -> bool {
 /// The unit to compact in one bucket and whether it may drop retractions, or `None`.
 fn plan_bucket(ctx: &CompactContext, levels: &Levels, full: bool) -> Option<(CompactUnit, bool)> {
     let max_level = levels.max_level();
-    if full {
+    let whole_bucket = || {
         let files = levels.all_files();
         let already_compact = matches!(files.as_slice(),
             [only] if only.file.level == max_level
@@ -365,7 +388,10 @@ fn plan_bucket(ctx: &CompactContext, levels: &Levels, full: bool) -> Option<(Com
             files,
         };
         // Every version of every key is in the unit: retractions have nothing to hide.
-        return Some((unit, ctx.may_drop_retractions));
+        Some((unit, ctx.may_drop_retractions))
+    };
+    if full {
+        return whole_bucket();
     }
     let runs = levels.sorted_runs();
     let unit = if ctx.force_level0_up {
@@ -375,6 +401,9 @@ fn plan_bucket(ctx: &CompactContext, levels: &Levels, full: bool) -> Option<(Com
     }?;
     if !unit.is_useful() {
         return None;
+    }
+    if ctx.single_run {
+        return whole_bucket();
     }
     // Outputs on the highest non-empty level are the oldest data of the bucket (newer
     // runs are never left below older ones), so nothing older remains to be hidden.
@@ -390,7 +419,11 @@ async fn rewrite(
     ctx: &CompactContext,
     plan: &BucketPlan,
 ) -> Result<Vec<ManifestEntry>> {
-    let merged = read_and_merge(table, &plan.unit.files, &ctx.engine, &ctx.order).await?;
+    let mut merged = read_and_merge(table, &plan.unit.files, &ctx.engine, &ctx.order).await?;
+    if !plan.older_files.is_empty() {
+        let older = read_and_merge(table, &plan.older_files, &ctx.engine, &ctx.order).await?;
+        merged = without_keys_of(merged, &older, &table.schema().trimmed_key_indices());
+    }
     let rows = if plan.drop_retractions {
         merged
             .into_iter()
@@ -414,6 +447,30 @@ async fn rewrite(
     .await
 }
 
+/// `rows` without those whose key occurs in `older` (both sorted by key, as
+/// `read_and_merge` returns them).
+fn without_keys_of(
+    rows: Vec<KeyValue>,
+    older: &[KeyValue],
+    key_indices: &[usize],
+) -> Vec<KeyValue> {
+    let mut older = older.iter().peekable();
+    rows.into_iter()
+        .filter(|kv| {
+            while let Some(o) = older.peek() {
+                match compare_keys(&o.row, &kv.row, key_indices) {
+                    Ordering::Less => {
+                        older.next();
+                    }
+                    Ordering::Equal => return false,
+                    Ordering::Greater => break,
+                }
+            }
+            true
+        })
+        .collect()
+}
+
 /// Best-effort removal of data files nothing references.
 async fn delete_data_files(table: &Table, entries: impl Iterator<Item = &ManifestEntry>) {
     for entry in entries {
@@ -422,5 +479,35 @@ async fn delete_data_files(table: &Table, entries: impl Iterator<Item = &Manifes
         {
             tracing::debug!(path = %path, error = %e, "could not remove an unused compaction output");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::data_file::RowKind;
+    use crate::table::datum::Datum;
+
+    fn kv(key: i32, value: i32) -> KeyValue {
+        KeyValue {
+            sequence_number: 0,
+            kind: RowKind::Insert,
+            row: vec![Datum::Int(key), Datum::Int(value)],
+        }
+    }
+
+    #[test]
+    fn first_row_outputs_skip_keys_older_levels_hold() {
+        let rows = vec![kv(1, 10), kv(2, 20), kv(4, 40), kv(7, 70)];
+        let older = vec![kv(0, 0), kv(2, 2), kv(3, 3), kv(7, 7), kv(9, 9)];
+        let kept: Vec<i32> = without_keys_of(rows, &older, &[0])
+            .iter()
+            .map(|kv| match kv.row[0] {
+                Datum::Int(k) => k,
+                _ => -1,
+            })
+            .collect();
+        assert_eq!(kept, vec![1, 4]);
+        assert_eq!(without_keys_of(vec![kv(1, 1)], &[], &[0]).len(), 1);
     }
 }

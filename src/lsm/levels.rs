@@ -104,6 +104,14 @@ impl Levels {
         runs
     }
 
+    /// The files on levels above `level`.
+    pub fn files_above(&self, level: i32) -> Vec<ManifestEntry> {
+        self.upper
+            .range(level.saturating_add(1)..)
+            .flat_map(|(_, files)| files.iter().cloned())
+            .collect()
+    }
+
     /// Every file of the bucket.
     pub fn all_files(&self) -> Vec<ManifestEntry> {
         let mut files = self.level0.clone();

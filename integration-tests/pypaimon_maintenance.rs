@@ -93,7 +93,11 @@ impl Fixture {
             .arg("--table")
             .arg(TABLE);
         command.args(&args[1..]);
-        run(command, stdin, &format!("lakejoin table {}", args.join(" ")))
+        run(
+            command,
+            stdin,
+            &format!("lakejoin table {}", args.join(" ")),
+        )
     }
 
     fn py(&self, args: &[&str], stdin: Option<&str>) -> String {
@@ -273,7 +277,8 @@ fn backdate(path: &Path, age: Duration) {
         .write(true)
         .open(path)
         .expect("open for mtime");
-    file.set_modified(SystemTime::now() - age).expect("set mtime");
+    file.set_modified(SystemTime::now() - age)
+        .expect("set mtime");
 }
 
 #[test]
@@ -339,7 +344,11 @@ fn pypaimon_appends_on_top_of_a_compacted_table_and_both_readers_agree() {
     rows.iter().for_each(|r| model.apply(r));
     f.assert_both_read(None, &model.rows(), "lakejoin after pypaimon");
     f.lakejoin(&["compact"], None);
-    f.assert_both_read(None, &model.rows(), "universal compaction over both writers");
+    f.assert_both_read(
+        None,
+        &model.rows(),
+        "universal compaction over both writers",
+    );
     let rows = changes(&mut rng, 8, 25, false);
     f.py_write(&upserts(&rows));
     rows.iter().for_each(|r| model.apply(r));
@@ -416,7 +425,8 @@ fn pypaimon_reads_after_expiry_and_orphan_cleaning() {
     assert!(stderr.contains("expired snapshots 1..="), "{stderr}");
     let kept: Vec<i64> = (latest - 3..=latest).collect();
     assert_eq!(f.py_snapshot_ids(), kept);
-    let earliest = std::fs::read_to_string(f.table_dir().join("snapshot/EARLIEST")).expect("EARLIEST");
+    let earliest =
+        std::fs::read_to_string(f.table_dir().join("snapshot/EARLIEST")).expect("EARLIEST");
     assert_eq!(earliest.trim(), (latest - 3).to_string());
     for id in &kept {
         f.assert_both_read(Some(*id), &at[id], &format!("time travel to {id}"));
@@ -454,7 +464,11 @@ fn pypaimon_reads_after_expiry_and_orphan_cleaning() {
     assert_eq!(removed, dry, "{stderr}");
     assert!(!junk.exists() && !tmp.exists() && fresh.exists());
     for id in &kept {
-        f.assert_both_read(Some(*id), &at[id], &format!("after cleaning, snapshot {id}"));
+        f.assert_both_read(
+            Some(*id),
+            &at[id],
+            &format!("after cleaning, snapshot {id}"),
+        );
     }
     // Both keep writing.
     let rows = changes(&mut rng, 10, 20, false);

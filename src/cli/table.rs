@@ -467,7 +467,7 @@ async fn expire(
             report.data_files_deleted,
             report.manifests_deleted,
             report.manifest_lists_deleted,
-            report.earliest.unwrap_or(*last + 1)
+            report.earliest.unwrap_or(last.saturating_add(1))
         ),
         _ => eprintln!("no snapshot to expire"),
     }

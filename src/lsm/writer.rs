@@ -244,6 +244,13 @@ impl TableWriter {
 
     /// Flushes and commits everything written so far as one snapshot carrying
     /// `properties`. Returns `None` when there was nothing to commit.
+    ///
+    /// Afterwards, buckets that reached `num-sorted-run.compaction-trigger` sorted runs are
+    /// compacted on a background task (see [`TableWriter::wait_for_compaction`] and
+    /// [`TableWriter::close`]). This waits for that compaction only when a bucket exceeds
+    /// `num-sorted-run.stop-trigger`, or always for tables whose readers skip level 0
+    /// (first-row, deletion vectors, `compaction.force-up-level-0`). `write-only` tables
+    /// are never compacted by their writers.
     pub async fn commit(
         &mut self,
         properties: BTreeMap<String, String>,

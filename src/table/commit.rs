@@ -38,6 +38,12 @@ pub struct CommitRequest {
 impl Table {
     /// Commits `request` as the next snapshot and returns it. Retries when another writer
     /// takes the snapshot id first, up to `commit.max-retries` times.
+    ///
+    /// A `CommitKind::Compact` request is checked against each snapshot it would follow
+    /// (as Java's conflict detection does): every file it deletes must still be live, and
+    /// no two files of a bucket may overlap in key range on a level ≥ 1 afterwards.
+    /// Otherwise it fails with `Error::CommitConflict` and publishes nothing; the caller
+    /// plans the compaction again. Appends are not checked (Paimon's rule).
     pub async fn commit(&self, request: CommitRequest) -> Result<Snapshot> {
         let compression = ManifestCompression::parse(&self.options().manifest_compression)?;
         let schema_id = self.schema().id;
@@ -218,10 +224,10 @@ impl Table {
             return Ok((base_metas, None));
         }
         let live = super::live_entries(self.read_manifests(&base_metas).await?);
-        if request.kind == CommitKind::Compact {
-            if let Some(reason) = compaction_conflict(&live, &request.entries, &key_types)? {
-                return Err(self.conflict(format!("{reason} (latest snapshot {})", latest.id)));
-            }
+        if request.kind == CommitKind::Compact
+            && let Some(reason) = compaction_conflict(&live, &request.entries, &key_types)?
+        {
+            return Err(self.conflict(format!("{reason} (latest snapshot {})", latest.id)));
         }
         if !needs_merge {
             return Ok((base_metas, None));
@@ -350,8 +356,9 @@ pub(crate) fn compaction_conflict(
     if touched.is_empty() {
         return Ok(None);
     }
-    let mut by_level: HashMap<(&[u8], i32, i32), Vec<(Vec<Datum>, Vec<Datum>, &str)>> =
-        HashMap::new();
+    // (partition, bucket, level) -> (min key, max key, file name) of its files
+    type KeyRanges<'a> = Vec<(Vec<Datum>, Vec<Datum>, &'a str)>;
+    let mut by_level: HashMap<(&[u8], i32, i32), KeyRanges> = HashMap::new();
     let after = live
         .iter()
         .filter(|e| !deleted.contains(&e.identifier()))

@@ -9,10 +9,10 @@
 //! `<crate>/.venv/bin/python`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -37,7 +37,11 @@ fn oracle() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("integration-tests/py/maintenance_oracle.py")
 }
 
-/// Runs `program args`, feeding `stdin`; panics with both outputs unless it succeeds.
+/// Longest one lakejoin or pypaimon run may take before the test fails instead of hanging.
+const DEADLINE: Duration = Duration::from_secs(300);
+
+/// Runs `command`, feeding `stdin`; panics with both outputs unless it succeeds within
+/// [`DEADLINE`].
 fn run(mut command: Command, stdin: Option<&str>, what: &str) -> (String, String) {
     command
         .stdin(Stdio::piped())
@@ -52,13 +56,43 @@ fn run(mut command: Command, stdin: Option<&str>, what: &str) -> (String, String
             pipe.write_all(text.as_bytes()).expect("writing stdin");
         }
     }
-    let out = child.wait_with_output().expect("waiting for the child");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait().expect("polling the child") {
+            Some(status) => break status,
+            None if started.elapsed() > DEADLINE => {
+                let _ = child.kill();
+                panic!("{what} did not finish within {DEADLINE:?}");
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    let stdout = stdout.join().expect("stdout reader");
+    let stderr = stderr.join().expect("stderr reader");
     assert!(
-        out.status.success(),
-        "{what} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
+        status.success(),
+        "{what} failed ({status}):\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     (stdout, stderr)
 }

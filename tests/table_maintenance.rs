@@ -32,6 +32,16 @@ use rand::{Rng, SeedableRng};
 // Helpers
 // ---------------------------------------------------------------------------------------
 
+/// Longest any single wait (a commit, waiting for compaction) may take before the test
+/// fails instead of hanging.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+async fn within<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(DEADLINE, future)
+        .await
+        .expect("gave up waiting: deadline passed")
+}
+
 fn schema(options: &[(&str, &str)]) -> TableSchema {
     let mut map: BTreeMap<String, String> = options
         .iter()
@@ -225,8 +235,8 @@ async fn auto_compaction_keeps_sorted_runs_within_the_trigger() {
     for commit in 0..40 {
         let n = rng.random_range(1..25);
         random_changes(&mut rng, &mut writer, &mut model, n, 60);
-        writer.commit(BTreeMap::new()).await.unwrap();
-        writer.wait_for_compaction().await.unwrap();
+        within(writer.commit(BTreeMap::new())).await.unwrap();
+        within(writer.wait_for_compaction()).await.unwrap();
         let runs = sorted_runs(&table).await;
         assert!(
             max_runs(&runs) <= trigger,
@@ -242,7 +252,7 @@ async fn auto_compaction_keeps_sorted_runs_within_the_trigger() {
             expected.insert(id, model.expected());
         }
     }
-    writer.close().await.unwrap();
+    within(writer.close()).await.unwrap();
     let all = snapshots(&table).await;
     let compactions = all
         .iter()
@@ -305,7 +315,10 @@ async fn writer_appends_while_compaction_runs_in_the_background() {
     for commit in 0..30 {
         let n = rng.random_range(1..30);
         random_changes(&mut rng, &mut writer, &mut model, n, 40);
-        let snapshot = writer.commit(BTreeMap::new()).await.unwrap().unwrap();
+        let snapshot = within(writer.commit(BTreeMap::new()))
+            .await
+            .unwrap()
+            .unwrap();
         appends.push((snapshot.id, model.expected()));
         let runs = sorted_runs(&table).await;
         assert!(
@@ -313,7 +326,7 @@ async fn writer_appends_while_compaction_runs_in_the_background() {
             "commit {commit}: {runs:?} exceeds the stop trigger"
         );
     }
-    writer.close().await.unwrap();
+    within(writer.close()).await.unwrap();
     assert!(max_runs(&sorted_runs(&table).await) <= options.compaction_trigger);
     assert_eq!(scan_at(&table, None).await, model.expected());
     for (id, rows) in &appends {
@@ -348,10 +361,10 @@ async fn write_only_tables_are_never_compacted_by_writers() {
         writer
             .write(RowKind::Insert, row(i, i.into(), None))
             .unwrap();
-        writer.commit(BTreeMap::new()).await.unwrap();
+        within(writer.commit(BTreeMap::new())).await.unwrap();
     }
-    writer.wait_for_compaction().await.unwrap();
-    writer.close().await.unwrap();
+    within(writer.wait_for_compaction()).await.unwrap();
+    within(writer.close()).await.unwrap();
     assert!(
         snapshots(&table)
             .await
@@ -380,7 +393,7 @@ async fn level0_is_compacted_up_where_readers_skip_it() {
     let mut rng = StdRng::seed_from_u64(3);
     for commit in 0..8 {
         random_changes(&mut rng, &mut writer, &mut model, 10, 20);
-        writer.commit(BTreeMap::new()).await.unwrap();
+        within(writer.commit(BTreeMap::new())).await.unwrap();
         let files = live(&table).await;
         assert!(
             files.iter().all(|f| f.file.level > 0),
@@ -391,7 +404,7 @@ async fn level0_is_compacted_up_where_readers_skip_it() {
         assert_eq!(max_runs(&sorted_runs(&table).await), 1, "commit {commit}");
         assert_eq!(scan_at(&table, None).await, model.expected());
     }
-    writer.close().await.unwrap();
+    within(writer.close()).await.unwrap();
 
     // With writers not compacting, the rows stay invisible, as they do to pypaimon,
     // until a compaction moves them up.
@@ -403,7 +416,7 @@ async fn level0_is_compacted_up_where_readers_skip_it() {
     .await;
     let mut writer = TableWriter::new(table.clone(), "cdc").await.unwrap();
     writer.write(RowKind::Insert, row(1, 10, None)).unwrap();
-    writer.commit(BTreeMap::new()).await.unwrap();
+    within(writer.commit(BTreeMap::new())).await.unwrap();
     assert!(scan_at(&table, None).await.is_empty());
     let report = Compactor::new(table.clone(), "job")
         .unwrap()
@@ -419,9 +432,9 @@ async fn level0_is_compacted_up_where_readers_skip_it() {
     assert!(!table.options().batch_scan_skips_level0());
     let mut writer = TableWriter::new(table.clone(), "cdc").await.unwrap();
     writer.write(RowKind::Insert, row(1, 10, None)).unwrap();
-    writer.commit(BTreeMap::new()).await.unwrap();
+    within(writer.commit(BTreeMap::new())).await.unwrap();
     assert!(live(&table).await.iter().all(|f| f.file.level > 0));
-    writer.close().await.unwrap();
+    within(writer.close()).await.unwrap();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -436,7 +449,7 @@ async fn compact_commit_fails_when_its_inputs_are_gone_or_its_output_overlaps() 
     for i in 0..3 {
         writer.write(RowKind::Insert, row(i, 1, None)).unwrap();
         writer.write(RowKind::Insert, row(i + 10, 1, None)).unwrap();
-        writer.commit(BTreeMap::new()).await.unwrap();
+        within(writer.commit(BTreeMap::new())).await.unwrap();
     }
     let stale = live(&table).await;
     let before = scan_at(&table, None).await;
@@ -519,7 +532,7 @@ async fn racing_compactors_plan_again_and_never_corrupt_the_table() {
     for round in 0..6 {
         for _ in 0..4 {
             random_changes(&mut rng, &mut writer, &mut model, 15, 30);
-            writer.commit(BTreeMap::new()).await.unwrap();
+            within(writer.commit(BTreeMap::new())).await.unwrap();
         }
         let scope = if round % 2 == 0 {
             CompactScope::all()
@@ -564,8 +577,8 @@ async fn history(
     for commit in 0..commits {
         let n = rng.random_range(1..20);
         random_changes(&mut rng, &mut writer, &mut model, n, 30);
-        writer.commit(BTreeMap::new()).await.unwrap();
-        writer.wait_for_compaction().await.unwrap();
+        within(writer.commit(BTreeMap::new())).await.unwrap();
+        within(writer.wait_for_compaction()).await.unwrap();
         if commit == commits / 2 {
             full_compact(table, "full").await.unwrap();
         }
@@ -574,7 +587,7 @@ async fn history(
             expected.insert(id, model.expected());
         }
     }
-    writer.close().await.unwrap();
+    within(writer.close()).await.unwrap();
     (model, expected)
 }
 
@@ -771,9 +784,9 @@ async fn expiry_is_safe_next_to_a_running_writer() {
     for _ in 0..30 {
         let n = rng.random_range(1..20);
         random_changes(&mut rng, &mut writer, &mut model, n, 30);
-        writer.commit(BTreeMap::new()).await.unwrap();
+        within(writer.commit(BTreeMap::new())).await.unwrap();
     }
-    writer.close().await.unwrap();
+    within(writer.close()).await.unwrap();
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     let expired = expirer.await.unwrap();
     assert!(expired > 0, "the expirer never expired anything");
@@ -973,8 +986,8 @@ async fn run_ops(ops: Vec<Op>, with_seq: bool) -> std::result::Result<(), TestCa
                     writer.write(kind, row(k, v.unwrap_or(0), seq)).unwrap();
                     model.apply(k, v, seq);
                 }
-                writer.commit(BTreeMap::new()).await.unwrap();
-                writer.wait_for_compaction().await.unwrap();
+                within(writer.commit(BTreeMap::new())).await.unwrap();
+                within(writer.wait_for_compaction()).await.unwrap();
             }
             Op::Compact => {
                 compactor.compact(&CompactScope::all()).await.unwrap();
@@ -1011,7 +1024,7 @@ async fn run_ops(ops: Vec<Op>, with_seq: bool) -> std::result::Result<(), TestCa
             prop_assert_eq!(&scan_at(&table, Some(&s)).await, rows, "snapshot {}", id);
         }
     }
-    writer.close().await.unwrap();
+    within(writer.close()).await.unwrap();
     if table.latest_snapshot_id().await.unwrap().is_some() {
         assert_only_referenced_files_remain(&table).await;
         assert_levels_disjoint(&table).await;

@@ -426,6 +426,22 @@ async fn level0_is_compacted_up_where_readers_skip_it() {
     assert!(report.snapshot.is_some(), "level 0 must be forced up");
     assert_eq!(scan_at(&table, None).await, vec![row(1, 10, None)]);
 
+    // Deletion vectors written by another engine cannot be applied: refuse to rewrite.
+    let mut latest = table.latest_snapshot().await.unwrap().unwrap();
+    latest.index_manifest = Some("index-manifest-from-java-0".into());
+    let location = table.path_of(&format!("snapshot/snapshot-{}", latest.id));
+    table
+        .store()
+        .put(&location, latest.to_json().into())
+        .await
+        .unwrap();
+    let err = Compactor::new(table.clone(), "job")
+        .unwrap()
+        .compact(&CompactScope::full())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("deletion vectors"), "{err}");
+
     // `compaction.force-up-level-0` forces the same without hiding level 0 from reads.
     let wh = Warehouse::in_memory();
     let table = create(&wh, &[("compaction.force-up-level-0", "true")]).await;

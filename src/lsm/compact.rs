@@ -120,6 +120,8 @@ struct CompactContext {
     single_run: bool,
     /// Outputs drop keys that an older level already holds (first-row tables).
     keep_keys_unique_across_levels: bool,
+    /// `deletion-vectors.enabled`.
+    deletion_vectors: bool,
 }
 
 impl CompactContext {
@@ -148,6 +150,7 @@ impl CompactContext {
             single_run: options.maintenance.deletion_vectors
                 && options.merge_engine != MergeEngineKind::FirstRow,
             keep_keys_unique_across_levels: options.merge_engine == MergeEngineKind::FirstRow,
+            deletion_vectors: options.maintenance.deletion_vectors,
         })
     }
 }
@@ -248,6 +251,16 @@ async fn compact_round(
             Err(e) if is_not_found(&e) && attempt < MAX_PLAN_ATTEMPTS => continue,
             Err(e) => return Err(e),
         };
+        if ctx.deletion_vectors && latest.index_manifest.is_some() {
+            // Another engine wrote deletion vectors; rewriting files without applying
+            // them would bring deleted rows back.
+            return Err(Error::Config(format!(
+                "table {} has deletion vectors (index manifest {}), which lakejoin cannot \
+                 apply; compact it with Paimon's Java compaction",
+                table.identifier(),
+                latest.index_manifest.as_deref().unwrap_or_default()
+            )));
+        }
         let mut report = CompactionReport {
             based_on: Some(latest.id),
             ..CompactionReport::default()

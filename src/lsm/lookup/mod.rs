@@ -19,7 +19,6 @@ use crate::error::{Error, Result};
 use crate::table::data_file::{DataFileWriteOptions, KeyValue, decode_data_file, encode_data_file};
 use crate::table::datum::{Datum, Row, compare_rows};
 use crate::table::manifest::ManifestEntry;
-use crate::table::options::MergeEngineKind;
 use crate::table::{Table, binary_row, bucket, read_bytes};
 
 /// Settings of a [`PointLookup`].

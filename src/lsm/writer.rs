@@ -70,6 +70,8 @@ pub(crate) struct RowLayout {
     pub bucket_indices: Vec<usize>,
     pub bucket_types: Vec<DataType>,
     pub num_buckets: i32,
+    /// Column named by the `rowkind.field` option.
+    pub row_kind_column: Option<usize>,
 }
 
 impl RowLayout {
@@ -85,6 +87,10 @@ impl RowLayout {
             partition_indices,
             bucket_indices,
             num_buckets: table.options().bucket,
+            row_kind_column: schema
+                .options
+                .get("rowkind.field")
+                .and_then(|f| schema.field_index(f.trim())),
             schema,
         }
     }
@@ -160,6 +166,19 @@ impl TableWriter {
     /// writer is unchanged.
     pub fn write(&mut self, kind: RowKind, row: Row) -> Result<()> {
         check_row(&self.layout.schema, &row).map_err(Error::Data)?;
+        // `rowkind.field`: the kind is taken from a column, as Paimon's writers do.
+        let kind = match self.layout.row_kind_column {
+            None => kind,
+            Some(i) => match &row[i] {
+                Datum::String(s) => RowKind::parse(s).ok_or_else(|| {
+                    Error::Data(format!(
+                        "column `{}` (rowkind.field) must be +I, -U, +U or -D, got {s:?}",
+                        self.layout.schema.fields[i].name
+                    ))
+                })?,
+                _ => kind,
+            },
+        };
         match self.engine.admit(kind).map_err(Error::Data)? {
             Admission::Drop => return Ok(()),
             Admission::Keep => {}

@@ -97,20 +97,23 @@ struct Version {
 /// Runs a two-level model: `fold` folds each commit's versions of a key (sorted by
 /// `order`), then the folded versions of all commits again; retractions are dropped. A
 /// full compaction after commit `compact_after` folds each key's files into one version
-/// then (dropping retractions), as Paimon's does.
+/// then, dropping retractions as Paimon's does, except with a `sequence.field`
+/// (`keep_retractions`): lakejoin keeps them there so that a later-arriving change with an
+/// older sequence value cannot bring a deleted key back.
 fn two_level_model(
     commits: &[Vec<(RowKind, Row)>],
     compact_after: Option<usize>,
+    keep_retractions: bool,
     order: impl Fn(&Version, &Version) -> Ordering,
     fold: impl Fn(&[Version]) -> Option<Version>,
 ) -> Vec<Row> {
-    let merge_all = |files: HashMap<i32, Vec<Version>>| -> HashMap<i32, Version> {
+    let merge = |files: HashMap<i32, Vec<Version>>, keep: bool| -> HashMap<i32, Version> {
         files
             .into_iter()
             .filter_map(|(key, mut versions)| {
                 versions.sort_by(&order);
                 fold(&versions)
-                    .filter(|v| !v.kind.is_retract())
+                    .filter(|v| keep || !v.kind.is_retract())
                     .map(|v| (key, v))
             })
             .collect()
@@ -134,14 +137,15 @@ fn two_level_model(
             }
         }
         if compact_after == Some(i) {
-            files = merge_all(std::mem::take(&mut files))
+            files = merge(std::mem::take(&mut files), keep_retractions)
                 .into_iter()
                 .map(|(k, v)| (k, vec![v]))
                 .collect();
         }
     }
-    let mut rows: Vec<(i32, Row)> = merge_all(files)
+    let mut rows: Vec<(i32, Row)> = merge(files, false)
         .into_iter()
+        .filter(|(_, v)| !v.kind.is_retract())
         .map(|(k, v)| (k, v.row))
         .collect();
     rows.sort_by_key(|(k, _)| *k);
@@ -321,7 +325,9 @@ fn model_aggregation(
         };
         user.then(x.arrival.cmp(&y.arrival))
     };
-    two_level_model(commits, compact_after, order, |v| fold_aggregation(cfg, v))
+    two_level_model(commits, compact_after, cfg.with_seq, order, |v| {
+        fold_aggregation(cfg, v)
+    })
 }
 
 // ---------------------------------------------------------------- first-row
@@ -476,6 +482,7 @@ fn model_groups(remove_on_s1: bool, commits: &[Vec<(RowKind, Row)>]) -> Vec<Row>
     two_level_model(
         commits,
         None,
+        false,
         |x, y| x.arrival.cmp(&y.arrival),
         |v| fold_groups(remove_on_s1, v),
     )

@@ -444,7 +444,20 @@ impl Table {
         level: i64,
         file_source: i64,
     ) -> Vec<Value> {
-        let id = self.latest_snapshot_id();
+        // The writer may compact on its own right after an append (COMPACT snapshot), so
+        // look at the newest snapshot of the kind the caller expects.
+        let kind = if file_source == 1 {
+            "COMPACT"
+        } else {
+            "APPEND"
+        };
+        let id = self
+            .py_snapshots()
+            .iter()
+            .rev()
+            .find(|s| s["commitKind"] == kind)
+            .and_then(|s| s["id"].as_u64())
+            .unwrap_or_else(|| self.latest_snapshot_id());
         let files = self.files_added_by(id);
         assert!(
             !files.is_empty(),

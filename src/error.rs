@@ -80,6 +80,9 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A Kafka client call failed (broker unreachable, delivery failed, …).
+    #[error("kafka: {0}")]
+    Kafka(String),
     /// Local I/O failed (stdin, stdout).
     #[error("io: {context}: {source}")]
     Io {
@@ -105,7 +108,7 @@ impl Error {
                 _ => ErrorKind::Transient,
             },
             Error::CommitRetriesExhausted { .. } => ErrorKind::Transient,
-            Error::Io { .. } => ErrorKind::Transient,
+            Error::Io { .. } | Error::Kafka(_) => ErrorKind::Transient,
             Error::Format(_)
             | Error::Parquet { .. }
             | Error::Arrow { .. }

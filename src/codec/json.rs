@@ -1,10 +1,112 @@
-//! Flat JSON objects ⇄ table rows, in the JSON form of [`crate::table::datum`].
+//! JSON: flat objects ⇄ table rows in the JSON form of [`crate::table::datum`], the `json`
+//! CDC format, payload parsing and dotted-path lookup.
 
 use serde_json::{Map, Value};
 
+use super::error::{DecodeError, Part};
+use super::row::MessageMeta;
+use super::{Ctx, Decoded, SkipReason};
 use crate::table::data_file::RowKind;
 use crate::table::datum::{Row, datum_from_json, datum_to_json};
 use crate::table::schema::TableSchema;
+
+/// The value at a dotted path (`"customer.id"`, `"items.0.sku"`) of an object. A key that
+/// itself contains dots is found too: at each level the longest matching key wins over
+/// splitting it. Array elements are addressed by index.
+pub fn lookup_path<'a>(record: &'a Map<String, Value>, dotted: &str) -> Option<&'a Value> {
+    if let Some(v) = record.get(dotted) {
+        return Some(v);
+    }
+    // Try the split points from the right, so longer keys are preferred.
+    let mut end = dotted.len();
+    while let Some(dot) = dotted[..end].rfind('.') {
+        if let Some(inner) = record.get(&dotted[..dot])
+            && let Some(v) = lookup_in(inner, &dotted[dot + 1..])
+        {
+            return Some(v);
+        }
+        end = dot;
+    }
+    None
+}
+
+fn lookup_in<'a>(value: &'a Value, rest: &str) -> Option<&'a Value> {
+    match value {
+        Value::Object(map) => lookup_path(map, rest),
+        Value::Array(items) => {
+            let (index, tail) = match rest.split_once('.') {
+                Some((i, tail)) => (i, Some(tail)),
+                None => (rest, None),
+            };
+            let item = items.get(index.parse::<usize>().ok()?)?;
+            match tail {
+                None => Some(item),
+                Some(tail) => lookup_in(item, tail),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Parses bytes as one JSON value.
+pub(crate) fn parse_value(bytes: &[u8], part: Part) -> Result<Value, DecodeError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| DecodeError::malformed(part, format!("not valid JSON: {e}")))
+}
+
+/// Parses bytes as one JSON object.
+pub(crate) fn parse_object(bytes: &[u8], part: Part) -> Result<Map<String, Value>, DecodeError> {
+    match parse_value(bytes, part)? {
+        Value::Object(map) => Ok(map),
+        other => Err(DecodeError::malformed(
+            part,
+            format!("expected a JSON object, got {}", type_name(&other)),
+        )),
+    }
+}
+
+/// The `json` CDC format: one object per record, a tombstone is skipped.
+pub(crate) fn decode_cdc(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
+    let Some(payload) = ctx.record.payload else {
+        return Ok(Decoded::Skipped(SkipReason::Tombstone));
+    };
+    let object = parse_object(payload, Part::Payload)?;
+    flat_change(ctx, &object)
+}
+
+/// One flat row object (`json`, `avro`) → one change, of the kind in `row_kind_field`.
+pub(crate) fn flat_change(
+    ctx: &Ctx<'_, '_>,
+    object: &Map<String, Value>,
+) -> Result<Decoded, DecodeError> {
+    let mut kind = RowKind::Insert;
+    if let Some(field) = &ctx.options.row_kind_field {
+        match object.get(field) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => {
+                kind = RowKind::parse(s).ok_or_else(|| {
+                    DecodeError::envelope(
+                        field.as_str(),
+                        format!("expected a row kind +I, -U, +U or -D, got {s:?}"),
+                    )
+                })?;
+            }
+            Some(other) => {
+                return Err(DecodeError::envelope(
+                    field.as_str(),
+                    format!(
+                        "expected a row kind string (+I, -U, +U, -D), got {}",
+                        type_name(other)
+                    ),
+                ));
+            }
+        }
+    }
+    let change = ctx
+        .builder
+        .build(kind, object, &MessageMeta::default(), ctx.record)?;
+    Ok(Decoded::Changes(vec![change]))
+}
 
 /// Converts one JSON object to a row of `schema`. `row_kind_field`, when given, names a
 /// member holding `+I`/`-U`/`+U`/`-D` that is not stored. Columns absent from the object
@@ -83,7 +185,7 @@ pub fn row_to_json(schema: &TableSchema, row: &Row) -> Value {
     Value::Object(object)
 }
 
-fn type_name(value: &Value) -> &'static str {
+pub(crate) fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -133,5 +235,64 @@ mod tests {
                 .contains("an array")
         );
         assert_eq!(row_to_json(&s, &row), json!({"id": 1, "name": "a"}));
+    }
+
+    #[test]
+    fn dotted_paths_walk_objects_arrays_and_dotted_keys() {
+        let v = json!({
+            "customer": {"id": 7, "address": {"city": "Oslo"}},
+            "items": [{"sku": "a"}, {"sku": "b"}],
+            "a.b": 1,
+            "a": {"b": 2, "c.d": 3},
+        });
+        let Value::Object(m) = v else { unreachable!() };
+        assert_eq!(lookup_path(&m, "customer.id"), Some(&json!(7)));
+        assert_eq!(
+            lookup_path(&m, "customer.address.city"),
+            Some(&json!("Oslo"))
+        );
+        assert_eq!(lookup_path(&m, "items.1.sku"), Some(&json!("b")));
+        assert_eq!(lookup_path(&m, "a.b"), Some(&json!(1)));
+        assert_eq!(lookup_path(&m, "a.c.d"), Some(&json!(3)));
+        assert_eq!(lookup_path(&m, "customer.name"), None);
+        assert_eq!(lookup_path(&m, "items.9.sku"), None);
+        assert_eq!(lookup_path(&m, "items.x"), None);
+        assert_eq!(lookup_path(&m, "customer.id.x"), None);
+        assert_eq!(lookup_path(&m, ""), None);
+        assert_eq!(lookup_path(&m, "."), None);
+    }
+
+    #[test]
+    fn json_format_reads_paths_and_row_kinds() {
+        use crate::codec::testkit::{decoder, record};
+        use crate::codec::{CdcOptions, Decoded, Format};
+        let options = CdcOptions {
+            field_paths: [
+                ("id".to_string(), "order.product_id".to_string()),
+                ("name".to_string(), "title".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+            row_kind_field: Some("op".into()),
+            strict: true,
+            ..CdcOptions::default()
+        };
+        let dec = decoder(Format::Json, options);
+        let msg = json!({"order": {"product_id": "12"}, "title": "pen", "op": "-D"});
+        let Ok(Decoded::Changes(got)) = dec.decode(&record(msg.to_string().as_bytes())) else {
+            panic!("changes expected")
+        };
+        assert_eq!(got[0].kind, RowKind::Delete);
+        assert_eq!(got[0].row[0], Datum::Int(12));
+        assert_eq!(got[0].row[1], Datum::String("pen".into()));
+        let bad_kind = json!({"order": {"product_id": 1}, "op": "upsert"}).to_string();
+        let err = dec.decode(&record(bad_kind.as_bytes())).unwrap_err();
+        assert!(err.to_string().contains("field `op`"), "{err}");
+        let unknown = json!({"order": {"product_id": 1}, "colour": "red"}).to_string();
+        let err = dec.decode(&record(unknown.as_bytes())).unwrap_err();
+        assert!(err.to_string().contains("colour"), "{err}");
+        let mut tombstone = record(b"");
+        tombstone.payload = None;
+        assert!(matches!(dec.decode(&tombstone), Ok(Decoded::Skipped(_))));
     }
 }

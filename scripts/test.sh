@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The project's single test command: formatting, lints and the whole test suite,
+# including the integration tests against pypaimon.
+#
+# Works on a fresh machine that has a Rust toolchain (with rustfmt and clippy),
+# cargo-nextest (optional; falls back to `cargo test`) and python3.11. Everything
+# else it needs it installs itself, once; later runs reuse it.
+#
+# Environment:
+#   LAKEJOIN_PYTHON   use this Python (must have pypaimon) instead of creating .venv
+#   PYTHON            interpreter used to create .venv (default: python3.11)
+
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV_DIR="${REPO_ROOT}/.venv"
+REQUIREMENTS="${REPO_ROOT}/integration-tests/requirements.txt"
+
+log() {
+    printf '\n==> %s\n' "$*"
+}
+
+fail() {
+    printf '\nERROR: %s\n' "$*" >&2
+    exit 1
+}
+
+# Creates .venv with the pinned pypaimon when missing or when requirements.txt changed;
+# a quick no-op otherwise. Exports LAKEJOIN_PYTHON for the integration tests.
+ensure_python_env() {
+    if [[ -n "${LAKEJOIN_PYTHON:-}" ]]; then
+        log "Python for the pypaimon tests: ${LAKEJOIN_PYTHON} (from LAKEJOIN_PYTHON)"
+        [[ -x "${LAKEJOIN_PYTHON}" ]] || fail "LAKEJOIN_PYTHON=${LAKEJOIN_PYTHON} is not an executable"
+        return
+    fi
+
+    local stamp="${VENV_DIR}/.requirements.sha256"
+    local wanted
+    wanted="$(sha256sum "${REQUIREMENTS}" | cut -d' ' -f1)"
+    if [[ -x "${VENV_DIR}/bin/python" && -f "${stamp}" && "$(cat "${stamp}")" == "${wanted}" ]]; then
+        log "Python environment .venv is up to date"
+    else
+        local python="${PYTHON:-python3.11}"
+        command -v "${python}" >/dev/null || python="python3"
+        command -v "${python}" >/dev/null || fail "no python3.11 (or python3) found to create .venv"
+        log "Creating .venv with ${python} and installing integration-tests/requirements.txt"
+        "${python}" -m venv "${VENV_DIR}"
+        "${VENV_DIR}/bin/python" -m pip install --quiet --upgrade pip
+        "${VENV_DIR}/bin/python" -m pip install --quiet -r "${REQUIREMENTS}"
+        echo "${wanted}" > "${stamp}"
+    fi
+    "${VENV_DIR}/bin/python" -c 'import pypaimon' \
+        || fail ".venv has no working pypaimon; delete .venv and run again"
+    export LAKEJOIN_PYTHON="${VENV_DIR}/bin/python"
+}
+
+check_format() {
+    log "cargo fmt --check"
+    cargo fmt --all --check
+}
+
+check_lints() {
+    log "cargo clippy --all-targets -- -D warnings"
+    cargo clippy --all-targets -- -D warnings
+}
+
+# Library, binary and integration tests. Benches are not run here (clippy builds them):
+# a `harness = false` bench binary would run the whole benchmark when asked to list tests.
+run_tests() {
+    if cargo nextest --version >/dev/null 2>&1; then
+        log "cargo nextest run"
+        cargo nextest run --no-fail-fast
+    else
+        log "cargo test (cargo-nextest not installed)"
+        cargo test --no-fail-fast
+    fi
+}
+
+main() {
+    cd "${REPO_ROOT}"
+    ensure_python_env
+    check_format
+    check_lints
+    run_tests
+    log "All checks passed"
+}
+
+main "$@"

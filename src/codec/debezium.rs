@@ -1,0 +1,468 @@
+//! Debezium change events: `debezium-json` (with or without the `schema`/`payload`
+//! wrapper of `value.converter.schemas.enable=true`) and the envelope of `debezium-avro`.
+//!
+//! `op`: `c` insert, `r` snapshot read, `u` update, `d` delete, `t` truncate (skipped),
+//! `m` logical-decoding message (skipped). With the schema wrapper, the Connect schema
+//! names of the `after` (or `before`) fields fix what ambiguous values mean:
+//! `io.debezium.time.MicroTimestamp` numbers are microseconds, Connect `Decimal` strings
+//! are base64 unscaled bytes, and so on (see [`super::row::Semantic`]).
+
+use serde_json::{Map, Value};
+
+use super::error::{DecodeError, Part};
+use super::json::{parse_object, parse_value, type_name};
+use super::row::{Emitter, Hints, MessageMeta, semantic_of};
+use super::{Ctx, Decoded, Format, SkipReason};
+
+/// `debezium-json`: parses the payload, unwraps `schema`/`payload`, decodes the envelope.
+pub(crate) fn decode_json(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
+    let Some(payload) = ctx.record.payload else {
+        return Ok(Decoded::Skipped(SkipReason::Tombstone));
+    };
+    let root = parse_object(payload, Part::Payload)?;
+    match unwrap_schema(root)? {
+        None => Ok(Decoded::Skipped(SkipReason::Tombstone)),
+        Some((envelope, hints)) => decode_envelope(ctx, &envelope, hints.as_ref()),
+    }
+}
+
+/// A row object (or envelope) with the schema hints of its fields, if it had a schema.
+type WithHints = (Map<String, Value>, Option<Hints>);
+
+/// Splits a Connect JSON message with schema into its payload and the hints of its row
+/// schema; a message without the wrapper is returned as is. `None` for a null payload.
+fn unwrap_schema(mut root: Map<String, Value>) -> Result<Option<WithHints>, DecodeError> {
+    if !(root.contains_key("schema") && root.contains_key("payload")) {
+        return Ok(Some((root, None)));
+    }
+    let hints = root.get("schema").map(connect_hints);
+    match root.remove("payload") {
+        Some(Value::Object(payload)) => Ok(Some((payload, hints))),
+        Some(Value::Null) | None => Ok(None),
+        Some(other) => Err(DecodeError::envelope(
+            "payload",
+            format!("expected an object, got {}", type_name(&other)),
+        )),
+    }
+}
+
+/// Hints from a Connect schema: the fields of an envelope's `after` struct (or `before`
+/// when `after` is not described), or of the struct itself (a key schema).
+fn connect_hints(schema: &Value) -> Hints {
+    let mut hints = Hints::new();
+    let Some(fields) = schema.get("fields").and_then(Value::as_array) else {
+        return hints;
+    };
+    let row_struct = ["after", "before"].into_iter().find_map(|name| {
+        fields
+            .iter()
+            .find(|f| f.get("field").and_then(Value::as_str) == Some(name))
+    });
+    let row_fields = match row_struct {
+        Some(s) => match s.get("fields").and_then(Value::as_array) {
+            Some(f) => f,
+            None => return hints,
+        },
+        None => fields,
+    };
+    for f in row_fields {
+        let (Some(field), Some(name)) = (
+            f.get("field").and_then(Value::as_str),
+            f.get("name").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        let scale = f
+            .get("parameters")
+            .and_then(|p| p.get("scale"))
+            .and_then(Value::as_str);
+        if let Some(semantic) = semantic_of(name, scale) {
+            hints.insert(field.to_string(), semantic);
+        }
+    }
+    hints
+}
+
+/// Decodes one Debezium envelope (`op`, `before`, `after`, `source`, `ts_ms`).
+pub(crate) fn decode_envelope(
+    ctx: &Ctx<'_, '_>,
+    envelope: &Map<String, Value>,
+    hints: Option<&Hints>,
+) -> Result<Decoded, DecodeError> {
+    let op = match envelope.get("op") {
+        Some(Value::String(op)) => op.as_str(),
+        None | Some(Value::Null) => {
+            return Err(DecodeError::envelope(
+                "op",
+                "missing; not a Debezium change event",
+            ));
+        }
+        Some(other) => {
+            return Err(DecodeError::envelope(
+                "op",
+                format!("expected a string, got {}", type_name(other)),
+            ));
+        }
+    };
+    let source = envelope.get("source").and_then(Value::as_object);
+    let source_str = |k: &str| source.and_then(|s| s.get(k)).and_then(Value::as_str);
+    let meta = MessageMeta {
+        ingestion_ms: envelope.get("ts_ms").and_then(Value::as_i64),
+        source_ms: source.and_then(|s| s.get("ts_ms")).and_then(Value::as_i64),
+        database: source_str("db"),
+        table: source_str("table"),
+    };
+    let emit = Emitter { ctx, hints, meta };
+    let before = row_image(envelope, "before")?;
+    let after = row_image(envelope, "after")?;
+    let require_after = || {
+        after
+            .ok_or_else(|| DecodeError::envelope("after", format!("missing or null for op {op:?}")))
+    };
+    let mut out = Vec::with_capacity(2);
+    match op {
+        "c" => emit.insert(require_after()?, &mut out)?,
+        "r" => {
+            if !emit.snapshot(require_after()?, &mut out)? {
+                return Ok(Decoded::Skipped(SkipReason::SnapshotRead));
+            }
+        }
+        "u" => emit.update(before, require_after()?, &mut out)?,
+        "d" => match before {
+            Some(before) => emit.delete(before, &mut out)?,
+            None => {
+                let (key, key_hints) = key_image(ctx)?;
+                let emit = Emitter {
+                    ctx,
+                    hints: key_hints.as_ref(),
+                    meta,
+                };
+                emit.delete(&key, &mut out)?;
+            }
+        },
+        "t" => return Ok(Decoded::Skipped(SkipReason::Truncate)),
+        "m" => {
+            return Ok(Decoded::Skipped(SkipReason::Other(
+                "logical decoding message (op m)".into(),
+            )));
+        }
+        other => {
+            return Err(DecodeError::envelope(
+                "op",
+                format!("unknown operation {other:?}; expected c, r, u, d, t or m"),
+            ));
+        }
+    }
+    Ok(Decoded::Changes(out))
+}
+
+/// The `before`/`after` object of an envelope; `None` when missing or null.
+fn row_image<'a>(
+    envelope: &'a Map<String, Value>,
+    name: &str,
+) -> Result<Option<&'a Map<String, Value>>, DecodeError> {
+    match envelope.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => Ok(Some(o)),
+        Some(other) => Err(DecodeError::envelope(
+            name,
+            format!("expected an object or null, got {}", type_name(other)),
+        )),
+    }
+}
+
+/// The primary key of a delete without `before`, from the record key (a JSON struct,
+/// possibly with its own `schema`/`payload` wrapper). Only `debezium-json` keys are read.
+fn key_image(ctx: &Ctx<'_, '_>) -> Result<WithHints, DecodeError> {
+    let missing = || {
+        DecodeError::envelope(
+            "before",
+            "missing or null for op \"d\", and the record key gives no primary key",
+        )
+    };
+    let (Format::DebeziumJson, Some(key)) = (ctx.format, ctx.record.key) else {
+        return Err(missing());
+    };
+    let root = match parse_value(key, Part::Key)? {
+        Value::Object(o) => o,
+        _ => return Err(missing()),
+    };
+    unwrap_schema(root)?.ok_or_else(missing)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::testkit::{Change, debezium_json, decoder, record, sample_row};
+    use super::super::*;
+    use crate::table::datum::{Datum, Timestamp};
+
+    fn decode(options: CdcOptions, payload: &[u8]) -> Result<Decoded, DecodeError> {
+        decoder(Format::DebeziumJson, options).decode(&record(payload))
+    }
+
+    fn changes(d: Decoded) -> Vec<RowChange> {
+        match d {
+            Decoded::Changes(c) => c,
+            other => panic!("expected changes, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn create_without_schema_coerces_every_column() {
+        // As the MySQL connector writes it with schemas.enable=false and
+        // decimal.handling.mode=string.
+        let msg = json!({
+            "before": null,
+            "after": {"id": 1001, "name": "scooter", "weight": "3.14", "in_stock": true,
+                      "updated_at": "2023-11-14T22:13:20.123456Z", "born": "2024-01-01",
+                      "score": 0.5, "extra": "ignored"},
+            "source": {"version": "2.5.0.Final", "connector": "mysql", "name": "db",
+                       "ts_ms": 1700000000000i64, "db": "inventory", "table": "products"},
+            "op": "c", "ts_ms": 1700000000123i64, "transaction": null
+        });
+        let got = changes(decode(CdcOptions::default(), msg.to_string().as_bytes()).unwrap());
+        assert_eq!(
+            got,
+            vec![RowChange {
+                kind: RowKind::Insert,
+                row: sample_row(1001)
+            }]
+        );
+    }
+
+    #[test]
+    fn schema_envelope_fixes_micro_timestamps_and_connect_decimals() {
+        let c = Change::Insert(sample_row(7));
+        let got = changes(decode(CdcOptions::default(), &debezium_json(&c, true)).unwrap());
+        assert_eq!(got[0].row, sample_row(7));
+        // The same number without the schema is read as epoch millis (the default unit)…
+        let plain = json!({"op": "c", "after": {"id": 7, "updated_at": 1_700_000_000_123_456i64}});
+        let err = decode(CdcOptions::default(), plain.to_string().as_bytes());
+        let row = &changes(err.unwrap())[0].row;
+        assert_ne!(row[4], sample_row(7)[4]);
+        // …unless the epoch unit says otherwise.
+        let micros = CdcOptions {
+            epoch_unit: EpochUnit::Micros,
+            ..CdcOptions::default()
+        };
+        let row = &changes(decode(micros, plain.to_string().as_bytes()).unwrap())[0].row;
+        assert_eq!(row[4], sample_row(7)[4]);
+    }
+
+    #[test]
+    fn updates_follow_the_update_mode() {
+        let before = sample_row(1);
+        let mut after = sample_row(1);
+        after[1] = Datum::String("bike".into());
+        let msg = debezium_json(&Change::Update(before.clone(), after.clone()), false);
+        let got = changes(decode(CdcOptions::default(), &msg).unwrap());
+        assert_eq!(
+            got,
+            vec![
+                RowChange {
+                    kind: RowKind::Delete,
+                    row: before.clone()
+                },
+                RowChange {
+                    kind: RowKind::Insert,
+                    row: after.clone()
+                }
+            ]
+        );
+        let changelog = CdcOptions {
+            update_mode: UpdateMode::UpdateBeforeAfter,
+            ..CdcOptions::default()
+        };
+        let kinds: Vec<RowKind> = changes(decode(changelog, &msg).unwrap())
+            .iter()
+            .map(|c| c.kind)
+            .collect();
+        assert_eq!(kinds, vec![RowKind::UpdateBefore, RowKind::UpdateAfter]);
+        // No before image (PostgreSQL REPLICA IDENTITY DEFAULT): an upsert of after.
+        let no_before = json!({"op": "u", "before": null, "after": {"id": 1, "name": "bike"}});
+        let got = changes(decode(CdcOptions::default(), no_before.to_string().as_bytes()).unwrap());
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].kind, RowKind::Insert);
+        // A partial before image is completed from after.
+        let partial = json!({"op": "u", "before": {"id": 1, "name": "old"},
+                             "after": {"id": 1, "name": "new", "score": 2.0}});
+        let got = changes(decode(CdcOptions::default(), partial.to_string().as_bytes()).unwrap());
+        assert_eq!(got[0].row[1], Datum::String("old".into()));
+        assert_eq!(got[0].row[6], Datum::Double(2.0));
+    }
+
+    #[test]
+    fn deletes_use_before_or_the_key() {
+        let msg = debezium_json(&Change::Delete(sample_row(3)), true);
+        let got = changes(decode(CdcOptions::default(), &msg).unwrap());
+        assert_eq!(
+            got,
+            vec![RowChange {
+                kind: RowKind::Delete,
+                row: sample_row(3)
+            }]
+        );
+        let payload = json!({"op": "d", "before": null, "after": null}).to_string();
+        let key = json!({"schema": {"type": "struct", "fields": [
+                            {"type": "int32", "optional": false, "field": "id"}]},
+                         "payload": {"id": 3}})
+        .to_string();
+        let mut rec = record(payload.as_bytes());
+        rec.key = Some(key.as_bytes());
+        let got = changes(
+            decoder(Format::DebeziumJson, CdcOptions::default())
+                .decode(&rec)
+                .unwrap(),
+        );
+        assert_eq!(got[0].kind, RowKind::Delete);
+        assert_eq!(got[0].row[0], Datum::Int(3));
+        let err = decode(CdcOptions::default(), payload.as_bytes()).unwrap_err();
+        assert_eq!(err.code(), "envelope");
+        assert!(err.to_string().contains("`before`"), "{err}");
+    }
+
+    #[test]
+    fn snapshots_truncates_tombstones_and_messages() {
+        let read = json!({"op": "r", "after": {"id": 1}}).to_string();
+        let got = changes(decode(CdcOptions::default(), read.as_bytes()).unwrap());
+        assert_eq!(got[0].kind, RowKind::Insert);
+        let skip = CdcOptions {
+            snapshot_mode: SnapshotMode::Skip,
+            ..CdcOptions::default()
+        };
+        assert_eq!(
+            decode(skip, read.as_bytes()),
+            Ok(Decoded::Skipped(SkipReason::SnapshotRead))
+        );
+        let t = json!({"op": "t", "before": null, "after": null}).to_string();
+        assert_eq!(
+            decode(CdcOptions::default(), t.as_bytes()),
+            Ok(Decoded::Skipped(SkipReason::Truncate))
+        );
+        let m = json!({"op": "m", "message": {"prefix": "x"}}).to_string();
+        assert!(matches!(
+            decode(CdcOptions::default(), m.as_bytes()),
+            Ok(Decoded::Skipped(SkipReason::Other(_)))
+        ));
+        let mut tombstone = record(b"");
+        tombstone.payload = None;
+        assert_eq!(
+            decoder(Format::DebeziumJson, CdcOptions::default()).decode(&tombstone),
+            Ok(Decoded::Skipped(SkipReason::Tombstone))
+        );
+        let null_payload = json!({"schema": null, "payload": null}).to_string();
+        assert_eq!(
+            decode(CdcOptions::default(), null_payload.as_bytes()),
+            Ok(Decoded::Skipped(SkipReason::Tombstone))
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field_the_type_and_the_value() {
+        let bad = json!({"op": "c", "after": {"id": "x1", "weight": "12.345", "born": "soon"}});
+        let err = decode(CdcOptions::default(), bad.to_string().as_bytes()).unwrap_err();
+        let text = err.to_string();
+        assert_eq!(err.code(), "column");
+        assert!(text.contains("column `id` (INT NOT NULL)"), "{text}");
+        assert!(text.contains("got \"x1\""), "{text}");
+        assert!(text.contains("column `weight` (DECIMAL(10, 2))"), "{text}");
+        assert!(text.contains("column `born` (DATE)"), "{text}");
+        let DecodeError::Columns { errors, .. } = err else {
+            panic!("column errors expected")
+        };
+        assert_eq!(errors.len(), 3);
+        let missing = json!({"op": "c", "after": {"name": "x"}}).to_string();
+        let err = decode(CdcOptions::default(), missing.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string().contains("primary-key column is missing"),
+            "{err}"
+        );
+        for (payload, code, needle) in [
+            ("{", "malformed", "not valid JSON"),
+            ("[1]", "malformed", "an array"),
+            (r#"{"after": {}}"#, "envelope", "`op`"),
+            (r#"{"op": 5}"#, "envelope", "a number"),
+            (r#"{"op": "x"}"#, "envelope", "unknown operation"),
+            (r#"{"op": "c", "after": 3}"#, "envelope", "`after`"),
+            (r#"{"op": "c"}"#, "envelope", "missing or null"),
+        ] {
+            let err = decode(CdcOptions::default(), payload.as_bytes()).unwrap_err();
+            assert_eq!(err.code(), code, "{payload}: {err}");
+            assert!(err.to_string().contains(needle), "{payload}: {err}");
+        }
+    }
+
+    #[test]
+    fn metadata_columns_and_strict_mode() {
+        let schema = Arc::new(
+            crate::table::schema::TableSchema::new(
+                vec![
+                    ("id".into(), crate::table::types::DataType::Int, false),
+                    (
+                        "ts".into(),
+                        crate::table::types::DataType::Timestamp(3),
+                        true,
+                    ),
+                    ("src_ms".into(), crate::table::types::DataType::BigInt, true),
+                    (
+                        "db".into(),
+                        crate::table::types::DataType::Varchar(100),
+                        true,
+                    ),
+                    (
+                        "tbl".into(),
+                        crate::table::types::DataType::Varchar(100),
+                        true,
+                    ),
+                    ("off".into(), crate::table::types::DataType::BigInt, true),
+                ],
+                vec![],
+                vec!["id".into()],
+                Default::default(),
+            )
+            .unwrap(),
+        );
+        let options = CdcOptions {
+            metadata: [
+                ("ts".to_string(), Metadata::IngestionTimestamp),
+                ("src_ms".to_string(), Metadata::SourceTimestamp),
+                ("db".to_string(), Metadata::Database),
+                ("tbl".to_string(), Metadata::Table),
+                ("off".to_string(), Metadata::Offset),
+            ]
+            .into_iter()
+            .collect(),
+            strict: true,
+            ..CdcOptions::default()
+        };
+        let dec = CdcDecoder::new(Format::DebeziumJson, schema, options).unwrap();
+        let msg = json!({"op": "c", "after": {"id": 1}, "ts_ms": 1_700_000_000_123i64,
+                         "source": {"ts_ms": 1_700_000_000_000i64, "db": "inv", "table": "p"}});
+        let bytes = msg.to_string();
+        let mut rec = record(bytes.as_bytes());
+        rec.offset = 42;
+        let Decoded::Changes(got) = dec.decode(&rec).unwrap() else {
+            panic!("changes expected")
+        };
+        assert_eq!(
+            got[0].row,
+            vec![
+                Datum::Int(1),
+                Datum::Timestamp(Timestamp {
+                    millis: 1_700_000_000_123,
+                    nanos_of_milli: 0
+                }),
+                Datum::BigInt(1_700_000_000_000),
+                Datum::String("inv".into()),
+                Datum::String("p".into()),
+                Datum::BigInt(42),
+            ]
+        );
+        let extra = json!({"op": "c", "after": {"id": 1, "shoe_size": 44}}).to_string();
+        let err = dec.decode(&record(extra.as_bytes())).unwrap_err();
+        assert_eq!(err.code(), "unknown-field");
+        assert!(err.to_string().contains("shoe_size"), "{err}");
+    }
+}

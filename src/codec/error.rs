@@ -1,0 +1,181 @@
+//! Decode errors: precise enough to put in dead-letter headers (what failed, what was
+//! expected, what was found).
+
+use std::fmt;
+
+/// Which part of a Kafka record an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Key,
+    Payload,
+}
+
+impl fmt::Display for Part {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Part::Key => "key",
+            Part::Payload => "payload",
+        })
+    }
+}
+
+/// A value that does not fit its column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnError {
+    /// The column's name.
+    pub column: String,
+    /// The column's type as the schema file spells it, e.g. `INT NOT NULL`.
+    pub expected: String,
+    /// The offending value as JSON text (shortened), or `null`/`missing`.
+    pub got: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+impl fmt::Display for ColumnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "column `{}` ({}): {} (got {})",
+            self.column, self.expected, self.problem, self.got
+        )
+    }
+}
+
+/// Why a record could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The bytes are not in the format's syntax: not JSON, truncated Avro, a bad
+    /// Confluent frame.
+    Malformed { part: Part, reason: String },
+    /// The envelope lacks a member or has one of the wrong shape (`op`, `after`, `data`).
+    Envelope { field: String, problem: String },
+    /// Values that do not fit their columns: every problem of one row. `row` is the index
+    /// of the row within a multi-row message (Canal `data[i]`).
+    Columns {
+        row: Option<usize>,
+        errors: Vec<ColumnError>,
+    },
+    /// Fields that are not columns, rejected in strict mode.
+    UnknownFields {
+        row: Option<usize>,
+        fields: Vec<String>,
+    },
+    /// A Confluent schema id that could not be resolved. `transient` failures (registry
+    /// unreachable, 5xx) deserve a retry rather than the dead-letter topic.
+    Schema {
+        id: u32,
+        reason: String,
+        transient: bool,
+    },
+}
+
+impl DecodeError {
+    /// A short stable code for dead-letter headers and metrics labels.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DecodeError::Malformed { .. } => "malformed",
+            DecodeError::Envelope { .. } => "envelope",
+            DecodeError::Columns { .. } => "column",
+            DecodeError::UnknownFields { .. } => "unknown-field",
+            DecodeError::Schema { .. } => "schema",
+        }
+    }
+
+    /// Whether retrying the same record later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            DecodeError::Schema {
+                transient: true,
+                ..
+            }
+        )
+    }
+
+    pub(crate) fn envelope(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        DecodeError::Envelope {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+
+    pub(crate) fn malformed(part: Part, reason: impl Into<String>) -> Self {
+        DecodeError::Malformed {
+            part,
+            reason: reason.into(),
+        }
+    }
+
+    /// Tags column errors with the row's index within a multi-row message.
+    pub(crate) fn in_row(self, index: usize) -> Self {
+        match self {
+            DecodeError::Columns { errors, .. } => DecodeError::Columns {
+                row: Some(index),
+                errors,
+            },
+            DecodeError::UnknownFields { fields, .. } => DecodeError::UnknownFields {
+                row: Some(index),
+                fields,
+            },
+            other => other,
+        }
+    }
+}
+
+fn row_prefix(f: &mut fmt::Formatter<'_>, row: &Option<usize>) -> fmt::Result {
+    match row {
+        Some(i) => write!(f, "row {i}: "),
+        None => Ok(()),
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Malformed { part, reason } => write!(f, "malformed {part}: {reason}"),
+            DecodeError::Envelope { field, problem } => write!(f, "field `{field}`: {problem}"),
+            DecodeError::Columns { row, errors } => {
+                row_prefix(f, row)?;
+                for (i, e) in errors.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{e}")?;
+                }
+                Ok(())
+            }
+            DecodeError::UnknownFields { row, fields } => {
+                row_prefix(f, row)?;
+                write!(f, "fields that are not columns: {}", fields.join(", "))
+            }
+            DecodeError::Schema { id, reason, .. } => write!(f, "schema id {id}: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl From<DecodeError> for crate::Error {
+    fn from(e: DecodeError) -> Self {
+        crate::Error::Data(e.to_string())
+    }
+}
+
+/// JSON text of a value for messages, cut to about 80 characters.
+pub(crate) fn snippet(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    shorten(&text, 80)
+}
+
+/// `text` cut at a char boundary to at most `max` bytes, with `…` when cut.
+pub(crate) fn shorten(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}

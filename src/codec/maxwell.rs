@@ -1,0 +1,233 @@
+//! `maxwell-json`: Maxwell's messages.
+//!
+//! `type` is `insert`, `update` or `delete`; `data` is the row (after the change, or the
+//! deleted row); for updates `old` holds the previous values of only the columns that
+//! changed, so the before image is `data` overlaid with `old`. An update without `old`
+//! becomes an upsert of `data`. `bootstrap-insert` rows are snapshot reads;
+//! `bootstrap-start`/`bootstrap-complete` markers and DDL (`table-create`, `table-alter`,
+//! `database-drop`, …, with `output_ddl`) are skipped. `ts` is in seconds; as metadata it
+//! is scaled to milliseconds.
+
+use serde_json::{Map, Value};
+
+use super::error::{DecodeError, Part};
+use super::json::{parse_object, type_name};
+use super::row::{Emitter, MessageMeta};
+use super::{Ctx, Decoded, SkipReason};
+
+/// Decodes one Maxwell message.
+pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
+    let Some(payload) = ctx.record.payload else {
+        return Ok(Decoded::Skipped(SkipReason::Tombstone));
+    };
+    let root = parse_object(payload, Part::Payload)?;
+    let kind = match root.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        None | Some(Value::Null) => {
+            return Err(DecodeError::envelope(
+                "type",
+                "missing; not a Maxwell message",
+            ));
+        }
+        Some(other) => {
+            return Err(DecodeError::envelope(
+                "type",
+                format!("expected a string, got {}", type_name(other)),
+            ));
+        }
+    };
+    match kind {
+        "insert" | "update" | "delete" | "bootstrap-insert" => {}
+        "bootstrap-start" | "bootstrap-complete" => {
+            return Ok(Decoded::Skipped(SkipReason::Other(format!(
+                "Maxwell {kind} marker"
+            ))));
+        }
+        ddl if ddl.starts_with("table-") || ddl.starts_with("database-") => {
+            return Ok(Decoded::Skipped(SkipReason::Ddl(format!("Maxwell {ddl}"))));
+        }
+        other => {
+            return Err(DecodeError::envelope(
+                "type",
+                format!(
+                    "unknown type {other:?}; expected insert, update, delete or bootstrap-insert"
+                ),
+            ));
+        }
+    }
+    let data = object(&root, "data")?.ok_or_else(|| {
+        DecodeError::envelope("data", format!("missing or null for type {kind:?}"))
+    })?;
+    let ts_ms = root
+        .get("ts")
+        .and_then(Value::as_i64)
+        .and_then(|s| s.checked_mul(1000));
+    let meta = MessageMeta {
+        ingestion_ms: ts_ms,
+        source_ms: ts_ms,
+        database: root.get("database").and_then(Value::as_str),
+        table: root.get("table").and_then(Value::as_str),
+    };
+    let emit = Emitter {
+        ctx,
+        hints: None,
+        meta,
+    };
+    let mut out = Vec::with_capacity(2);
+    match kind {
+        "insert" => emit.insert(data, &mut out)?,
+        "bootstrap-insert" => {
+            if !emit.snapshot(data, &mut out)? {
+                return Ok(Decoded::Skipped(SkipReason::SnapshotRead));
+            }
+        }
+        "update" => emit.update(object(&root, "old")?, data, &mut out)?,
+        _ => emit.delete(data, &mut out)?,
+    }
+    Ok(Decoded::Changes(out))
+}
+
+/// The object in `field`; `None` when missing or null.
+fn object<'a>(
+    root: &'a Map<String, Value>,
+    field: &str,
+) -> Result<Option<&'a Map<String, Value>>, DecodeError> {
+    match root.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => Ok(Some(o)),
+        Some(other) => Err(DecodeError::envelope(
+            field,
+            format!("expected an object, got {}", type_name(other)),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::testkit::{Change, decoder, maxwell_json, record, sample_row};
+    use super::super::*;
+    use crate::table::datum::Datum;
+
+    fn decode(options: CdcOptions, payload: &[u8]) -> Result<Decoded, DecodeError> {
+        decoder(Format::MaxwellJson, options).decode(&record(payload))
+    }
+
+    #[test]
+    fn insert_update_delete() {
+        let ins = maxwell_json(&Change::Insert(sample_row(1)));
+        assert_eq!(
+            decode(CdcOptions::default(), &ins),
+            Ok(Decoded::Changes(vec![RowChange {
+                kind: RowKind::Insert,
+                row: sample_row(1)
+            }]))
+        );
+        // Maxwell's update: `old` has only the changed column.
+        let upd = json!({"database": "test", "table": "products", "type": "update",
+                         "ts": 1477053234, "xid": 23400, "commit": true,
+                         "data": {"id": 1, "name": "bike", "in_stock": 1},
+                         "old": {"name": "scooter"}});
+        let options = CdcOptions {
+            update_mode: UpdateMode::UpdateBeforeAfter,
+            ..CdcOptions::default()
+        };
+        let Ok(Decoded::Changes(got)) = decode(options, upd.to_string().as_bytes()) else {
+            panic!("changes expected")
+        };
+        assert_eq!(got[0].kind, RowKind::UpdateBefore);
+        assert_eq!(got[0].row[1], Datum::String("scooter".into()));
+        assert_eq!(got[0].row[3], Datum::Boolean(true));
+        assert_eq!(got[1].kind, RowKind::UpdateAfter);
+        assert_eq!(got[1].row[1], Datum::String("bike".into()));
+        let del = maxwell_json(&Change::Delete(sample_row(2)));
+        let Ok(Decoded::Changes(got)) = decode(CdcOptions::default(), &del) else {
+            panic!("changes expected")
+        };
+        assert_eq!(got[0].kind, RowKind::Delete);
+        assert_eq!(got[0].row, sample_row(2));
+    }
+
+    #[test]
+    fn bootstrap_and_ddl() {
+        let boot = json!({"database": "test", "table": "products", "type": "bootstrap-insert",
+                          "ts": 1450557744, "data": {"id": 1}});
+        let Ok(Decoded::Changes(got)) = decode(CdcOptions::default(), boot.to_string().as_bytes())
+        else {
+            panic!("changes expected")
+        };
+        assert_eq!(got[0].kind, RowKind::Insert);
+        let skip = CdcOptions {
+            snapshot_mode: SnapshotMode::Skip,
+            ..CdcOptions::default()
+        };
+        assert_eq!(
+            decode(skip, boot.to_string().as_bytes()),
+            Ok(Decoded::Skipped(SkipReason::SnapshotRead))
+        );
+        let start = json!({"database": "test", "table": "products", "type": "bootstrap-start",
+                           "ts": 1450557744, "data": {}});
+        assert!(matches!(
+            decode(CdcOptions::default(), start.to_string().as_bytes()),
+            Ok(Decoded::Skipped(SkipReason::Other(_)))
+        ));
+        let alter = json!({"type": "table-alter", "database": "test", "table": "products",
+                           "sql": "alter table products add column x int"});
+        assert!(matches!(
+            decode(CdcOptions::default(), alter.to_string().as_bytes()),
+            Ok(Decoded::Skipped(SkipReason::Ddl(_)))
+        ));
+        for (payload, needle) in [
+            (json!({"type": "insert"}), "`data`"),
+            (json!({"type": "insert", "data": [1]}), "expected an object"),
+            (json!({"type": "upsert", "data": {}}), "unknown type"),
+            (json!({"data": {}}), "`type`"),
+            (
+                json!({"type": "update", "data": {"id": 1}, "old": 5}),
+                "`old`",
+            ),
+        ] {
+            let err = decode(CdcOptions::default(), payload.to_string().as_bytes()).unwrap_err();
+            assert!(err.to_string().contains(needle), "{payload}: {err}");
+        }
+    }
+
+    #[test]
+    fn ts_seconds_become_millis() {
+        let schema = Arc::new(
+            crate::table::schema::TableSchema::new(
+                vec![
+                    ("id".into(), crate::table::types::DataType::Int, false),
+                    (
+                        "at".into(),
+                        crate::table::types::DataType::Timestamp(3),
+                        true,
+                    ),
+                ],
+                vec![],
+                vec!["id".into()],
+                Default::default(),
+            )
+            .unwrap(),
+        );
+        let options = CdcOptions {
+            metadata: [("at".to_string(), Metadata::SourceTimestamp)]
+                .into_iter()
+                .collect(),
+            ..CdcOptions::default()
+        };
+        let dec = CdcDecoder::new(Format::MaxwellJson, schema, options).unwrap();
+        let msg = json!({"type": "insert", "ts": 1477053217, "data": {"id": 1}});
+        let Ok(Decoded::Changes(got)) = dec.decode(&record(msg.to_string().as_bytes())) else {
+            panic!("changes expected")
+        };
+        assert_eq!(
+            got[0].row[1],
+            Datum::Timestamp(crate::table::datum::Timestamp {
+                millis: 1_477_053_217_000,
+                nanos_of_milli: 0
+            })
+        );
+    }
+}

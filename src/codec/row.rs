@@ -1,0 +1,628 @@
+//! Builds table rows from JSON objects: column sources (name, dotted path, metadata),
+//! value coercion with precise errors, NOT NULL checks, strict mode.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use chrono::DateTime;
+use serde_json::{Map, Value};
+
+use super::error::{ColumnError, DecodeError, snippet};
+use super::json::lookup_path;
+use super::{
+    CdcOptions, Ctx, EpochUnit, KafkaRecord, Metadata, RowChange, SnapshotMode, UpdateMode,
+};
+use crate::table::data_file::RowKind;
+use crate::table::datum::{Datum, Timestamp, datum_from_json, format_decimal, parse_timestamp};
+use crate::table::schema::TableSchema;
+use crate::table::types::DataType;
+
+/// Where a column's value comes from.
+#[derive(Debug)]
+enum Source {
+    /// A top-level field of this name.
+    Field(String),
+    /// A dotted path into the object.
+    Path(String),
+    /// A metadata value of the message or record.
+    Meta(Metadata),
+}
+
+/// What a schema says about a field whose JSON value alone is ambiguous (Kafka Connect
+/// and Debezium logical types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Semantic {
+    /// Epoch milliseconds (`io.debezium.time.Timestamp`, Connect `Timestamp`).
+    EpochMillis,
+    /// Epoch microseconds (`io.debezium.time.MicroTimestamp`).
+    EpochMicros,
+    /// Epoch nanoseconds (`io.debezium.time.NanoTimestamp`).
+    EpochNanos,
+    /// Days since the epoch (`io.debezium.time.Date`, Connect `Date`).
+    EpochDays,
+    /// Connect `Decimal`: base64 of the big-endian two's-complement unscaled value.
+    Decimal { scale: u32 },
+    /// `io.debezium.data.VariableScaleDecimal`: `{"scale": s, "value": base64}`.
+    VariableDecimal,
+}
+
+/// Semantics of the fields of a row object, by top-level field name.
+pub(crate) type Hints = HashMap<String, Semantic>;
+
+/// The semantic of a Kafka Connect schema name (`io.debezium.time.MicroTimestamp`, …),
+/// with the Connect parameters for decimals.
+pub(crate) fn semantic_of(name: &str, scale: Option<&str>) -> Option<Semantic> {
+    Some(match name {
+        "io.debezium.time.Timestamp" | "org.apache.kafka.connect.data.Timestamp" => {
+            Semantic::EpochMillis
+        }
+        "io.debezium.time.MicroTimestamp" => Semantic::EpochMicros,
+        "io.debezium.time.NanoTimestamp" => Semantic::EpochNanos,
+        "io.debezium.time.Date" | "org.apache.kafka.connect.data.Date" => Semantic::EpochDays,
+        "org.apache.kafka.connect.data.Decimal" => Semantic::Decimal {
+            scale: scale?.trim().parse().ok()?,
+        },
+        "io.debezium.data.VariableScaleDecimal" => Semantic::VariableDecimal,
+        _ => return None,
+    })
+}
+
+/// Metadata of one message, as far as its format has it.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct MessageMeta<'a> {
+    pub(crate) ingestion_ms: Option<i64>,
+    pub(crate) source_ms: Option<i64>,
+    pub(crate) database: Option<&'a str>,
+    pub(crate) table: Option<&'a str>,
+}
+
+/// Turns row objects into rows of one table; built once per decoder.
+#[derive(Debug)]
+pub(crate) struct RowBuilder {
+    schema: Arc<TableSchema>,
+    sources: Vec<Source>,
+    /// Top-level field names some column reads (for strict mode).
+    consumed: HashSet<String>,
+    strict: bool,
+    epoch_unit: EpochUnit,
+}
+
+impl RowBuilder {
+    /// Checks that `field_paths` and `metadata` name columns; returns every problem.
+    pub(crate) fn new(schema: Arc<TableSchema>, options: &CdcOptions) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
+        for column in options.field_paths.keys().chain(options.metadata.keys()) {
+            if schema.field(column).is_none() {
+                problems.push(format!(
+                    "`{column}` in field paths or metadata is not a column of the table"
+                ));
+            }
+        }
+        for (column, path) in &options.field_paths {
+            if path.is_empty() || path.split('.').any(str::is_empty) {
+                problems.push(format!(
+                    "field path `{path}` of column `{column}` is not valid"
+                ));
+            }
+        }
+        let mut consumed = HashSet::new();
+        let mut sources = Vec::with_capacity(schema.fields.len());
+        for field in &schema.fields {
+            let source = if let Some(m) = options.metadata.get(&field.name) {
+                Source::Meta(*m)
+            } else if let Some(path) = options.field_paths.get(&field.name) {
+                consumed.insert(path.clone());
+                if let Some((first, _)) = path.split_once('.') {
+                    consumed.insert(first.to_string());
+                    Source::Path(path.clone())
+                } else {
+                    Source::Field(path.clone())
+                }
+            } else {
+                consumed.insert(field.name.clone());
+                Source::Field(field.name.clone())
+            };
+            sources.push(source);
+        }
+        if let Some(k) = &options.row_kind_field {
+            consumed.insert(k.clone());
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        Ok(RowBuilder {
+            schema,
+            sources,
+            consumed,
+            strict: options.strict,
+            epoch_unit: options.epoch_unit,
+        })
+    }
+
+    pub(crate) fn schema(&self) -> &TableSchema {
+        &self.schema
+    }
+
+    /// Builds one change from a row object. Every problem of the row is reported.
+    pub(crate) fn build(
+        &self,
+        kind: RowKind,
+        object: &Map<String, Value>,
+        meta: &MessageMeta<'_>,
+        record: &KafkaRecord<'_>,
+    ) -> Result<RowChange, DecodeError> {
+        self.build_hinted(kind, object, None, meta, record)
+    }
+
+    /// [`RowBuilder::build`] with schema hints for the object's top-level fields.
+    pub(crate) fn build_hinted(
+        &self,
+        kind: RowKind,
+        object: &Map<String, Value>,
+        hints: Option<&Hints>,
+        meta: &MessageMeta<'_>,
+        record: &KafkaRecord<'_>,
+    ) -> Result<RowChange, DecodeError> {
+        if self.strict {
+            let unknown: Vec<String> = object
+                .keys()
+                .filter(|k| !self.consumed.contains(k.as_str()))
+                .cloned()
+                .collect();
+            if !unknown.is_empty() {
+                return Err(DecodeError::UnknownFields {
+                    row: None,
+                    fields: unknown,
+                });
+            }
+        }
+        let mut errors = Vec::new();
+        let mut row = Vec::with_capacity(self.sources.len());
+        for (field, source) in self.schema.fields.iter().zip(&self.sources) {
+            let value = match source {
+                Source::Field(name) => object.get(name),
+                Source::Path(path) => lookup_path(object, path),
+                Source::Meta(_) => None,
+            };
+            let hint = match (source, hints) {
+                (Source::Field(name), Some(h)) => h.get(name).copied(),
+                _ => None,
+            };
+            let datum = match (source, value) {
+                (Source::Meta(m), _) => meta_datum(*m, meta, record, &field.data_type),
+                (_, None) => Ok(Datum::Null),
+                (_, Some(v)) => match hint {
+                    Some(h) => coerce_hinted(v, &field.data_type, h, self.epoch_unit),
+                    None => coerce(v, &field.data_type, self.epoch_unit),
+                },
+            };
+            let got = || match (source, value) {
+                (Source::Meta(m), _) => format!("metadata {m:?}"),
+                (_, None) => "missing".to_string(),
+                (_, Some(v)) => snippet(v),
+            };
+            match datum {
+                Ok(d) => {
+                    if d.is_null() && !field.nullable {
+                        let what = if self.schema.primary_keys.contains(&field.name) {
+                            "primary-key column is missing or null"
+                        } else {
+                            "NOT NULL column is missing or null"
+                        };
+                        errors.push(ColumnError {
+                            column: field.name.clone(),
+                            expected: field.type_string(),
+                            got: got(),
+                            problem: what.to_string(),
+                        });
+                    }
+                    row.push(d);
+                }
+                Err(problem) => {
+                    errors.push(ColumnError {
+                        column: field.name.clone(),
+                        expected: field.type_string(),
+                        got: got(),
+                        problem,
+                    });
+                    row.push(Datum::Null);
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(RowChange { kind, row })
+        } else {
+            Err(DecodeError::Columns { row: None, errors })
+        }
+    }
+}
+
+/// The datum of a metadata column. Timestamps are epoch milliseconds whatever
+/// [`EpochUnit`] says.
+fn meta_datum(
+    m: Metadata,
+    meta: &MessageMeta<'_>,
+    record: &KafkaRecord<'_>,
+    ty: &DataType,
+) -> Result<Datum, String> {
+    let millis = |ms: Option<i64>| -> Result<Datum, String> {
+        match (ms, ty) {
+            (None, _) => Ok(Datum::Null),
+            (Some(ms), DataType::Timestamp(p) | DataType::TimestampLtz(p)) => {
+                let ts = Timestamp {
+                    millis: ms,
+                    nanos_of_milli: 0,
+                };
+                Ok(Datum::Timestamp(ts.truncate(*p)))
+            }
+            (Some(ms), _) => datum_from_json(&Value::from(ms), ty),
+        }
+    };
+    let text = |s: Option<&str>| -> Result<Datum, String> {
+        match s {
+            None => Ok(Datum::Null),
+            Some(s) => datum_from_json(&Value::from(s), ty),
+        }
+    };
+    match m {
+        Metadata::IngestionTimestamp => millis(meta.ingestion_ms),
+        Metadata::SourceTimestamp => millis(meta.source_ms),
+        Metadata::Timestamp => millis(record.timestamp_ms),
+        Metadata::Database => text(meta.database),
+        Metadata::Table => text(meta.table),
+        Metadata::Topic => text(Some(record.topic)),
+        Metadata::Partition => datum_from_json(&Value::from(record.partition), ty),
+        Metadata::Offset => datum_from_json(&Value::from(record.offset), ty),
+    }
+}
+
+/// Converts a JSON value to a datum of `ty`: [`datum_from_json`] plus what CDC tools
+/// emit — `0`/`1` booleans (MySQL `TINYINT(1)` via Canal), RFC 3339 timestamps with a zone
+/// (Debezium `ZonedTimestamp`), epoch numbers in `unit`, timestamps truncated to the
+/// column's precision.
+pub(crate) fn coerce(value: &Value, ty: &DataType, unit: EpochUnit) -> Result<Datum, String> {
+    match (ty, value) {
+        (_, Value::Null) => Ok(Datum::Null),
+        (DataType::Boolean, Value::Number(n)) => match n.as_i64() {
+            Some(0) => Ok(Datum::Boolean(false)),
+            Some(1) => Ok(Datum::Boolean(true)),
+            _ => Err(format!("expected {ty}, got {value}")),
+        },
+        (DataType::Boolean, Value::String(s)) if s == "0" || s == "1" => {
+            Ok(Datum::Boolean(s == "1"))
+        }
+        (DataType::Timestamp(p) | DataType::TimestampLtz(p), Value::Number(n)) => {
+            let v = n
+                .as_i64()
+                .ok_or_else(|| format!("expected {ty} as integer epoch {unit:?}, got {value}"))?;
+            let ts = match unit {
+                EpochUnit::Millis => Timestamp {
+                    millis: v,
+                    nanos_of_milli: 0,
+                },
+                EpochUnit::Micros => Timestamp::from_micros(v),
+                EpochUnit::Nanos => Timestamp::from_nanos(v),
+            };
+            Ok(Datum::Timestamp(ts.truncate(*p)))
+        }
+        (DataType::Timestamp(p) | DataType::TimestampLtz(p), Value::String(s)) => {
+            let ts = parse_timestamp(s)
+                .or_else(|| parse_zoned_timestamp(s))
+                .ok_or_else(|| {
+                    format!(
+                        "expected a timestamp `YYYY-MM-DD HH:MM:SS[.fff]` or RFC 3339, got {value}"
+                    )
+                })?;
+            Ok(Datum::Timestamp(ts.truncate(*p)))
+        }
+        _ => datum_from_json(value, ty),
+    }
+}
+
+/// [`coerce`] for a value whose schema gave a [`Semantic`].
+pub(crate) fn coerce_hinted(
+    value: &Value,
+    ty: &DataType,
+    hint: Semantic,
+    unit: EpochUnit,
+) -> Result<Datum, String> {
+    let is_timestamp = matches!(ty, DataType::Timestamp(_) | DataType::TimestampLtz(_));
+    match (hint, value) {
+        (Semantic::EpochMillis, Value::Number(_)) if is_timestamp => {
+            coerce(value, ty, EpochUnit::Millis)
+        }
+        (Semantic::EpochMicros, Value::Number(_)) if is_timestamp => {
+            coerce(value, ty, EpochUnit::Micros)
+        }
+        (Semantic::EpochNanos, Value::Number(_)) if is_timestamp => {
+            coerce(value, ty, EpochUnit::Nanos)
+        }
+        (Semantic::EpochDays, Value::Number(n)) if is_timestamp => {
+            let days = n
+                .as_i64()
+                .ok_or_else(|| format!("expected epoch days, got {value}"))?;
+            let millis = days
+                .checked_mul(86_400_000)
+                .ok_or_else(|| format!("{value} days are out of range for {ty}"))?;
+            coerce(&Value::from(millis), ty, EpochUnit::Millis)
+        }
+        (Semantic::Decimal { scale }, Value::String(b64)) => {
+            let text = connect_decimal(b64, scale)?;
+            coerce(&Value::String(text), ty, unit)
+        }
+        (Semantic::VariableDecimal, Value::Object(o)) => {
+            let scale = o
+                .get("scale")
+                .and_then(Value::as_u64)
+                .and_then(|s| u32::try_from(s).ok())
+                .ok_or_else(|| format!("expected a variable-scale decimal, got {value}"))?;
+            let Some(Value::String(b64)) = o.get("value") else {
+                return Err(format!("expected a variable-scale decimal, got {value}"));
+            };
+            let text = connect_decimal(b64, scale)?;
+            coerce(&Value::String(text), ty, unit)
+        }
+        _ => coerce(value, ty, unit),
+    }
+}
+
+/// Decimal text of a Kafka Connect decimal: base64 of the big-endian two's-complement
+/// unscaled value.
+fn connect_decimal(b64: &str, scale: u32) -> Result<String, String> {
+    let bytes = BASE64
+        .decode(b64.as_bytes())
+        .map_err(|e| format!("expected a base64 Connect decimal, got {b64:?}: {e}"))?;
+    let unscaled = unscaled_from_be(&bytes)
+        .ok_or_else(|| format!("decimal of {} bytes does not fit 38 digits", bytes.len()))?;
+    let scale = u8::try_from(scale).map_err(|_| format!("decimal scale {scale} is too large"))?;
+    Ok(format_decimal(unscaled, scale))
+}
+
+/// A big-endian two's-complement integer of any length as an i128, if it fits.
+pub(crate) fn unscaled_from_be(bytes: &[u8]) -> Option<i128> {
+    let negative = bytes.first().is_some_and(|b| b & 0x80 != 0);
+    let sign_byte = if negative { 0xFF } else { 0x00 };
+    // Drop redundant sign-extension bytes.
+    let mut start = 0;
+    while bytes.len() - start > 16 && bytes[start] == sign_byte {
+        start += 1;
+    }
+    let significant = &bytes[start..];
+    if significant.len() > 16 {
+        return None;
+    }
+    let mut buf = [sign_byte; 16];
+    buf[16 - significant.len()..].copy_from_slice(significant);
+    let value = i128::from_be_bytes(buf);
+    // A 17th byte that was dropped must agree with the sign of what is left.
+    if start > 0 && (value < 0) != negative {
+        return None;
+    }
+    Some(value)
+}
+
+/// Turns the before and after images of one change into row changes, following
+/// [`UpdateMode`] and [`SnapshotMode`].
+pub(crate) struct Emitter<'a, 'c, 'r> {
+    pub(crate) ctx: &'a Ctx<'c, 'r>,
+    pub(crate) hints: Option<&'a Hints>,
+    pub(crate) meta: MessageMeta<'a>,
+}
+
+impl Emitter<'_, '_, '_> {
+    fn build(&self, kind: RowKind, object: &Map<String, Value>) -> Result<RowChange, DecodeError> {
+        self.ctx
+            .builder
+            .build_hinted(kind, object, self.hints, &self.meta, self.ctx.record)
+    }
+
+    /// `+I(after)`.
+    pub(crate) fn insert(
+        &self,
+        after: &Map<String, Value>,
+        out: &mut Vec<RowChange>,
+    ) -> Result<(), DecodeError> {
+        out.push(self.build(RowKind::Insert, after)?);
+        Ok(())
+    }
+
+    /// A snapshot read: `+I(after)`, or nothing with [`SnapshotMode::Skip`] (returns
+    /// false then).
+    pub(crate) fn snapshot(
+        &self,
+        after: &Map<String, Value>,
+        out: &mut Vec<RowChange>,
+    ) -> Result<bool, DecodeError> {
+        match self.ctx.options.snapshot_mode {
+            SnapshotMode::Insert => self.insert(after, out).map(|()| true),
+            SnapshotMode::Skip => Ok(false),
+        }
+    }
+
+    /// An update: the before image (after overlaid with the fields `before` gives) is
+    /// retracted when there is one, then the after image is added.
+    pub(crate) fn update(
+        &self,
+        before: Option<&Map<String, Value>>,
+        after: &Map<String, Value>,
+        out: &mut Vec<RowChange>,
+    ) -> Result<(), DecodeError> {
+        let (retract, add) = match self.ctx.options.update_mode {
+            UpdateMode::DeleteInsert => (RowKind::Delete, RowKind::Insert),
+            UpdateMode::UpdateBeforeAfter => (RowKind::UpdateBefore, RowKind::UpdateAfter),
+        };
+        if let Some(before) = before {
+            let mut full = after.clone();
+            for (k, v) in before {
+                full.insert(k.clone(), v.clone());
+            }
+            out.push(self.build(retract, &full)?);
+        }
+        out.push(self.build(add, after)?);
+        Ok(())
+    }
+
+    /// `-D(before)`.
+    pub(crate) fn delete(
+        &self,
+        before: &Map<String, Value>,
+        out: &mut Vec<RowChange>,
+    ) -> Result<(), DecodeError> {
+        out.push(self.build(RowKind::Delete, before)?);
+        Ok(())
+    }
+}
+
+/// `2024-01-01T10:00:00.123Z` or with an offset, as UTC.
+fn parse_zoned_timestamp(text: &str) -> Option<Timestamp> {
+    let dt = DateTime::parse_from_rfc3339(text.trim()).ok()?;
+    let nanos = dt.timestamp_subsec_nanos();
+    Some(Timestamp {
+        millis: dt
+            .timestamp()
+            .checked_mul(1000)?
+            .checked_add((nanos / 1_000_000) as i64)?,
+        nanos_of_milli: nanos % 1_000_000,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn coerces_what_cdc_tools_emit() {
+        let u = EpochUnit::Millis;
+        assert_eq!(
+            coerce(&json!("1"), &DataType::Boolean, u),
+            Ok(Datum::Boolean(true))
+        );
+        assert_eq!(
+            coerce(&json!(0), &DataType::Boolean, u),
+            Ok(Datum::Boolean(false))
+        );
+        assert!(coerce(&json!(2), &DataType::Boolean, u).is_err());
+        let zoned = coerce(
+            &json!("2024-01-01T10:00:00.5+01:00"),
+            &DataType::Timestamp(3),
+            u,
+        );
+        assert_eq!(
+            zoned,
+            Ok(Datum::Timestamp(Timestamp {
+                millis: 1_704_099_600_500,
+                nanos_of_milli: 0
+            }))
+        );
+        assert_eq!(
+            coerce(
+                &json!(1_500_123),
+                &DataType::Timestamp(3),
+                EpochUnit::Micros
+            ),
+            Ok(Datum::Timestamp(Timestamp {
+                millis: 1500,
+                nanos_of_milli: 0
+            }))
+        );
+        assert_eq!(
+            coerce(
+                &json!(1_500_123),
+                &DataType::Timestamp(6),
+                EpochUnit::Micros
+            ),
+            Ok(Datum::Timestamp(Timestamp {
+                millis: 1500,
+                nanos_of_milli: 123_000
+            }))
+        );
+        let err = coerce(&json!("noon"), &DataType::Timestamp(3), u).unwrap_err();
+        assert!(err.contains("RFC 3339"), "{err}");
+        let err = coerce(&json!(1.5), &DataType::Timestamp(3), u).unwrap_err();
+        assert!(err.contains("integer epoch"), "{err}");
+    }
+
+    #[test]
+    fn schema_hints_fix_units_and_decode_connect_decimals() {
+        let u = EpochUnit::Millis;
+        let ts6 = DataType::Timestamp(6);
+        assert_eq!(
+            coerce_hinted(&json!(1_500_123), &ts6, Semantic::EpochMicros, u),
+            Ok(Datum::Timestamp(Timestamp::from_micros(1_500_123)))
+        );
+        assert_eq!(
+            coerce_hinted(
+                &json!(1_500_123_456),
+                &DataType::Timestamp(9),
+                Semantic::EpochNanos,
+                u
+            ),
+            Ok(Datum::Timestamp(Timestamp::from_nanos(1_500_123_456)))
+        );
+        // A hint does not turn a number into a timestamp for a BIGINT column.
+        assert_eq!(
+            coerce_hinted(&json!(5), &DataType::BigInt, Semantic::EpochMicros, u),
+            Ok(Datum::BigInt(5))
+        );
+        assert_eq!(
+            coerce_hinted(&json!(1), &DataType::Timestamp(3), Semantic::EpochDays, u),
+            Ok(Datum::Timestamp(Timestamp {
+                millis: 86_400_000,
+                nanos_of_milli: 0
+            }))
+        );
+        let dec = DataType::Decimal {
+            precision: 10,
+            scale: 2,
+        };
+        // "BNI=" is 0x04D2 = 1234, "+y4=" is 0xFB2E = -1234.
+        assert_eq!(
+            coerce_hinted(&json!("BNI="), &dec, Semantic::Decimal { scale: 2 }, u),
+            Ok(Datum::Decimal(1234))
+        );
+        assert_eq!(
+            coerce_hinted(&json!("+y4="), &dec, Semantic::Decimal { scale: 2 }, u),
+            Ok(Datum::Decimal(-1234))
+        );
+        assert_eq!(
+            coerce_hinted(
+                &json!({"scale": 1, "value": "BNI="}),
+                &dec,
+                Semantic::VariableDecimal,
+                u
+            ),
+            Ok(Datum::Decimal(12340))
+        );
+        assert_eq!(
+            coerce_hinted(
+                &json!("BNI="),
+                &DataType::Varchar(20),
+                Semantic::Decimal { scale: 3 },
+                u
+            ),
+            Ok(Datum::String("1.234".into()))
+        );
+        let err = coerce_hinted(&json!("!!"), &dec, Semantic::Decimal { scale: 2 }, u).unwrap_err();
+        assert!(err.contains("base64"), "{err}");
+    }
+
+    #[test]
+    fn big_endian_unscaled_values() {
+        assert_eq!(unscaled_from_be(&[]), Some(0));
+        assert_eq!(unscaled_from_be(&[0xFF]), Some(-1));
+        assert_eq!(unscaled_from_be(&[0x00, 0x80]), Some(128));
+        let mut wide = vec![0xFF; 20];
+        wide[19] = 0xFE;
+        assert_eq!(unscaled_from_be(&wide), Some(-2));
+        let mut too_wide = vec![0x00; 20];
+        too_wide[2] = 1;
+        assert_eq!(unscaled_from_be(&too_wide), None);
+        // 17 bytes whose dropped sign byte disagrees with the rest.
+        let mut flip = vec![0x00; 17];
+        flip[1] = 0x80;
+        assert_eq!(unscaled_from_be(&flip), None);
+    }
+}

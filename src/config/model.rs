@@ -132,6 +132,20 @@ pub struct CdcConfig {
     /// Confluent schema registry URL.
     #[serde(default)]
     pub schema_registry: Option<String>,
+    /// Column → message metadata filling it: `ingestion_timestamp` (Debezium `ts_ms`,
+    /// Canal/Maxwell `ts`; usable as a sequence field), `source_timestamp`, `database`,
+    /// `table`, `topic`, `partition`, `offset`, `timestamp`.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// Column → dotted path of its field when named differently or nested.
+    #[serde(default)]
+    pub fields: BTreeMap<String, String>,
+    /// Updates as `-D`/`+I` (`delete-insert`, Paimon's CDC default; follows key changes)
+    /// or `-U`/`+U` (`update-before-after`). Default: delete-insert for deduplicate and
+    /// first-row tables, update-before-after for partial-update and aggregation tables,
+    /// where a delete would drop other sources' columns or restart aggregates.
+    #[serde(default)]
+    pub update_mode: Option<String>,
 }
 
 fn default_commit_interval() -> Duration {

@@ -17,7 +17,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
 use super::dead_letter::DeadLetters;
-use crate::codec::{CdcDecoder, KafkaRecord, RowChange};
+use crate::codec::{CdcDecoder, Decoded, KafkaRecord, RowChange};
 use crate::config::{CdcConfig, KafkaConfig, StartFrom};
 use crate::error::{Error, Result};
 use crate::lsm::writer::TableWriter;
@@ -242,15 +242,23 @@ pub async fn run_consumer(
                     key: message.key(),
                     payload: message.payload(),
                 };
-                let changes = decoder
-                    .decode(&record)
-                    .map_err(|e| e.to_string())
-                    .and_then(|changes| {
-                        for c in &changes {
-                            validator.check(c)?;
-                        }
-                        Ok(changes)
-                    });
+                let decoded = match decoder.prepare(&record).await {
+                    Ok(()) => decoder.decode(&record),
+                    Err(e) => Err(e),
+                };
+                let changes: std::result::Result<Vec<RowChange>, String> = match decoded {
+                    Ok(Decoded::Changes(changes)) => changes
+                        .iter()
+                        .try_for_each(|c| validator.check(c))
+                        .map(|()| changes),
+                    Ok(Decoded::Skipped(reason)) => {
+                        tracing::debug!(pipeline = %config.name, %reason, "record skipped");
+                        Ok(Vec::new())
+                    }
+                    // A schema registry outage must not turn good records into dead letters.
+                    Err(e) if e.is_transient() => return Err(Error::Kafka(format!("{}: {e}", config.name))),
+                    Err(e) => Err(e.to_string()),
+                };
                 let changes = match changes {
                     Ok(c) => c,
                     Err(reason) => {

@@ -269,7 +269,11 @@ async fn enrich_one(
     config: &EnrichConfig,
     metrics: &PipelineMetrics,
 ) -> std::result::Result<Option<(Option<Vec<u8>>, Vec<u8>)>, String> {
-    let mut fact = decoder.decode(record).map_err(|e| e.to_string())?;
+    decoder.prepare(record).await.map_err(|e| e.to_string())?;
+    let Some(mut fact) = decoder.decode(record).map_err(|e| e.to_string())? else {
+        // A tombstone carries no fact.
+        return Ok(None);
+    };
     for join in joins {
         let outcome = join.apply(&mut fact, metrics).await?;
         if outcome == JoinOutcome::Missed && join.kind() == JoinKind::Inner {

@@ -12,8 +12,12 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-use crate::codec::{CdcDecoder, FactDecoder, OutputEncoder, RowChange};
-use crate::config::{CacheKind, Config};
+use crate::codec::{
+    AvroSchema, AvroSchemas, CdcDecoder, CdcOptions, FactDecoder, Format, Metadata, OutputEncoder,
+    RowChange, SchemaResolver, UpdateMode,
+};
+use crate::config::{CacheKind, CdcConfig, Config, EnrichConfig, OutputConfig};
+use crate::table::options::MergeEngineKind;
 use crate::error::{Error, Result};
 use crate::lookup::{CacheOptions, LookupTable};
 use crate::lsm::lookup::{LookupOptions, PointLookup};
@@ -47,6 +51,77 @@ impl RowValidator {
         match self.engine.admit(change.kind)? {
             Admission::Keep | Admission::Drop => Ok(()),
         }
+    }
+}
+
+fn read_schema_file(path: &str) -> Result<Arc<AvroSchema>> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Config(format!("schema_file {path}: {e}")))?;
+    Ok(Arc::new(AvroSchema::parse(&text).map_err(|e| Error::Config(format!("schema_file {path}: {e}")))?))
+}
+
+fn avro_schemas(schema_file: &Option<String>, registry: &Option<String>) -> Result<Option<AvroSchemas>> {
+    Ok(match (schema_file, registry) {
+        (_, Some(url)) => Some(AvroSchemas::Confluent(Arc::new(SchemaResolver::new().with_registry(url)?))),
+        (Some(file), None) => Some(AvroSchemas::Plain(read_schema_file(file)?)),
+        (None, None) => None,
+    })
+}
+
+fn parse_format(name: &str) -> Result<Format> {
+    name.parse::<Format>().map_err(|e| Error::Config(format!("format `{name}`: {e}")))
+}
+
+/// The decoder of a CDC pipeline writing `table`.
+pub fn cdc_decoder(config: &CdcConfig, table: &Table) -> Result<CdcDecoder> {
+    let mut metadata = BTreeMap::new();
+    for (column, name) in &config.metadata {
+        let m = name
+            .parse::<Metadata>()
+            .map_err(|e| Error::Config(format!("cdc {}: metadata.{column}: {e}", config.name)))?;
+        metadata.insert(column.clone(), m);
+    }
+    let update_mode = match config.update_mode.as_deref() {
+        Some("delete-insert") => UpdateMode::DeleteInsert,
+        Some("update-before-after") => UpdateMode::UpdateBeforeAfter,
+        Some(other) => {
+            return Err(Error::Config(format!(
+                "cdc {}: update_mode must be delete-insert or update-before-after, got `{other}`",
+                config.name
+            )));
+        }
+        None => match table.options().merge_engine {
+            MergeEngineKind::PartialUpdate | MergeEngineKind::Aggregation => UpdateMode::UpdateBeforeAfter,
+            _ => UpdateMode::DeleteInsert,
+        },
+    };
+    let options = CdcOptions {
+        field_paths: config.fields.clone(),
+        metadata,
+        row_kind_field: config.row_kind_field.clone(),
+        update_mode,
+        avro: avro_schemas(&config.schema_file, &config.schema_registry)?,
+        ..CdcOptions::default()
+    };
+    CdcDecoder::new(parse_format(&config.format)?, table.schema().clone(), options)
+}
+
+/// The fact decoder of an enrich pipeline.
+pub fn fact_decoder(config: &EnrichConfig) -> Result<FactDecoder> {
+    FactDecoder::new(parse_format(&config.format)?, avro_schemas(&config.schema_file, &config.schema_registry)?)
+}
+
+/// The output encoder of an enrich pipeline.
+pub fn output_encoder(config: &OutputConfig) -> Result<OutputEncoder> {
+    match config.format.as_str() {
+        "json" => Ok(OutputEncoder::Json),
+        "avro" => {
+            let file = config
+                .schema_file
+                .as_ref()
+                .ok_or_else(|| Error::Config("output format avro needs schema_file".into()))?;
+            Ok(OutputEncoder::Avro { schema: read_schema_file(file)?, confluent_id: None })
+        }
+        other => Err(Error::Config(format!("output format `{other}` is not json or avro"))),
     }
 }
 
@@ -205,7 +280,7 @@ pub async fn start(config: Config) -> Result<Running> {
         let (sink, committed) = cdc::TableSink::open(t.clone(), &user, &with_metrics).await?;
         let (tx, rx) = mpsc::channel(1024);
         for (c, m) in &with_metrics {
-            let decoder = CdcDecoder::from_config(c, t.schema().clone()).await?;
+            let decoder = cdc_decoder(c, &t)?;
             let resume = sink.resume_offsets(&c.name);
             let dead = DeadLetters::new(c.dead_letter_topic.clone(), producer.clone());
             let name = c.name.clone();
@@ -278,8 +353,8 @@ pub async fn start(config: Config) -> Result<Running> {
     for (e, joins) in config.enrich.iter().zip(enrich_joins) {
         let m = Arc::new(PipelineMetrics::default());
         metrics.insert(e.name.clone(), m.clone());
-        let decoder = FactDecoder::from_config(e).await?;
-        let encoder = OutputEncoder::from_config(&e.output)?;
+        let decoder = fact_decoder(e)?;
+        let encoder = output_encoder(&e.output)?;
         let dead = DeadLetters::new(e.dead_letter_topic.clone(), producer.clone());
         let name = e.name.clone();
         let run = enrich::run(

@@ -45,6 +45,15 @@ pub enum Error {
         "commit to {table} failed after {attempts} attempts: other writers kept committing first"
     )]
     CommitRetriesExhausted { table: String, attempts: u32 },
+    /// A COMPACT commit no longer fits the latest snapshot: a file it replaces is gone, or
+    /// its output would overlap another file on the same level. The compaction must be
+    /// planned again on the new snapshot.
+    #[error("commit to {table} conflicts with a concurrent change: {reason}")]
+    CommitConflict { table: String, reason: String },
+    /// A compaction running in the background failed (it is retried after the next
+    /// commit; the data committed so far is intact).
+    #[error("background compaction of {table} failed: {message}")]
+    BackgroundCompaction { table: String, message: String },
     /// An object-store request failed.
     #[error("object store: {context}: {source}")]
     Store {
@@ -107,7 +116,9 @@ impl Error {
                 | object_store::Error::UnknownConfigurationKey { .. } => ErrorKind::Fatal,
                 _ => ErrorKind::Transient,
             },
-            Error::CommitRetriesExhausted { .. } => ErrorKind::Transient,
+            Error::CommitRetriesExhausted { .. }
+            | Error::CommitConflict { .. }
+            | Error::BackgroundCompaction { .. } => ErrorKind::Transient,
             Error::Io { .. } | Error::Kafka(_) => ErrorKind::Transient,
             Error::Format(_)
             | Error::Parquet { .. }

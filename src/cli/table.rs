@@ -9,12 +9,14 @@ use clap::{Args, Subcommand};
 use super::Outcome;
 use crate::codec::json::{row_from_json, row_to_json};
 use crate::error::{Error, Result};
-use crate::lsm::compact::full_compact;
+use crate::lsm::compact::{CompactScope, Compactor};
+use crate::lsm::expire::{ExpireConfig, expire_snapshots};
 use crate::lsm::lookup::{LookupOptions, PointLookup};
+use crate::lsm::orphan::{OrphanCleanConfig, clean_orphan_files};
 use crate::lsm::reader::{ScanFilter, scan};
 use crate::lsm::writer::TableWriter;
 use crate::table::datum::datum_from_json;
-use crate::table::options::MergeEngineKind;
+use crate::table::options::{MergeEngineKind, parse_duration};
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 use crate::table::{Table, TableIdentifier, Warehouse};
@@ -95,13 +97,39 @@ pub enum TableCommand {
         #[command(flatten)]
         location: TableLocation,
     },
-    /// Compact the table.
+    /// Compact the table: Paimon's universal picker on every bucket, or --full.
     Compact {
         #[command(flatten)]
         location: TableLocation,
         /// Rewrite every bucket into one sorted run on the highest level.
         #[arg(long)]
         full: bool,
+    },
+    /// Expire old snapshots and delete the files only they reference.
+    Expire {
+        #[command(flatten)]
+        location: TableLocation,
+        /// Keep at most this many snapshots (default: `snapshot.num-retained.max`).
+        #[arg(long = "retain-max")]
+        retain_max: Option<usize>,
+        /// Keep at least this many snapshots (default: `snapshot.num-retained.min`).
+        #[arg(long = "retain-min")]
+        retain_min: Option<usize>,
+        /// Keep snapshots younger than this, e.g. 30s, 5 min, 1h, 2 d
+        /// (default: `snapshot.time-retained`).
+        #[arg(long = "older-than", value_name = "DURATION")]
+        older_than: Option<String>,
+    },
+    /// Remove files no snapshot references (left by failed writes), printing each one.
+    CleanOrphans {
+        #[command(flatten)]
+        location: TableLocation,
+        /// Only remove files older than this, e.g. 1d, 12h, 30 min.
+        #[arg(long = "older-than", value_name = "DURATION", default_value = "1d")]
+        older_than: String,
+        /// Print what would be removed without removing it.
+        #[arg(long = "dry-run")]
+        dry_run: bool,
     },
 }
 
@@ -179,6 +207,17 @@ impl TableCommand {
             TableCommand::Get { location, key } => get(&location, &key).await,
             TableCommand::Snapshots { location } => snapshots(&location).await,
             TableCommand::Compact { location, full } => compact(&location, full).await,
+            TableCommand::Expire {
+                location,
+                retain_max,
+                retain_min,
+                older_than,
+            } => expire(&location, retain_max, retain_min, older_than.as_deref()).await,
+            TableCommand::CleanOrphans {
+                location,
+                older_than,
+                dry_run,
+            } => clean_orphans(&location, &older_than, dry_run).await,
         }
     }
 }
@@ -314,6 +353,10 @@ async fn write(location: &TableLocation, row_kind_field: Option<&str>) -> Result
         Some(s) => eprintln!("committed snapshot {} with {rows} row(s)", s.id),
         None => eprintln!("no rows; nothing committed"),
     }
+    // Let compaction the commit made due finish before the process exits.
+    if let Err(e) = writer.close().await {
+        eprintln!("warning: {e}; the committed data is intact");
+    }
     Ok(Outcome::Success)
 }
 
@@ -431,21 +474,90 @@ async fn snapshots(location: &TableLocation) -> Result<Outcome> {
 }
 
 async fn compact(location: &TableLocation, full: bool) -> Result<Outcome> {
-    if !full {
-        return Err(Error::Config(
-            "only full compaction is available: pass --full".into(),
-        ));
+    let table = Arc::new(location.open().await?);
+    let user = format!("lakejoin-compact-{}", uuid::Uuid::new_v4());
+    let scope = if full {
+        CompactScope::full()
+    } else {
+        CompactScope::all()
+    };
+    let report = Compactor::new(table, user)?.compact(&scope).await?;
+    match &report.snapshot {
+        Some(s) => eprintln!(
+            "committed COMPACT snapshot {}: {} bucket(s), {} file(s) rewritten into {}",
+            s.id, report.buckets_compacted, report.files_rewritten, report.files_written
+        ),
+        None if full => eprintln!("table is already compact; nothing committed"),
+        None => eprintln!("no bucket needs compaction; nothing committed"),
     }
+    Ok(Outcome::Success)
+}
+
+async fn expire(
+    location: &TableLocation,
+    retain_max: Option<usize>,
+    retain_min: Option<usize>,
+    older_than: Option<&str>,
+) -> Result<Outcome> {
     let table = location.open().await?;
-    match full_compact(
-        &table,
-        &format!("lakejoin-compact-{}", uuid::Uuid::new_v4()),
-    )
-    .await?
-    {
-        Some(s) => eprintln!("committed COMPACT snapshot {}", s.id),
-        None => eprintln!("table is already compact; nothing committed"),
+    let mut config = ExpireConfig::from_options(&table.options().maintenance);
+    if let Some(n) = retain_max {
+        config.retain_max = n;
+        if retain_min.is_none() {
+            // An explicit maximum below the table's minimum means "keep this many".
+            config.retain_min = config.retain_min.min(n);
+        }
     }
+    if let Some(n) = retain_min {
+        config.retain_min = n;
+        if retain_max.is_none() {
+            config.retain_max = config.retain_max.max(n);
+        }
+    }
+    if let Some(text) = older_than {
+        config.time_retained =
+            parse_duration(text).map_err(|e| Error::Config(format!("--older-than {e}")))?;
+    }
+    let report = expire_snapshots(&table, &config).await?;
+    match (report.expired.first(), report.expired.last()) {
+        (Some(first), Some(last)) => eprintln!(
+            "expired snapshots {first}..={last}; deleted {} data file(s), {} manifest(s), \
+             {} manifest list(s); earliest snapshot is now {}",
+            report.data_files_deleted,
+            report.manifests_deleted,
+            report.manifest_lists_deleted,
+            report.earliest.unwrap_or(last.saturating_add(1))
+        ),
+        _ => eprintln!("no snapshot to expire"),
+    }
+    Ok(Outcome::Success)
+}
+
+async fn clean_orphans(
+    location: &TableLocation,
+    older_than: &str,
+    dry_run: bool,
+) -> Result<Outcome> {
+    let table = location.open().await?;
+    let config = OrphanCleanConfig {
+        older_than: parse_duration(older_than)
+            .map_err(|e| Error::Config(format!("--older-than {e}")))?,
+        dry_run,
+    };
+    let report = clean_orphan_files(&table, &config).await?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for file in &report.removed {
+        writeln!(out, "{}", file.path).map_err(stdout_error)?;
+    }
+    out.flush().map_err(stdout_error)?;
+    let bytes: u64 = report.removed.iter().map(|f| f.size).sum();
+    eprintln!(
+        "{} {} orphan file(s) ({bytes} bytes); kept {} newer unreferenced file(s)",
+        if dry_run { "would remove" } else { "removed" },
+        report.removed.len(),
+        report.too_recent.len()
+    );
     Ok(Outcome::Success)
 }
 

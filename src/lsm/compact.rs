@@ -1,77 +1,526 @@
-//! Full compaction: rewrites every bucket's files as one sorted run on the highest level,
-//! committed as a COMPACT snapshot (DELETE entries for the inputs, ADD for the outputs).
+//! Compaction: merges sorted runs of a bucket into a higher level and commits the result as
+//! a COMPACT snapshot (DELETE entries for the inputs, ADD entries for the outputs).
+//!
+//! A [`Compactor`] runs one *round* at a time: it plans on the latest snapshot (Paimon's
+//! universal picker per bucket, or everything for a full compaction), rewrites the picked
+//! files, and commits. Compaction keeps every row's sequence number, so appends may land
+//! concurrently; `Table::commit` rejects the round if a file it replaces is no longer live
+//! (another compaction got there first), and the round is then planned again.
+//!
+//! Retractions are dropped only when the output goes to the highest non-empty level, so
+//! that nothing older is left for them to hide (Java's `dropDelete` rule), and never for
+//! tables with `sequence.field`, where a change arriving later can still be older.
 
-use std::collections::BTreeMap;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use super::merge::{MergeEngine, SequenceOrder};
+use futures::StreamExt;
+use object_store::ObjectStoreExt;
+
+use super::levels::Levels;
+use super::merge::{MergeEngine, SequenceOrder, compare_keys};
 use super::reader::{group_by_bucket, read_and_merge};
+use super::universal::{CompactUnit, UniversalCompaction};
 use super::writer::write_files;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::table::Table;
 use crate::table::commit::CommitRequest;
-use crate::table::data_file::DataFileWriteOptions;
+use crate::table::data_file::{DataFileWriteOptions, KeyValue};
 use crate::table::manifest::{FileKind, FileSource, ManifestEntry};
-use crate::table::snapshot::{CommitKind, Snapshot};
+use crate::table::options::MergeEngineKind;
+use crate::table::snapshot::{BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot};
 
-/// Highest level of Paimon's default LSM (`num-levels` = 6); full compaction writes here.
+/// Highest level of Paimon's default LSM (`num-levels` = 6); full compaction writes the
+/// highest level of the table's `num-levels`, which is this one by default.
 pub const MAX_LEVEL: i32 = 5;
 
-/// Compacts every bucket that has more than one file, or any level-0 file or retraction.
-/// Returns the COMPACT snapshot, or `None` when the table was already compact.
+/// A bucket of a table: (serialized partition row, bucket number).
+pub type BucketId = (Vec<u8>, i32);
+
+/// How many buckets one round rewrites at the same time (each is merged in memory).
+const BUCKET_CONCURRENCY: usize = 4;
+
+/// How often a round is planned again after its commit conflicted with another change.
+const MAX_PLAN_ATTEMPTS: usize = 5;
+
+/// Which buckets a round looks at, and how it picks files.
+#[derive(Debug, Clone, Default)]
+pub struct CompactScope {
+    /// Only these buckets; every bucket when `None`.
+    pub buckets: Option<BTreeSet<BucketId>>,
+    /// Rewrite every file of a bucket into one sorted run on the highest level (unless
+    /// it already is one) instead of asking the universal picker.
+    pub full: bool,
+}
+
+impl CompactScope {
+    /// Every bucket, files picked by the universal strategy.
+    pub fn all() -> Self {
+        CompactScope::default()
+    }
+
+    /// Every bucket, fully compacted.
+    pub fn full() -> Self {
+        CompactScope {
+            buckets: None,
+            full: true,
+        }
+    }
+
+    /// The given buckets, files picked by the universal strategy.
+    pub fn buckets(buckets: impl IntoIterator<Item = BucketId>) -> Self {
+        CompactScope {
+            buckets: Some(buckets.into_iter().collect()),
+            full: false,
+        }
+    }
+
+    fn includes(&self, id: &BucketId) -> bool {
+        self.buckets.as_ref().is_none_or(|b| b.contains(id))
+    }
+}
+
+/// What a compaction round did.
+#[derive(Debug, Clone, Default)]
+pub struct CompactionReport {
+    /// The COMPACT snapshot committed, `None` when no bucket needed compaction.
+    pub snapshot: Option<Snapshot>,
+    /// Id of the snapshot the round was planned on (`None` for a table without one).
+    pub based_on: Option<i64>,
+    /// Buckets rewritten.
+    pub buckets_compacted: usize,
+    /// Data files replaced.
+    pub files_rewritten: usize,
+    /// Data files written.
+    pub files_written: usize,
+    /// Sorted runs of every bucket the round looked at, after the round.
+    pub sorted_runs: BTreeMap<BucketId, usize>,
+}
+
+impl CompactionReport {
+    /// The largest number of sorted runs any looked-at bucket has after the round.
+    pub fn max_sorted_runs(&self) -> usize {
+        self.sorted_runs.values().copied().max().unwrap_or(0)
+    }
+}
+
+/// Everything a round needs besides the table, derived from the table's options.
+#[derive(Debug, Clone)]
+struct CompactContext {
+    engine: MergeEngine,
+    order: SequenceOrder,
+    file_options: DataFileWriteOptions,
+    strategy: UniversalCompaction,
+    num_levels: usize,
+    force_level0_up: bool,
+    /// Whether retractions may be dropped at all (see [`CompactContext::new`]).
+    may_drop_retractions: bool,
+    /// Every compaction merges the whole bucket into one run (deletion-vector tables).
+    single_run: bool,
+    /// Outputs drop keys that an older level already holds (first-row tables).
+    keep_keys_unique_across_levels: bool,
+    /// `deletion-vectors.enabled`.
+    deletion_vectors: bool,
+}
+
+impl CompactContext {
+    fn new(table: &Table) -> Result<Self> {
+        let options = table.options();
+        Ok(CompactContext {
+            engine: MergeEngine::new(table.schema(), options)?,
+            order: SequenceOrder::new(table.schema(), options)?,
+            file_options: DataFileWriteOptions::from_table_options(
+                &options.file_compression,
+                options.zstd_level,
+            )?,
+            strategy: UniversalCompaction::new(&options.maintenance),
+            num_levels: options.maintenance.num_levels,
+            force_level0_up: options.force_up_level0(),
+            // With `sequence.field`, a change arriving later may still be older than a
+            // dropped retraction and would come back to life; keeping the retraction in
+            // the top level costs one row per deleted key and keeps the merge exact.
+            may_drop_retractions: options.sequence_fields.is_empty(),
+            // Java and pypaimon read the levels ≥ 1 of first-row and deletion-vector tables
+            // by plain concatenation (no merge), so no key may live in two of them. Java
+            // keeps that with lookups (first-row) and deletion vectors; lakejoin writes no
+            // deletion vectors, so it keeps such a table at one run per bucket, and for
+            // first-row drops new rows whose key an older level already has (the first
+            // row is the one that stays).
+            single_run: options.maintenance.deletion_vectors
+                && options.merge_engine != MergeEngineKind::FirstRow,
+            keep_keys_unique_across_levels: options.merge_engine == MergeEngineKind::FirstRow,
+            deletion_vectors: options.maintenance.deletion_vectors,
+        })
+    }
+}
+
+/// Compacts one table, one round at a time, committing as its own commit user. Owns an
+/// `Arc<Table>` so it can run on a tokio task (see
+/// [`super::compact_task::BackgroundCompactor`]) while a writer keeps appending.
+#[derive(Debug)]
+pub struct Compactor {
+    table: Arc<Table>,
+    commit_user: String,
+    next_identifier: i64,
+    ctx: CompactContext,
+}
+
+impl Compactor {
+    /// A compactor for `table`. `commit_user` should be unique to this compactor: it must
+    /// not be a writer's user (a writer resumes from its own latest snapshot's properties).
+    pub fn new(table: Arc<Table>, commit_user: impl Into<String>) -> Result<Self> {
+        let ctx = CompactContext::new(&table)?;
+        Ok(Compactor {
+            table,
+            commit_user: commit_user.into(),
+            next_identifier: 1,
+            ctx,
+        })
+    }
+
+    /// The table compacted.
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    /// The commit user of this compactor's COMPACT snapshots.
+    pub fn commit_user(&self) -> &str {
+        &self.commit_user
+    }
+
+    /// Runs one round over `scope` on the latest snapshot and commits it.
+    pub async fn compact(&mut self, scope: &CompactScope) -> Result<CompactionReport> {
+        let report = compact_round(
+            &self.table,
+            &self.ctx,
+            scope,
+            &self.commit_user,
+            self.next_identifier,
+        )
+        .await?;
+        if report.snapshot.is_some() {
+            self.next_identifier += 1;
+        }
+        Ok(report)
+    }
+}
+
+/// Compacts every bucket that has more than one file, or any level-0 file or (droppable)
+/// retraction, into one sorted run on the highest level. Returns the COMPACT snapshot, or `None` when
+/// the table was already compact.
 pub async fn full_compact(table: &Table, commit_user: &str) -> Result<Option<Snapshot>> {
+    let ctx = CompactContext::new(table)?;
+    let report = compact_round(
+        table,
+        &ctx,
+        &CompactScope::full(),
+        commit_user,
+        BATCH_COMMIT_IDENTIFIER,
+    )
+    .await?;
+    Ok(report.snapshot)
+}
+
+/// The compaction picked for one bucket.
+struct BucketPlan {
+    id: BucketId,
+    unit: CompactUnit,
+    drop_retractions: bool,
+    runs_before: usize,
+    /// Files on levels above the output level, whose keys the output must not repeat
+    /// (first-row tables only; empty otherwise).
+    older_files: Vec<ManifestEntry>,
+}
+
+/// Plans on the latest snapshot, rewrites, commits; plans again after a conflict.
+async fn compact_round(
+    table: &Table,
+    ctx: &CompactContext,
+    scope: &CompactScope,
+    commit_user: &str,
+    commit_identifier: i64,
+) -> Result<CompactionReport> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let (latest, live) = match latest_live_files(table).await {
+            Ok(Some(found)) => found,
+            Ok(None) => return Ok(CompactionReport::default()),
+            // Expired while being read: a newer snapshot exists, plan on that.
+            Err(e) if is_not_found(&e) && attempt < MAX_PLAN_ATTEMPTS => continue,
+            Err(e) => return Err(e),
+        };
+        if ctx.deletion_vectors && latest.index_manifest.is_some() {
+            // Another engine wrote deletion vectors; rewriting files without applying
+            // them would bring deleted rows back.
+            return Err(Error::Config(format!(
+                "table {} has deletion vectors (index manifest {}), which lakejoin cannot \
+                 apply; compact it with Paimon's Java compaction",
+                table.identifier(),
+                latest.index_manifest.as_deref().unwrap_or_default()
+            )));
+        }
+        let mut report = CompactionReport {
+            based_on: Some(latest.id),
+            ..CompactionReport::default()
+        };
+        let mut plans = Vec::new();
+        for (id, files) in group_by_bucket(live) {
+            if !scope.includes(&id) {
+                continue;
+            }
+            let levels = Levels::new(files, ctx.num_levels);
+            let runs_before = levels.number_of_sorted_runs();
+            match plan_bucket(ctx, &levels, scope.full) {
+                Some((unit, drop_retractions)) => plans.push(BucketPlan {
+                    older_files: if ctx.keep_keys_unique_across_levels {
+                        levels.files_above(unit.output_level)
+                    } else {
+                        Vec::new()
+                    },
+                    id,
+                    unit,
+                    drop_retractions,
+                    runs_before,
+                }),
+                None => {
+                    report.sorted_runs.insert(id, runs_before);
+                }
+            }
+        }
+        if plans.is_empty() {
+            return Ok(report);
+        }
+        let rewrites: Vec<_> = plans.iter().map(|p| rewrite(table, ctx, p)).collect();
+        let results: Vec<Result<Vec<ManifestEntry>>> = futures::stream::iter(rewrites)
+            .buffered(BUCKET_CONCURRENCY)
+            .collect()
+            .await;
+        let mut outputs = Vec::with_capacity(results.len());
+        let mut failure = None;
+        for result in results {
+            match result {
+                Ok(written) => outputs.push(written),
+                Err(e) => failure = failure.or(Some(e)),
+            }
+        }
+        if let Some(e) = failure {
+            // Nothing will reference what the other buckets wrote.
+            delete_data_files(table, outputs.iter().flatten()).await;
+            if is_not_found(&e) && attempt < MAX_PLAN_ATTEMPTS {
+                // An input vanished: another compaction replaced it and an expiry
+                // removed it. Plan again on the newer snapshot.
+                continue;
+            }
+            return Err(e);
+        }
+        let mut entries = Vec::new();
+        for (plan, written) in plans.iter().zip(&outputs) {
+            entries.extend(plan.unit.files.iter().map(|f| ManifestEntry {
+                kind: FileKind::Delete,
+                ..f.clone()
+            }));
+            entries.extend(written.iter().cloned());
+            // The output level holds nothing but the merged runs' files (picker invariant),
+            // so the merged runs become one run, or none if every row was dropped.
+            let runs_after =
+                plan.runs_before.saturating_sub(plan.unit.runs) + usize::from(!written.is_empty());
+            report.sorted_runs.insert(plan.id.clone(), runs_after);
+            report.files_rewritten += plan.unit.files.len();
+            report.files_written += written.len();
+        }
+        report.buckets_compacted = plans.len();
+        let request = CommitRequest {
+            commit_user: commit_user.to_string(),
+            commit_identifier,
+            kind: CommitKind::Compact,
+            entries,
+            properties: BTreeMap::new(),
+        };
+        match table.commit(request).await {
+            Ok(snapshot) => {
+                tracing::debug!(
+                    table = %table.identifier(),
+                    snapshot = snapshot.id,
+                    buckets = report.buckets_compacted,
+                    "committed compaction"
+                );
+                report.snapshot = Some(snapshot);
+                return Ok(report);
+            }
+            Err(e @ Error::CommitConflict { .. }) => {
+                // The commit certainly did not land, so its files are garbage.
+                delete_data_files(table, outputs.iter().flatten()).await;
+                if attempt >= MAX_PLAN_ATTEMPTS {
+                    return Err(e);
+                }
+                tracing::info!(table = %table.identifier(), error = %e, "compaction conflicted; planning again");
+            }
+            // Whether the snapshot landed is unknown: leave the files (orphan cleaning
+            // removes them if it did not).
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The latest snapshot and its live files, `None` for a table without snapshots.
+async fn latest_live_files(table: &Table) -> Result<Option<(Snapshot, Vec<ManifestEntry>)>> {
     let Some(latest) = table.latest_snapshot().await? else {
         return Ok(None);
     };
-    let engine = MergeEngine::new(table.schema(), table.options())?;
-    let order = SequenceOrder::new(table.schema(), table.options())?;
-    let options = DataFileWriteOptions::from_table_options(
-        &table.options().file_compression,
-        table.options().zstd_level,
-    )?;
-    let mut entries: Vec<ManifestEntry> = Vec::new();
-    for ((partition_bytes, bucket), files) in group_by_bucket(table.live_files(&latest).await?) {
-        let already_compact = files.len() == 1
-            && files[0].file.level == MAX_LEVEL
-            && files[0].file.delete_row_count.unwrap_or(0) == 0;
-        if already_compact {
-            continue;
+    let live = table.live_files(&latest).await?;
+    Ok(Some((latest, live)))
+}
+
+fn is_not_found(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::SnapshotNotFound { .. }
+            | Error::Store {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }
+    )
+}
+
+/// The unit to compact in one bucket and whether it may drop retractions, or `None`.
+fn plan_bucket(ctx: &CompactContext, levels: &Levels, full: bool) -> Option<(CompactUnit, bool)> {
+    let max_level = levels.max_level();
+    let whole_bucket = || {
+        let files = levels.all_files();
+        let already_compact = matches!(files.as_slice(),
+            [only] if only.file.level == max_level
+                && (only.file.delete_row_count.unwrap_or(0) == 0 || !ctx.may_drop_retractions));
+        if files.is_empty() || already_compact {
+            return None;
         }
-        // Every version of every key is in these files, so retractions have nothing left
-        // to hide and are dropped.
-        let merged: Vec<_> = read_and_merge(table, &files, &engine, &order)
-            .await?
+        let unit = CompactUnit {
+            output_level: max_level,
+            runs: levels.number_of_sorted_runs(),
+            files,
+        };
+        // Every version of every key is in the unit: retractions have nothing to hide.
+        Some((unit, ctx.may_drop_retractions))
+    };
+    if full {
+        return whole_bucket();
+    }
+    let runs = levels.sorted_runs();
+    let unit = if ctx.force_level0_up {
+        ctx.strategy.pick_forcing_level0_up(max_level, &runs)
+    } else {
+        ctx.strategy.pick(max_level, &runs)
+    }?;
+    if !unit.is_useful() {
+        return None;
+    }
+    if ctx.single_run {
+        return whole_bucket();
+    }
+    // Outputs on the highest non-empty level are the oldest data of the bucket (newer
+    // runs are never left below older ones), so nothing older remains to be hidden.
+    let drop_retractions = ctx.may_drop_retractions
+        && unit.output_level != 0
+        && unit.output_level >= levels.non_empty_highest_level();
+    Some((unit, drop_retractions))
+}
+
+/// Merges a plan's files and writes the result at its output level; returns the ADDs.
+async fn rewrite(
+    table: &Table,
+    ctx: &CompactContext,
+    plan: &BucketPlan,
+) -> Result<Vec<ManifestEntry>> {
+    let mut merged = read_and_merge(table, &plan.unit.files, &ctx.engine, &ctx.order).await?;
+    if !plan.older_files.is_empty() {
+        let older = read_and_merge(table, &plan.older_files, &ctx.engine, &ctx.order).await?;
+        merged = without_keys_of(merged, &older, &table.schema().trimmed_key_indices());
+    }
+    let rows = if plan.drop_retractions {
+        merged
             .into_iter()
             .filter(|kv| !kv.kind.is_retract())
-            .collect();
-        let partition = table.partition_values(&partition_bytes)?;
-        let outputs = write_files(
-            table,
-            &partition_bytes,
-            &partition,
-            bucket,
-            merged,
-            MAX_LEVEL,
-            FileSource::Compact,
-            options,
-        )
-        .await?;
-        for f in files {
-            entries.push(ManifestEntry {
-                kind: FileKind::Delete,
-                ..f
-            });
-        }
-        entries.extend(outputs);
-    }
-    if entries.is_empty() {
-        return Ok(None);
-    }
-    let request = CommitRequest {
-        commit_user: commit_user.to_string(),
-        commit_identifier: crate::table::snapshot::BATCH_COMMIT_IDENTIFIER,
-        kind: CommitKind::Compact,
-        entries,
-        properties: BTreeMap::new(),
+            .collect()
+    } else {
+        merged
     };
-    Ok(Some(table.commit(request).await?))
+    let (partition_bytes, bucket) = &plan.id;
+    let partition = table.partition_values(partition_bytes)?;
+    write_files(
+        table,
+        partition_bytes,
+        &partition,
+        *bucket,
+        rows,
+        plan.unit.output_level,
+        FileSource::Compact,
+        ctx.file_options,
+    )
+    .await
+}
+
+/// `rows` without those whose key occurs in `older` (both sorted by key, as
+/// `read_and_merge` returns them).
+fn without_keys_of(
+    rows: Vec<KeyValue>,
+    older: &[KeyValue],
+    key_indices: &[usize],
+) -> Vec<KeyValue> {
+    let mut older = older.iter().peekable();
+    rows.into_iter()
+        .filter(|kv| {
+            while let Some(o) = older.peek() {
+                match compare_keys(&o.row, &kv.row, key_indices) {
+                    Ordering::Less => {
+                        older.next();
+                    }
+                    Ordering::Equal => return false,
+                    Ordering::Greater => break,
+                }
+            }
+            true
+        })
+        .collect()
+}
+
+/// Best-effort removal of data files nothing references.
+async fn delete_data_files(table: &Table, entries: impl Iterator<Item = &ManifestEntry>) {
+    for entry in entries {
+        if let Ok(path) = table.data_file_path(entry)
+            && let Err(e) = table.store().delete(&path).await
+        {
+            tracing::debug!(path = %path, error = %e, "could not remove an unused compaction output");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::data_file::RowKind;
+    use crate::table::datum::Datum;
+
+    fn kv(key: i32, value: i32) -> KeyValue {
+        KeyValue {
+            sequence_number: 0,
+            kind: RowKind::Insert,
+            row: vec![Datum::Int(key), Datum::Int(value)],
+        }
+    }
+
+    #[test]
+    fn first_row_outputs_skip_keys_older_levels_hold() {
+        let rows = vec![kv(1, 10), kv(2, 20), kv(4, 40), kv(7, 70)];
+        let older = vec![kv(0, 0), kv(2, 2), kv(3, 3), kv(7, 7), kv(9, 9)];
+        let kept: Vec<i32> = without_keys_of(rows, &older, &[0])
+            .iter()
+            .map(|kv| match kv.row[0] {
+                Datum::Int(k) => k,
+                _ => -1,
+            })
+            .collect();
+        assert_eq!(kept, vec![1, 4]);
+        assert_eq!(without_keys_of(vec![kv(1, 1)], &[], &[0]).len(), 1);
+    }
 }

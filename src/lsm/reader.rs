@@ -31,7 +31,8 @@ impl ScanFilter {
 }
 
 /// Reads the merged rows of `snapshot` (the latest when `None`) that pass `filter`,
-/// sorted by primary key. Deleted keys never appear.
+/// sorted by primary key. Deleted keys never appear. Level-0 files are skipped where
+/// Paimon's batch reads skip them (see `TableOptions::batch_scan_skips_level0`).
 pub async fn scan(
     table: &Table,
     snapshot: Option<&Snapshot>,
@@ -48,7 +49,13 @@ pub async fn scan(
             None => return Ok(Vec::new()),
         },
     };
-    let files = prune(table, table.live_files(snapshot).await?, filter)?;
+    let mut files = table.live_files(snapshot).await?;
+    if table.options().batch_scan_skips_level0() {
+        // Java's and pypaimon's batch reads ignore level 0 of first-row and
+        // deletion-vector tables; read the same rows they do.
+        files.retain(|f| f.file.level > 0);
+    }
+    let files = prune(table, files, filter)?;
     let groups = group_by_bucket(files);
     let engine = Arc::new(MergeEngine::new(table.schema(), table.options())?);
     let order = Arc::new(SequenceOrder::new(table.schema(), table.options())?);

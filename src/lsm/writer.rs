@@ -7,6 +7,8 @@ use std::sync::Arc;
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStoreExt, PutPayload};
 
+use super::auto_compact::AutoCompaction;
+use super::compact_task::CompactionState;
 use super::merge::{Admission, MergeEngine, SequenceOrder, key_of, sort_and_fold};
 use crate::error::{Error, Result};
 use crate::table::binary_row;
@@ -54,6 +56,8 @@ pub struct TableWriter {
     buffered_bytes: usize,
     buffer_limit: usize,
     file_options: DataFileWriteOptions,
+    /// Automatic compaction after commits; `None` for `write-only` tables.
+    auto_compaction: Option<AutoCompaction>,
 }
 
 /// Column positions the writer needs for every row.
@@ -66,6 +70,8 @@ pub(crate) struct RowLayout {
     pub bucket_indices: Vec<usize>,
     pub bucket_types: Vec<DataType>,
     pub num_buckets: i32,
+    /// Column named by the `rowkind.field` option.
+    pub row_kind_column: Option<usize>,
 }
 
 impl RowLayout {
@@ -81,6 +87,10 @@ impl RowLayout {
             partition_indices,
             bucket_indices,
             num_buckets: table.options().bucket,
+            row_kind_column: schema
+                .options
+                .get("rowkind.field")
+                .and_then(|f| schema.field_index(f.trim())),
             schema,
         }
     }
@@ -105,14 +115,17 @@ impl TableWriter {
             table.options().zstd_level,
         )?;
         let mut next_sequence = HashMap::new();
-        if let Some(latest) = table.latest_snapshot().await? {
-            for entry in table.live_files(&latest).await? {
-                let next = next_sequence
-                    .entry((entry.partition.clone(), entry.bucket))
-                    .or_insert(0);
-                *next = (*next).max(entry.file.max_sequence_number + 1);
-            }
+        let (live, snapshot_id) = match table.latest_snapshot().await? {
+            Some(latest) => (table.live_files(&latest).await?, latest.id),
+            None => (Vec::new(), 0),
+        };
+        for entry in &live {
+            let next = next_sequence
+                .entry((entry.partition.clone(), entry.bucket))
+                .or_insert(0);
+            *next = (*next).max(entry.file.max_sequence_number + 1);
         }
+        let auto_compaction = AutoCompaction::new(table.clone(), &commit_user, live, snapshot_id);
         let next_commit_identifier = table
             .latest_snapshot_of_user(&commit_user)
             .await?
@@ -130,6 +143,7 @@ impl TableWriter {
             buffered_bytes: 0,
             buffer_limit: DEFAULT_BUFFER_BYTES,
             file_options,
+            auto_compaction,
         })
     }
 
@@ -152,6 +166,19 @@ impl TableWriter {
     /// writer is unchanged.
     pub fn write(&mut self, kind: RowKind, row: Row) -> Result<()> {
         check_row(&self.layout.schema, &row).map_err(Error::Data)?;
+        // `rowkind.field`: the kind is taken from a column, as Paimon's writers do.
+        let kind = match self.layout.row_kind_column {
+            None => kind,
+            Some(i) => match &row[i] {
+                Datum::String(s) => RowKind::parse(s).ok_or_else(|| {
+                    Error::Data(format!(
+                        "column `{}` (rowkind.field) must be +I, -U, +U or -D, got {s:?}",
+                        self.layout.schema.fields[i].name
+                    ))
+                })?,
+                _ => kind,
+            },
+        };
         match self.engine.admit(kind).map_err(Error::Data)? {
             Admission::Drop => return Ok(()),
             Admission::Keep => {}
@@ -236,6 +263,13 @@ impl TableWriter {
 
     /// Flushes and commits everything written so far as one snapshot carrying
     /// `properties`. Returns `None` when there was nothing to commit.
+    ///
+    /// Afterwards, buckets that reached `num-sorted-run.compaction-trigger` sorted runs are
+    /// compacted on a background task (see [`TableWriter::wait_for_compaction`] and
+    /// [`TableWriter::close`]). This waits for that compaction only when a bucket exceeds
+    /// `num-sorted-run.stop-trigger`, or always for tables whose readers skip level 0
+    /// (first-row, deletion vectors, `compaction.force-up-level-0`). `write-only` tables
+    /// are never compacted by their writers.
     pub async fn commit(
         &mut self,
         properties: BTreeMap<String, String>,
@@ -255,6 +289,13 @@ impl TableWriter {
             Ok(snapshot) => {
                 // Saturating: a batch commit of this user (i64::MAX) must not panic here.
                 self.next_commit_identifier = self.next_commit_identifier.saturating_add(1);
+                if let Some(auto) = &mut self.auto_compaction
+                    && let Err(e) = auto.after_commit(snapshot.id, &request.entries).await
+                {
+                    // The snapshot is committed; compaction is retried after the next one.
+                    tracing::warn!(table = %self.table.identifier(), error = %e,
+                        "could not start compaction after a commit");
+                }
                 Ok(Some(snapshot))
             }
             Err(e) => {
@@ -262,6 +303,34 @@ impl TableWriter {
                 self.pending = request.entries;
                 Err(e)
             }
+        }
+    }
+}
+
+impl TableWriter {
+    /// Waits until the compaction that this writer's commits made due has finished, and
+    /// reports its error if it failed. Returns at once when nothing is pending.
+    pub async fn wait_for_compaction(&mut self) -> Result<()> {
+        match &mut self.auto_compaction {
+            Some(auto) => auto.wait().await,
+            None => Ok(()),
+        }
+    }
+
+    /// State of the background compactor, once one was started.
+    pub fn compaction_state(&self) -> Option<CompactionState> {
+        self.auto_compaction
+            .as_ref()
+            .and_then(AutoCompaction::state)
+    }
+
+    /// Finishes pending compaction and stops the background compactor. Changes written
+    /// but not committed are discarded. Returns the last compaction error, if any (the
+    /// committed data is intact either way).
+    pub async fn close(self) -> Result<()> {
+        match self.auto_compaction {
+            Some(auto) => auto.close().await,
+            None => Ok(()),
         }
     }
 }

@@ -2,16 +2,17 @@
 //! written create-if-absent; a lost race is retried on top of the new latest snapshot.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use super::Table;
 use super::binary_row;
-use super::datum::{Datum, compare_datums};
+use super::datum::{Datum, compare_datums, compare_rows};
 use super::manifest::{
-    self, FileKind, ManifestCompression, ManifestEntry, ManifestFileMeta, SimpleStats,
+    self, FileIdentifier, FileKind, ManifestCompression, ManifestEntry, ManifestFileMeta,
+    SimpleStats,
 };
 use super::snapshot::{CommitKind, Snapshot};
 use crate::error::{Error, Result};
@@ -37,6 +38,12 @@ pub struct CommitRequest {
 impl Table {
     /// Commits `request` as the next snapshot and returns it. Retries when another writer
     /// takes the snapshot id first, up to `commit.max-retries` times.
+    ///
+    /// A `CommitKind::Compact` request is checked against each snapshot it would follow
+    /// (as Java's conflict detection does): every file it deletes must still be live, and
+    /// no two files of a bucket may overlap in key range on a level ≥ 1 afterwards.
+    /// Otherwise it fails with `Error::CommitConflict` and publishes nothing; the caller
+    /// plans the compaction again. Appends are not checked (Paimon's rule).
     pub async fn commit(&self, request: CommitRequest) -> Result<Snapshot> {
         let compression = ManifestCompression::parse(&self.options().manifest_compression)?;
         let schema_id = self.schema().id;
@@ -63,7 +70,12 @@ impl Table {
         let mut backoff = Duration::from_millis(10);
         let mut seen: Option<i64> = None;
         for attempt in 1..=max_attempts {
-            let latest = self.latest_snapshot().await?;
+            let latest = match self.latest_snapshot().await {
+                Ok(latest) => latest,
+                // Expired between finding its id and reading it: look again.
+                Err(e) if is_not_found(&e) && attempt < max_attempts => continue,
+                Err(e) => return Err(e),
+            };
             if let (Some(seen_id), Some(latest)) = (seen, &latest)
                 && let Some(done) = self
                     .find_committed(&request, seen_id + 1, latest.id)
@@ -72,13 +84,28 @@ impl Table {
                 // An earlier attempt landed even though we saw an error.
                 return Ok(done);
             }
-            let mut base_metas = match &latest {
-                Some(s) => self.snapshot_manifests(s).await?,
-                None => Vec::new(),
+            let (base_metas, merged) = match self
+                .prepare_base(latest.as_ref(), &request, compression)
+                .await
+            {
+                Ok(base) => base,
+                // A concurrent expiry removed the manifests of the snapshot we read; a
+                // newer snapshot exists by then, so build on that one.
+                Err(e) if is_not_found(&e) && attempt < max_attempts => continue,
+                Err(e) => {
+                    if matches!(e, Error::CommitConflict { .. }) {
+                        // Nothing references our delta manifest and list any more.
+                        for meta in &delta_metas {
+                            let _ = self
+                                .store()
+                                .delete(&self.manifest_path(&meta.file_name))
+                                .await;
+                        }
+                        let _ = self.store().delete(&self.manifest_path(&delta_list)).await;
+                    }
+                    return Err(e);
+                }
             };
-            if base_metas.len() >= MANIFEST_MERGE_MIN_COUNT {
-                base_metas = self.merge_manifests(&base_metas, compression).await?;
-            }
             let (base_list, base_list_size) =
                 self.write_manifest_list(&base_metas, compression).await?;
             let id = latest.as_ref().map_or(1, |s| s.id + 1);
@@ -125,12 +152,16 @@ impl Table {
                 }
                 Err(object_store::Error::AlreadyExists { .. }) => {
                     tracing::debug!(table = %self.identifier(), id, attempt, "lost the commit race, retrying");
-                    // Our base list is now useless; its name is unique, so leaving it is
-                    // harmless, but remove it to keep the directory tidy.
+                    // Our base list (and a manifest merged for it) are now useless; their
+                    // names are unique, so leaving them is harmless, but remove them to
+                    // keep the directory tidy.
                     let _ = self
                         .store()
                         .delete(&self.manifest_path(&snapshot.base_manifest_list))
                         .await;
+                    if let Some(merged) = &merged {
+                        let _ = self.store().delete(&self.manifest_path(merged)).await;
+                    }
                     seen = Some(latest.as_ref().map_or(0, |s| s.id));
                     let jitter = rand::random_range(0..=backoff.as_millis() as u64 / 2);
                     tokio::time::sleep(backoff + Duration::from_millis(jitter)).await;
@@ -153,7 +184,12 @@ impl Table {
         to: i64,
     ) -> Result<Option<Snapshot>> {
         for id in from..=to {
-            let s = self.snapshot(id).await?;
+            let s = match self.snapshot(id).await {
+                Ok(s) => s,
+                // Expired meanwhile; it cannot be ours, which is newer than `from`.
+                Err(Error::SnapshotNotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            };
             if s.commit_user == request.commit_user
                 && s.commit_identifier == request.commit_identifier
                 && s.commit_kind == request.kind
@@ -162,6 +198,53 @@ impl Table {
             }
         }
         Ok(None)
+    }
+
+    /// The base manifests of the next snapshot on top of `latest` (merged into one new
+    /// manifest, also returned by name, once there are many), after checking that a
+    /// COMPACT request still fits `latest`.
+    async fn prepare_base(
+        &self,
+        latest: Option<&Snapshot>,
+        request: &CommitRequest,
+        compression: ManifestCompression,
+    ) -> Result<(Vec<ManifestFileMeta>, Option<String>)> {
+        let key_types = self.schema().types_of(&self.schema().trimmed_key_indices());
+        let Some(latest) = latest else {
+            if request.kind == CommitKind::Compact
+                && let Some(reason) = compaction_conflict(&[], &request.entries, &key_types)?
+            {
+                return Err(self.conflict(format!("{reason} (the table has no snapshot)")));
+            }
+            return Ok((Vec::new(), None));
+        };
+        let base_metas = self.snapshot_manifests(latest).await?;
+        let needs_merge = base_metas.len() >= MANIFEST_MERGE_MIN_COUNT;
+        if request.kind != CommitKind::Compact && !needs_merge {
+            return Ok((base_metas, None));
+        }
+        let live = super::live_entries(self.read_manifests(&base_metas).await?);
+        if request.kind == CommitKind::Compact
+            && let Some(reason) = compaction_conflict(&live, &request.entries, &key_types)?
+        {
+            return Err(self.conflict(format!("{reason} (latest snapshot {})", latest.id)));
+        }
+        if !needs_merge {
+            return Ok((base_metas, None));
+        }
+        if live.is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        let merged = self.write_manifest(&live, compression).await?;
+        let name = merged.file_name.clone();
+        Ok((vec![merged], Some(name)))
+    }
+
+    fn conflict(&self, reason: String) -> Error {
+        Error::CommitConflict {
+            table: self.identifier().to_string(),
+            reason,
+        }
     }
 
     async fn write_latest_hint(&self, id: i64) {
@@ -223,19 +306,6 @@ impl Table {
         Ok((name, size))
     }
 
-    /// Rewrites many manifests as one holding only the live ADD entries.
-    async fn merge_manifests(
-        &self,
-        metas: &[ManifestFileMeta],
-        compression: ManifestCompression,
-    ) -> Result<Vec<ManifestFileMeta>> {
-        let entries = super::live_entries(self.read_manifests(metas).await?);
-        if entries.is_empty() {
-            return Ok(Vec::new());
-        }
-        Ok(vec![self.write_manifest(&entries, compression).await?])
-    }
-
     async fn put_new(&self, location: &object_store::path::Path, bytes: Vec<u8>) -> Result<()> {
         self.store()
             .put(location, PutPayload::from(bytes))
@@ -243,6 +313,80 @@ impl Table {
             .map_err(|e| Error::store(format!("writing {location}"), e))?;
         Ok(())
     }
+}
+
+/// Whether `error` says an object (or snapshot) is missing.
+fn is_not_found(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::SnapshotNotFound { .. }
+            | Error::Store {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }
+    )
+}
+
+/// Why a COMPACT commit of `entries` cannot go on top of the files `live`, if it cannot
+/// (Java's conflict detection): every file it deletes must still be live, and after the
+/// change no two files of one bucket may overlap in key range on a level ≥ 1.
+pub(crate) fn compaction_conflict(
+    live: &[ManifestEntry],
+    entries: &[ManifestEntry],
+    key_types: &[super::types::DataType],
+) -> Result<Option<String>> {
+    let live_ids: HashSet<FileIdentifier> = live.iter().map(ManifestEntry::identifier).collect();
+    let mut deleted = HashSet::new();
+    for e in entries.iter().filter(|e| e.kind == FileKind::Delete) {
+        let id = e.identifier();
+        if !live_ids.contains(&id) {
+            return Ok(Some(format!(
+                "data file {} (bucket {}, level {}) that the compaction replaces is no longer live",
+                e.file.file_name, e.bucket, e.file.level
+            )));
+        }
+        deleted.insert(id);
+    }
+    // Levels ≥ 1 that receive a new file; only these can have gained an overlap.
+    let touched: HashSet<(&[u8], i32, i32)> = entries
+        .iter()
+        .filter(|e| e.kind == FileKind::Add && e.file.level >= 1)
+        .map(|e| (e.partition.as_slice(), e.bucket, e.file.level))
+        .collect();
+    if touched.is_empty() {
+        return Ok(None);
+    }
+    // (partition, bucket, level) -> (min key, max key, file name) of its files
+    type KeyRanges<'a> = Vec<(Vec<Datum>, Vec<Datum>, &'a str)>;
+    let mut by_level: HashMap<(&[u8], i32, i32), KeyRanges> = HashMap::new();
+    let after = live
+        .iter()
+        .filter(|e| !deleted.contains(&e.identifier()))
+        .chain(entries.iter().filter(|e| e.kind == FileKind::Add));
+    for e in after {
+        let slot = (e.partition.as_slice(), e.bucket, e.file.level);
+        if !touched.contains(&slot) {
+            continue;
+        }
+        let min = binary_row::deserialize(&e.file.min_key, key_types)?;
+        let max = binary_row::deserialize(&e.file.max_key, key_types)?;
+        by_level
+            .entry(slot)
+            .or_default()
+            .push((min, max, e.file.file_name.as_str()));
+    }
+    for ((_, bucket, level), mut files) in by_level {
+        files.sort_by(|a, b| compare_rows(&a.0, &b.0));
+        for pair in files.windows(2) {
+            if compare_rows(&pair[0].1, &pair[1].0) != Ordering::Less {
+                return Ok(Some(format!(
+                    "data files {} and {} would overlap in key range on level {level} of bucket {bucket}",
+                    pair[0].2, pair[1].2
+                )));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// Column-wise min/max/null counts over serialized partition rows.

@@ -43,11 +43,17 @@ impl Timestamp {
         self.millis * 1000 + (self.nanos_of_milli / 1000) as i64
     }
 
-    /// Epoch nanoseconds (saturating outside the years 1677..2262).
+    /// Epoch nanoseconds, `None` outside the years 1677..2262 that an i64 can hold.
+    pub fn checked_nanos(self) -> Option<i64> {
+        let nanos = self.millis as i128 * 1_000_000 + self.nanos_of_milli as i128;
+        i64::try_from(nanos).ok()
+    }
+
+    /// Epoch nanoseconds, clamped to the i64 range (inputs are range-checked when they
+    /// are parsed, see [`datum_from_json`]).
     pub fn to_nanos(self) -> i64 {
-        self.millis
-            .saturating_mul(1_000_000)
-            .saturating_add(self.nanos_of_milli as i64)
+        let nanos = self.millis as i128 * 1_000_000 + self.nanos_of_milli as i128;
+        nanos.clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 
     /// Drops digits beyond `precision` fractional-second digits.
@@ -361,20 +367,28 @@ pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, String> {
             }
             _ => return Err(wrong()),
         },
-        DataType::Timestamp(p) | DataType::TimestampLtz(p) => match value {
-            Value::String(s) => {
-                let ts = parse_timestamp(s).ok_or_else(|| {
-                    format!("expected a timestamp `YYYY-MM-DD HH:MM:SS[.fff]`, got {value}")
-                })?;
-                Datum::Timestamp(ts.truncate(*p))
+        DataType::Timestamp(p) | DataType::TimestampLtz(p) => {
+            let ts = match value {
+                Value::String(s) => parse_timestamp(s)
+                    .ok_or_else(|| {
+                        format!("expected a timestamp `YYYY-MM-DD HH:MM:SS[.fff]`, got {value}")
+                    })?
+                    .truncate(*p),
+                // A JSON number is epoch milliseconds.
+                Value::Number(_) => Timestamp {
+                    millis: as_i64()?,
+                    nanos_of_milli: 0,
+                },
+                _ => return Err(wrong()),
+            };
+            // Parquet stores precisions above 6 as i64 nanoseconds.
+            if *p > 6 && ts.checked_nanos().is_none() {
+                return Err(format!(
+                    "{value} is out of range for {ty} (1677-09-21 00:12:43.145224192 to 2262-04-11 23:47:16.854775807)"
+                ));
             }
-            // A JSON number is epoch milliseconds.
-            Value::Number(_) => Datum::Timestamp(Timestamp {
-                millis: as_i64()?,
-                nanos_of_milli: 0,
-            }),
-            _ => return Err(wrong()),
-        },
+            Datum::Timestamp(ts)
+        }
     })
 }
 

@@ -45,6 +45,8 @@ pub struct Table {
     options: TableOptions,
     /// Older schema versions referenced by data files, loaded on demand.
     schemas: Mutex<HashMap<i64, Arc<TableSchema>>>,
+    /// The table's directory on the local filesystem, when the store is local.
+    local_dir: Option<std::path::PathBuf>,
 }
 
 impl Table {
@@ -115,7 +117,12 @@ impl Table {
     ) -> Result<Table> {
         let schema = Arc::new(schema);
         let schemas = HashMap::from([(schema.id, schema.clone())]);
+        let local_dir = warehouse.local_root.as_ref().map(|root| {
+            path.parts()
+                .fold(root.clone(), |dir, part| dir.join(part.as_ref()))
+        });
         Ok(Table {
+            local_dir,
             store: warehouse.store.clone(),
             identifier: identifier.clone(),
             path,
@@ -150,6 +157,11 @@ impl Table {
             path.push(part.as_ref());
         }
         Some(path)
+    }
+
+    /// The table's directory on the local filesystem, when its store is local.
+    pub fn local_dir(&self) -> Option<&std::path::Path> {
+        self.local_dir.as_deref()
     }
 
     /// `<table>/<relative>`.
@@ -406,7 +418,7 @@ pub async fn read_bytes(store: &dyn ObjectStore, location: &Path) -> Result<Byte
         .map_err(|e| Error::store(format!("reading {location}"), e))
 }
 
-async fn read_text(store: &dyn ObjectStore, location: &Path) -> Result<String> {
+pub(crate) async fn read_text(store: &dyn ObjectStore, location: &Path) -> Result<String> {
     let bytes = read_bytes(store, location).await?;
     String::from_utf8(bytes.to_vec())
         .map_err(|_| Error::format(format!("{location} is not UTF-8 text")))

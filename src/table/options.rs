@@ -2,6 +2,7 @@
 //! are Paimon's own, so other engines reading the schema merge the same way.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 
@@ -77,6 +78,61 @@ pub struct TableOptions {
     pub commit_max_retries: u32,
     /// `target-file-size` in bytes (rolling is by estimated size).
     pub target_file_size: u64,
+    /// LSM compaction and snapshot retention.
+    pub maintenance: MaintenanceOptions,
+}
+
+/// Compaction and snapshot-retention options, named and defaulted as in Paimon's
+/// `CoreOptions`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MaintenanceOptions {
+    /// `num-sorted-run.compaction-trigger` (5): sorted runs of a bucket that trigger a
+    /// compaction (each level-0 file is a run, each higher level one run).
+    pub compaction_trigger: usize,
+    /// `num-sorted-run.stop-trigger` (trigger + 3, at least the trigger): above this many
+    /// runs a writer waits for compaction.
+    pub stop_trigger: usize,
+    /// `num-levels` (trigger + 1): levels 0..num-levels-1; full compaction writes the last.
+    pub num_levels: usize,
+    /// `compaction.max-size-amplification-percent` (200).
+    pub max_size_amplification_percent: u64,
+    /// `compaction.size-ratio` (1): percentage flexibility when comparing run sizes.
+    pub size_ratio: u64,
+    /// `compaction.force-up-level-0` (false): always compact level-0 files up.
+    pub force_up_level_0: bool,
+    /// `write-only` (false): writers never compact (a separate job does).
+    pub write_only: bool,
+    /// `deletion-vectors.enabled` (false).
+    pub deletion_vectors: bool,
+    /// `snapshot.num-retained.min` (10): never expire the newest this many snapshots.
+    pub snapshot_retained_min: usize,
+    /// `snapshot.num-retained.max` (Integer.MAX_VALUE): always expire beyond this many.
+    pub snapshot_retained_max: usize,
+    /// `snapshot.time-retained` (1 h): snapshots younger than this are kept (within the
+    /// two counts above).
+    pub snapshot_time_retained: Duration,
+}
+
+impl MaintenanceOptions {
+    /// Batch reads (Java's and pypaimon's) skip level-0 files of first-row tables and of
+    /// deletion-vector tables, so such tables must not keep data on level 0.
+    pub fn needs_level0_compaction(&self, merge_engine: MergeEngineKind) -> bool {
+        merge_engine == MergeEngineKind::FirstRow || self.deletion_vectors || self.force_up_level_0
+    }
+}
+
+impl TableOptions {
+    /// Whether batch reads skip level-0 files (Paimon's `batchScanSkipLevel0`: merge engine
+    /// first-row, or deletion vectors enabled). lakejoin's reader follows the same rule so
+    /// that it returns what Java and pypaimon return.
+    pub fn batch_scan_skips_level0(&self) -> bool {
+        self.merge_engine == MergeEngineKind::FirstRow || self.maintenance.deletion_vectors
+    }
+
+    /// Whether data written to level 0 must be compacted up right after each commit.
+    pub fn force_up_level0(&self) -> bool {
+        self.maintenance.needs_level0_compaction(self.merge_engine)
+    }
 }
 
 impl TableOptions {
@@ -159,6 +215,7 @@ impl TableOptions {
         let zstd_level = parse_num("file.compression.zstd-level", 1) as i32;
         let commit_max_retries = parse_num("commit.max-retries", 10) as u32;
         let target_file_size = parse_num("target-file-size", 128 * 1024 * 1024);
+        let maintenance = parse_maintenance(options, &mut problems);
         let options = TableOptions {
             bucket,
             merge_engine,
@@ -185,6 +242,7 @@ impl TableOptions {
                 .to_ascii_lowercase(),
             commit_max_retries,
             target_file_size,
+            maintenance,
         };
         if problems.is_empty() {
             Ok(options)
@@ -299,6 +357,114 @@ fn parse_field_options(
     parsed
 }
 
+/// Reads the compaction and retention options, adding any invalid value to `problems`.
+fn parse_maintenance(
+    options: &BTreeMap<String, String>,
+    problems: &mut Vec<String>,
+) -> MaintenanceOptions {
+    let get = |k: &str| options.get(k).map(|s| s.trim());
+    let mut int = |k: &str, default: u64, min: u64| -> u64 {
+        match get(k) {
+            None => default,
+            Some(v) => match v.parse::<u64>() {
+                Ok(n) if n >= min => n,
+                _ => {
+                    problems.push(format!(
+                        "option `{k}` must be an integer ≥ {min}, got `{v}`"
+                    ));
+                    default
+                }
+            },
+        }
+    };
+    // Java's options are ints; clamp to that range so arithmetic below cannot overflow.
+    let java_int = |n: u64| n.min(i32::MAX as u64) as usize;
+    let trigger = java_int(int("num-sorted-run.compaction-trigger", 5, 1));
+    let stop = options
+        .get("num-sorted-run.stop-trigger")
+        .map(|_| java_int(int("num-sorted-run.stop-trigger", 0, 1)))
+        .unwrap_or(trigger.saturating_add(3))
+        .max(trigger);
+    let num_levels = options
+        .get("num-levels")
+        .map(|_| java_int(int("num-levels", 0, 2)))
+        .unwrap_or(trigger.saturating_add(1));
+    let max_size_amplification_percent = int("compaction.max-size-amplification-percent", 200, 0);
+    let size_ratio = int("compaction.size-ratio", 1, 0);
+    let retained_min = java_int(int("snapshot.num-retained.min", 10, 1));
+    let retained_max = java_int(int("snapshot.num-retained.max", i32::MAX as u64, 1));
+    if retained_max < retained_min {
+        problems.push(format!(
+            "option `snapshot.num-retained.max` ({retained_max}) must not be below \
+             `snapshot.num-retained.min` ({retained_min})"
+        ));
+    }
+    let time_retained = match get("snapshot.time-retained") {
+        None => Duration::from_secs(3600),
+        Some(v) => parse_duration(v).unwrap_or_else(|e| {
+            problems.push(format!("option `snapshot.time-retained`: {e}"));
+            Duration::from_secs(3600)
+        }),
+    };
+    let mut flag = |k: &str| match get(k) {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("true") => true,
+        Some(v) if v.eq_ignore_ascii_case("false") => false,
+        Some(v) => {
+            problems.push(format!("option `{k}` must be true or false, got `{v}`"));
+            false
+        }
+    };
+    MaintenanceOptions {
+        compaction_trigger: trigger,
+        stop_trigger: stop,
+        num_levels,
+        max_size_amplification_percent,
+        size_ratio,
+        force_up_level_0: flag("compaction.force-up-level-0"),
+        write_only: flag("write-only"),
+        deletion_vectors: flag("deletion-vectors.enabled"),
+        snapshot_retained_min: retained_min,
+        snapshot_retained_max: retained_max,
+        snapshot_time_retained: time_retained,
+    }
+}
+
+/// Parses a duration as Paimon (and lakejoin's config) writes them: a number and a unit,
+/// optionally separated by spaces: `30s`, `5 min`, `1h`, `2 d`, `500 ms`, `1 day`. A bare
+/// number is milliseconds, as in Paimon's `TimeUtils.parseDuration`.
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let t = text.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits_end == 0 {
+        return Err(format!(
+            "`{text}` is not a duration (use e.g. 30s, 5 min, 1h, 2 d)"
+        ));
+    }
+    let number: u64 = t[..digits_end]
+        .parse()
+        .map_err(|_| format!("`{text}`: the number is too large"))?;
+    let unit = t[digits_end..].trim().to_ascii_lowercase();
+    let nanos_per_unit: u64 = match unit.as_str() {
+        "ns" | "nano" | "nanos" | "nanosecond" | "nanoseconds" => 1,
+        "us" | "µs" | "micro" | "micros" | "microsecond" | "microseconds" => 1_000,
+        "" | "ms" | "milli" | "millis" | "millisecond" | "milliseconds" => 1_000_000,
+        "s" | "sec" | "secs" | "second" | "seconds" => 1_000_000_000,
+        "m" | "min" | "mins" | "minute" | "minutes" => 60_000_000_000,
+        "h" | "hour" | "hours" => 3_600_000_000_000,
+        "d" | "day" | "days" => 86_400_000_000_000,
+        other => {
+            return Err(format!(
+                "`{text}`: unknown time unit `{other}` (use ms, s, min, h or d)"
+            ));
+        }
+    };
+    number
+        .checked_mul(nanos_per_unit)
+        .map(Duration::from_nanos)
+        .ok_or_else(|| format!("`{text}` is too long a duration"))
+}
+
 /// Parses `128`, `128 b`, `64kb`, `128 mb`, `1gb` (Paimon's MemorySize spelling).
 fn parse_size(text: &str) -> Option<u64> {
     let t = text.trim().to_ascii_lowercase();
@@ -393,5 +559,63 @@ mod tests {
             err.contains("fields.a.ignore-retract") && err.contains("fields.b.distinct"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn maintenance_defaults_follow_the_trigger() {
+        let o = TableOptions::from_map(&map(&[("bucket", "1")])).unwrap();
+        let m = &o.maintenance;
+        assert_eq!(
+            (m.compaction_trigger, m.stop_trigger, m.num_levels),
+            (5, 8, 6)
+        );
+        assert_eq!((m.max_size_amplification_percent, m.size_ratio), (200, 1));
+        assert_eq!(
+            (m.snapshot_retained_min, m.snapshot_retained_max),
+            (10, i32::MAX as usize)
+        );
+        assert_eq!(m.snapshot_time_retained, Duration::from_secs(3600));
+        assert!(!m.write_only && !o.batch_scan_skips_level0() && !o.force_up_level0());
+        let o = TableOptions::from_map(&map(&[
+            ("bucket", "1"),
+            ("num-sorted-run.compaction-trigger", "3"),
+            ("num-sorted-run.stop-trigger", "2"),
+            ("merge-engine", "first-row"),
+            ("snapshot.time-retained", "30 min"),
+        ]))
+        .unwrap();
+        let m = &o.maintenance;
+        assert_eq!(
+            (m.compaction_trigger, m.stop_trigger, m.num_levels),
+            (3, 3, 4)
+        );
+        assert_eq!(m.snapshot_time_retained, Duration::from_secs(1800));
+        assert!(o.batch_scan_skips_level0() && o.force_up_level0());
+        let err = TableOptions::from_map(&map(&[
+            ("bucket", "1"),
+            ("num-levels", "1"),
+            ("snapshot.num-retained.min", "5"),
+            ("snapshot.num-retained.max", "2"),
+            ("snapshot.time-retained", "soon"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("num-levels"), "{err}");
+        assert!(err.contains("num-retained.max"), "{err}");
+        assert!(err.contains("time-retained"), "{err}");
+    }
+
+    #[test]
+    fn durations_parse_like_paimon() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("5 min"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("2 d"), Ok(Duration::from_secs(172_800)));
+        assert_eq!(parse_duration("1 day"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(parse_duration("250"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("5 fortnights").is_err());
+        assert!(parse_duration("99999999999999999999 d").is_err());
+        assert!(parse_duration("").is_err());
     }
 }

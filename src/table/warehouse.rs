@@ -17,8 +17,9 @@ use crate::error::{Error, Result};
 pub struct Warehouse {
     pub store: Arc<dyn ObjectStore>,
     pub root: Path,
-    /// The local directory behind `store` when it is a local filesystem, so readers can
-    /// open files directly instead of copying them.
+    /// The local directory behind `store` when it is a local filesystem: readers open
+    /// files there directly, and orphan cleaning looks there for the staging files
+    /// (`<name>#<n>`) that object_store hides.
     pub local_root: Option<PathBuf>,
 }
 

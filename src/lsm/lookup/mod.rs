@@ -19,7 +19,6 @@ use crate::error::{Error, Result};
 use crate::table::data_file::{DataFileWriteOptions, KeyValue, decode_data_file, encode_data_file};
 use crate::table::datum::{Datum, Row, compare_rows};
 use crate::table::manifest::ManifestEntry;
-use crate::table::options::MergeEngineKind;
 use crate::table::{Table, binary_row, bucket, read_bytes};
 
 /// Settings of a [`PointLookup`].
@@ -139,9 +138,9 @@ impl PointLookup {
         if let Some(snapshot) = &latest {
             let schema = self.table.schema();
             let key_types = schema.types_of(&schema.trimmed_key_indices());
-            // Java and pypaimon skip level 0 of first-row tables; do the same so every
-            // reader sees the same rows.
-            let skip_level0 = self.engine.kind() == MergeEngineKind::FirstRow;
+            // Java and pypaimon skip level 0 of first-row and deletion-vector tables; do
+            // the same so every reader sees the same rows.
+            let skip_level0 = self.table.options().batch_scan_skips_level0();
             for entry in self.table.live_files(snapshot).await? {
                 if skip_level0 && entry.file.level == 0 {
                     continue;

@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::Message;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::ClientConfig;
 use serde_json::json;
 
 use super::Outcome;
@@ -54,7 +54,7 @@ table = "shop.customers"
 on = { customer_id = "id" }
 select = ["name", "country"]
 prefix = "customer_"
-retry = { on = "miss", delay = "500ms", max_attempts = 4 }
+retry = { on = "miss", delay = "200ms", max_attempts = 3 }
 "#;
 
 const NAMES: [&str; 8] = ["ada", "bob", "cy", "dee", "eve", "fox", "gus", "hal"];
@@ -62,20 +62,34 @@ const COUNTRIES: [&str; 5] = ["ch", "de", "fr", "it", "at"];
 
 /// Runs the demo for `duration` (or until Ctrl-C).
 pub async fn run(duration: Duration) -> Result<Outcome> {
-    let cluster = MockCluster::new(1).map_err(|e| Error::Kafka(format!("starting the mock cluster: {e}")))?;
-    for topic in ["dbserver1.shop.customers", "orders", "orders_enriched", "orders_dlq"] {
+    let cluster =
+        MockCluster::new(1).map_err(|e| Error::Kafka(format!("starting the mock cluster: {e}")))?;
+    for topic in [
+        "dbserver1.shop.customers",
+        "orders",
+        "orders_enriched",
+        "orders_dlq",
+    ] {
         cluster
             .create_topic(topic, 2, 1)
             .map_err(|e| Error::Kafka(format!("creating topic {topic}: {e}")))?;
     }
     let bootstrap = cluster.bootstrap_servers();
-    let warehouse = tempfile::tempdir().map_err(|e| Error::Io { context: "creating the demo warehouse".into(), source: e })?;
+    let warehouse = tempfile::tempdir().map_err(|e| Error::Io {
+        context: "creating the demo warehouse".into(),
+        source: e,
+    })?;
     let text = DEMO_CONFIG
         .replace("{bootstrap}", &bootstrap)
         .replace("{warehouse}", &warehouse.path().display().to_string());
     let config = crate::config::from_toml("demo config", &text)?;
-    println!("lakejoin demo: mock Kafka at {bootstrap}, warehouse {}", warehouse.path().display());
-    println!("customers CDC (Debezium JSON) → shop.customers; orders ⋈ shop.customers → orders_enriched\n");
+    println!(
+        "lakejoin demo: mock Kafka at {bootstrap}, warehouse {}",
+        warehouse.path().display()
+    );
+    println!(
+        "customers CDC (Debezium JSON) → shop.customers; orders ⋈ shop.customers → orders_enriched\n"
+    );
 
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
@@ -152,7 +166,10 @@ async fn generate(producer: FutureProducer, duration: Duration) {
         async move {
             let payload = value.to_string();
             let _ = producer
-                .send(FutureRecord::to(topic).key(&key).payload(&payload), Duration::from_secs(5))
+                .send(
+                    FutureRecord::to(topic).key(&key).payload(&payload),
+                    Duration::from_secs(5),
+                )
                 .await;
         }
     };
@@ -168,7 +185,12 @@ async fn generate(producer: FutureProducer, duration: Duration) {
         ts += 1;
         let mut after = customer(id, 0);
         after["updated_at"] = json!(ts);
-        send("dbserver1.shop.customers", id.to_string(), json!({"op": "c", "ts_ms": ts, "before": null, "after": after})).await;
+        send(
+            "dbserver1.shop.customers",
+            id.to_string(),
+            json!({"op": "c", "ts_ms": ts, "before": null, "after": after}),
+        )
+        .await;
     }
     let start = Instant::now();
     let mut n: i64 = 0;
@@ -186,7 +208,12 @@ async fn generate(producer: FutureProducer, duration: Duration) {
                 after["updated_at"] = json!(ts);
                 ("u", customer(id, 0), after)
             };
-            send("dbserver1.shop.customers", id.to_string(), json!({"op": op, "ts_ms": ts, "before": before, "after": after})).await;
+            send(
+                "dbserver1.shop.customers",
+                id.to_string(),
+                json!({"op": op, "ts_ms": ts, "before": before, "after": after}),
+            )
+            .await;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

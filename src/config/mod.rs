@@ -14,10 +14,10 @@ pub use model::*;
 
 use crate::error::{Error, Result};
 use crate::lsm::merge::{MergeEngine, SequenceOrder};
+use crate::table::TableIdentifier;
 use crate::table::options::TableOptions;
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
-use crate::table::TableIdentifier;
 
 /// Decoder formats of CDC pipelines.
 pub const CDC_FORMATS: [&str; 7] = [
@@ -66,12 +66,16 @@ pub fn from_toml(origin: &str, text: &str) -> Result<Config> {
     from_value(origin, value)
 }
 
-/// Deserializes each section on its own so one bad entry does not hide the next one's
-/// problems, collects every unknown key, then runs [`Config::validate`].
+/// Deserializes each section and each `[[…]]` entry on its own, so one bad entry does not
+/// hide the next one's problems; reports every unknown key of an entry up to its first
+/// wrongly typed value (keys in file order), then checks references and semantics of the
+/// entries that parsed ([`Config::problems`]).
 fn from_value(origin: &str, value: Value) -> Result<Config> {
     let mut problems = Vec::new();
     let Value::Object(mut top) = value else {
-        return Err(Error::Config(format!("{origin}: the file is not a TOML table")));
+        return Err(Error::Config(format!(
+            "{origin}: the file is not a TOML table"
+        )));
     };
     for key in top.keys() {
         if !["kafka", "warehouse", "table", "cdc", "enrich"].contains(&key.as_str()) {
@@ -84,7 +88,13 @@ fn from_value(origin: &str, value: Value) -> Result<Config> {
     let cdc: Vec<CdcConfig> = list(&mut top, "cdc", &mut problems);
     let enrich: Vec<EnrichConfig> = list(&mut top, "enrich", &mut problems);
     let config = match (kafka, warehouse) {
-        (Some(kafka), Some(warehouse)) => Some(Config { kafka, warehouse, tables, cdc, enrich }),
+        (Some(kafka), Some(warehouse)) => Some(Config {
+            kafka,
+            warehouse,
+            tables,
+            cdc,
+            enrich,
+        }),
         _ => None,
     };
     if let Some(c) = &config {
@@ -118,7 +128,11 @@ fn parse<T: DeserializeOwned>(prefix: &str, value: Value, problems: &mut Vec<Str
         Ok(v) => Some(v),
         Err(e) => {
             let path = track.path().to_string();
-            let at = if path == "." || path.is_empty() { prefix.to_string() } else { format!("{prefix}.{path}") };
+            let at = if path == "." || path.is_empty() {
+                prefix.to_string()
+            } else {
+                format!("{prefix}.{path}")
+            };
             problems.push(format!("{at}: {e}"));
             None
         }
@@ -189,12 +203,20 @@ impl TableConfig {
         if !problems.is_empty() {
             return Err(Error::Config(problems.join("; ")));
         }
-        let schema = TableSchema::new(columns, self.partition_by.clone(), self.primary_key.clone(), options)?;
+        let schema = TableSchema::new(
+            columns,
+            self.partition_by.clone(),
+            self.primary_key.clone(),
+            options,
+        )?;
         let table_options = TableOptions::from_map(&schema.options)?;
         MergeEngine::new(&schema, &table_options)?;
         SequenceOrder::new(&schema, &table_options)?;
         if self.buckets < 1 {
-            return Err(Error::Config(format!("buckets must be ≥ 1, got {}", self.buckets)));
+            return Err(Error::Config(format!(
+                "buckets must be ≥ 1, got {}",
+                self.buckets
+            )));
         }
         Ok(schema)
     }
@@ -236,7 +258,9 @@ impl Config {
             if name.trim().is_empty() {
                 problems.push(format!("{kind}[{i}].name: must not be empty"));
             } else if !names.insert(name.to_string()) {
-                problems.push(format!("{kind}[{i}] ({name}).name: pipeline name `{name}` is used twice"));
+                problems.push(format!(
+                    "{kind}[{i}] ({name}).name: pipeline name `{name}` is used twice"
+                ));
             }
         };
         for (i, c) in self.cdc.iter().enumerate() {
@@ -246,10 +270,20 @@ impl Config {
                 problems.push(format!("{at}.topics: at least one topic is required"));
             }
             if !CDC_FORMATS.contains(&c.format.as_str()) {
-                problems.push(format!("{at}.format: `{}` is not one of {}", c.format, CDC_FORMATS.join(", ")));
+                problems.push(format!(
+                    "{at}.format: `{}` is not one of {}",
+                    c.format,
+                    CDC_FORMATS.join(", ")
+                ));
             }
-            if (c.format == "avro" || c.format == "debezium-avro") && c.schema_file.is_none() && c.schema_registry.is_none() {
-                problems.push(format!("{at}: format `{}` needs schema_file or schema_registry", c.format));
+            if (c.format == "avro" || c.format == "debezium-avro")
+                && c.schema_file.is_none()
+                && c.schema_registry.is_none()
+            {
+                problems.push(format!(
+                    "{at}: format `{}` needs schema_file or schema_registry",
+                    c.format
+                ));
             }
             if c.commit_interval.is_zero() {
                 problems.push(format!("{at}.commit_interval: must be greater than zero"));
@@ -258,13 +292,19 @@ impl Config {
                 problems.push(format!("{at}.commit_max_rows: must be greater than zero"));
             }
             let Some(schema) = schemas.get(&c.table) else {
-                problems.push(format!("{at}.table: `{}` is not defined by any [[table]]", c.table));
+                problems.push(format!(
+                    "{at}.table: `{}` is not defined by any [[table]]",
+                    c.table
+                ));
                 continue;
             };
             if let Some(field) = &c.row_kind_field
                 && schema.field(field).is_some()
             {
-                problems.push(format!("{at}.row_kind_field: `{field}` is a column of {}; the row kind is not stored", c.table));
+                problems.push(format!(
+                    "{at}.row_kind_field: `{field}` is a column of {}; the row kind is not stored",
+                    c.table
+                ));
             }
         }
         for (i, e) in self.enrich.iter().enumerate() {
@@ -274,10 +314,18 @@ impl Config {
                 problems.push(format!("{at}.topics: at least one topic is required"));
             }
             if !FACT_FORMATS.contains(&e.format.as_str()) {
-                problems.push(format!("{at}.format: `{}` is not one of {}", e.format, FACT_FORMATS.join(", ")));
+                problems.push(format!(
+                    "{at}.format: `{}` is not one of {}",
+                    e.format,
+                    FACT_FORMATS.join(", ")
+                ));
             }
             if !FACT_FORMATS.contains(&e.output.format.as_str()) {
-                problems.push(format!("{at}.output.format: `{}` is not one of {}", e.output.format, FACT_FORMATS.join(", ")));
+                problems.push(format!(
+                    "{at}.output.format: `{}` is not one of {}",
+                    e.output.format,
+                    FACT_FORMATS.join(", ")
+                ));
             }
             if e.output.format == "avro" && e.output.schema_file.is_none() {
                 problems.push(format!("{at}.output: format `avro` needs schema_file"));
@@ -286,31 +334,49 @@ impl Config {
                 problems.push(format!("{at}.output.topic: must not be empty"));
             }
             if e.topics.contains(&e.output.topic) {
-                problems.push(format!("{at}.output.topic: `{}` is also an input topic", e.output.topic));
+                problems.push(format!(
+                    "{at}.output.topic: `{}` is also an input topic",
+                    e.output.topic
+                ));
             }
             for (j, join) in e.join.iter().enumerate() {
                 let at = format!("{at}.join[{j}]");
                 let Some(schema) = schemas.get(&join.table) else {
-                    problems.push(format!("{at}.table: `{}` is not defined by any [[table]]", join.table));
+                    problems.push(format!(
+                        "{at}.table: `{}` is not defined by any [[table]]",
+                        join.table
+                    ));
                     continue;
                 };
                 if join.on.is_empty() {
-                    problems.push(format!("{at}.on: at least one fact field = table column pair is required"));
+                    problems.push(format!(
+                        "{at}.on: at least one fact field = table column pair is required"
+                    ));
                 }
                 for (fact_field, column) in &join.on {
                     if schema.field(column).is_none() {
-                        problems.push(format!("{at}.on.{fact_field}: `{column}` is not a column of {}", join.table));
+                        problems.push(format!(
+                            "{at}.on.{fact_field}: `{column}` is not a column of {}",
+                            join.table
+                        ));
                     }
                 }
                 for column in join.select.iter().chain(join.rename.keys()) {
                     if schema.field(column).is_none() {
-                        problems.push(format!("{at}.select: `{column}` is not a column of {}", join.table));
+                        problems.push(format!(
+                            "{at}.select: `{column}` is not a column of {}",
+                            join.table
+                        ));
                     }
                 }
                 let joined: HashSet<&String> = join.on.values().collect();
                 let key_columns: Vec<&String> = schema.primary_keys.iter().collect();
-                let is_point = key_columns.iter().all(|k| joined.contains(*k)) && joined.len() == key_columns.len();
-                if !is_point && join.cache != CacheKind::Full && join.on.values().all(|c| schema.field(c).is_some()) {
+                let is_point = key_columns.iter().all(|k| joined.contains(*k))
+                    && joined.len() == key_columns.len();
+                if !is_point
+                    && join.cache != CacheKind::Full
+                    && join.on.values().all(|c| schema.field(c).is_some())
+                {
                     problems.push(format!(
                         "{at}.on: joins on columns other than the primary key ({}) need cache = \"full\"",
                         schema.primary_keys.join(", ")
@@ -318,7 +384,10 @@ impl Config {
                 }
                 if let Some(retry) = &join.retry {
                     if retry.on != "miss" {
-                        problems.push(format!("{at}.retry.on: only \"miss\" is supported, got `{}`", retry.on));
+                        problems.push(format!(
+                            "{at}.retry.on: only \"miss\" is supported, got `{}`",
+                            retry.on
+                        ));
                     }
                     if retry.max_attempts == 0 {
                         problems.push(format!("{at}.retry.max_attempts: must be at least 1"));

@@ -114,7 +114,10 @@ pub struct CdcConfig {
     pub format: String,
     pub table: String,
     /// Commit to the table at least this often (default 5s).
-    #[serde(default = "default_commit_interval", deserialize_with = "duration::deserialize")]
+    #[serde(
+        default = "default_commit_interval",
+        deserialize_with = "duration::deserialize"
+    )]
     pub commit_interval: Duration,
     /// …or after this many changes (default 100,000).
     #[serde(default = "default_commit_max_rows")]

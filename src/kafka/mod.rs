@@ -41,7 +41,9 @@ pub fn consumer(kafka: &KafkaConfig, group_id: &str) -> Result<StreamConsumer> {
         .set("auto.offset.reset", "earliest")
         .set("enable.partition.eof", "false");
     apply_properties(&mut config, kafka);
-    config.create().map_err(|e| kafka_error("creating the Kafka consumer", e))
+    config
+        .create()
+        .map_err(|e| kafka_error("creating the Kafka consumer", e))
 }
 
 /// An idempotent producer (no duplicates from internal retries).
@@ -53,7 +55,9 @@ pub fn producer(kafka: &KafkaConfig) -> Result<FutureProducer> {
         .set("linger.ms", "5")
         .set("compression.type", "lz4");
     apply_properties(&mut config, kafka);
-    config.create().map_err(|e| kafka_error("creating the Kafka producer", e))
+    config
+        .create()
+        .map_err(|e| kafka_error("creating the Kafka producer", e))
 }
 
 /// Partition ids of `topic` (blocking metadata call; run it off the async workers).

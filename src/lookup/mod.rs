@@ -32,7 +32,9 @@ pub struct LookupTable {
 
 impl std::fmt::Debug for LookupTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LookupTable").field("lookup", &self.lookup).finish()
+        f.debug_struct("LookupTable")
+            .field("lookup", &self.lookup)
+            .finish()
     }
 }
 

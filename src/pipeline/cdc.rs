@@ -72,7 +72,10 @@ impl TableSink {
             for (key, value) in properties {
                 if let Some(pipeline) = key.strip_prefix(OFFSETS_PROPERTY_PREFIX) {
                     let parsed: Offsets = serde_json::from_str(value).map_err(|e| {
-                        Error::format(format!("snapshot property {key} of {} is not valid: {e}", table.identifier()))
+                        Error::format(format!(
+                            "snapshot property {key} of {} is not valid: {e}",
+                            table.identifier()
+                        ))
                     })?;
                     offsets.insert(pipeline.to_string(), parsed);
                 }
@@ -85,9 +88,20 @@ impl TableSink {
                 writer,
                 offsets,
                 pending_changes: 0,
-                commit_interval: pipelines.iter().map(|(c, _)| c.commit_interval).min().unwrap_or(Duration::from_secs(5)),
-                commit_max_rows: pipelines.iter().map(|(c, _)| c.commit_max_rows).min().unwrap_or(100_000),
-                metrics: pipelines.iter().map(|(c, m)| (c.name.clone(), m.clone())).collect(),
+                commit_interval: pipelines
+                    .iter()
+                    .map(|(c, _)| c.commit_interval)
+                    .min()
+                    .unwrap_or(Duration::from_secs(5)),
+                commit_max_rows: pipelines
+                    .iter()
+                    .map(|(c, _)| c.commit_max_rows)
+                    .min()
+                    .unwrap_or(100_000),
+                metrics: pipelines
+                    .iter()
+                    .map(|(c, m)| (c.name.clone(), m.clone()))
+                    .collect(),
                 committed: tx,
             },
             rx,
@@ -101,9 +115,17 @@ impl TableSink {
 
     /// Applies batches until every sender is gone or `shutdown` fires, committing every
     /// `commit_interval` or `commit_max_rows`, and once more at the end.
-    pub async fn run(mut self, mut batches: mpsc::Receiver<ChangeBatch>, mut shutdown: watch::Receiver<bool>) -> Result<()> {
+    pub async fn run(
+        mut self,
+        mut batches: mpsc::Receiver<ChangeBatch>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<()> {
         let mut last_commit = Instant::now();
-        let mut tick = tokio::time::interval(self.commit_interval.min(Duration::from_secs(1)).max(Duration::from_millis(10)));
+        let mut tick = tokio::time::interval(
+            self.commit_interval
+                .min(Duration::from_secs(1))
+                .max(Duration::from_millis(10)),
+        );
         loop {
             tokio::select! {
                 batch = batches.recv() => {
@@ -195,7 +217,8 @@ pub async fn run_consumer(
     mut committed: watch::Receiver<Option<Snapshot>>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    let consumer: StreamConsumer = crate::kafka::consumer(&kafka, &format!("{}-{}", kafka.group_id, config.name))?;
+    let consumer: StreamConsumer =
+        crate::kafka::consumer(&kafka, &format!("{}-{}", kafka.group_id, config.name))?;
     let consumer = Arc::new(consumer);
     // Manual assignment: one writer per table reads every partition, and positions
     // come from the table, not from a consumer group.
@@ -297,7 +320,9 @@ fn commit_kafka_offsets(consumer: &StreamConsumer, pipeline: &str, snapshot: Opt
     else {
         return;
     };
-    let Ok(offsets) = serde_json::from_str::<Offsets>(value) else { return };
+    let Ok(offsets) = serde_json::from_str::<Offsets>(value) else {
+        return;
+    };
     let mut list = TopicPartitionList::new();
     for (topic, partitions) in &offsets {
         for (p, next) in partitions {

@@ -30,7 +30,12 @@ impl DeadLetters {
 
     /// Sends `message` with `reason`; waits for delivery so the source offset is only
     /// committed after the record is safe.
-    pub async fn send(&self, pipeline: &str, message: &BorrowedMessage<'_>, reason: &str) -> Result<()> {
+    pub async fn send(
+        &self,
+        pipeline: &str,
+        message: &BorrowedMessage<'_>,
+        reason: &str,
+    ) -> Result<()> {
         let Some(topic) = &self.topic else {
             tracing::warn!(
                 pipeline,
@@ -47,15 +52,33 @@ impl DeadLetters {
         let mut headers = OwnedHeaders::new();
         if let Some(original) = message.headers() {
             for h in original.iter() {
-                headers = headers.insert(Header { key: h.key, value: h.value });
+                headers = headers.insert(Header {
+                    key: h.key,
+                    value: h.value,
+                });
             }
         }
         let headers = headers
-            .insert(Header { key: ERROR_HEADER, value: Some(reason) })
-            .insert(Header { key: SOURCE_TOPIC_HEADER, value: Some(message.topic()) })
-            .insert(Header { key: SOURCE_PARTITION_HEADER, value: Some(&partition) })
-            .insert(Header { key: SOURCE_OFFSET_HEADER, value: Some(&offset) })
-            .insert(Header { key: PIPELINE_HEADER, value: Some(pipeline) });
+            .insert(Header {
+                key: ERROR_HEADER,
+                value: Some(reason),
+            })
+            .insert(Header {
+                key: SOURCE_TOPIC_HEADER,
+                value: Some(message.topic()),
+            })
+            .insert(Header {
+                key: SOURCE_PARTITION_HEADER,
+                value: Some(&partition),
+            })
+            .insert(Header {
+                key: SOURCE_OFFSET_HEADER,
+                value: Some(&offset),
+            })
+            .insert(Header {
+                key: PIPELINE_HEADER,
+                value: Some(pipeline),
+            });
         let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).headers(headers);
         if let Some(k) = message.key() {
             record = record.key(k);
@@ -66,7 +89,9 @@ impl DeadLetters {
         self.producer
             .send(record, Duration::from_secs(60))
             .await
-            .map_err(|(e, _)| Error::Kafka(format!("producing to dead-letter topic {topic}: {e}")))?;
+            .map_err(|(e, _)| {
+                Error::Kafka(format!("producing to dead-letter topic {topic}: {e}"))
+            })?;
         Ok(())
     }
 }

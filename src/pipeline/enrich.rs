@@ -51,7 +51,11 @@ pub enum JoinOutcome {
 }
 
 impl Join {
-    pub fn new(config: &JoinConfig, schema: &TableSchema, lookup: Arc<LookupTable>) -> Result<Self> {
+    pub fn new(
+        config: &JoinConfig,
+        schema: &TableSchema,
+        lookup: Arc<LookupTable>,
+    ) -> Result<Self> {
         let mut key_fields = Vec::new();
         for key in &schema.primary_keys {
             let Some((fact_field, _)) = config.on.iter().find(|(_, column)| *column == key) else {
@@ -104,17 +108,22 @@ impl Join {
         for (field, ty) in &self.key_fields {
             match lookup_path(fact, field) {
                 None | Some(Value::Null) => return Ok(None),
-                Some(v) => key.push(
-                    datum_from_json(v, ty)
-                        .map_err(|e| format!("join on {}: field `{field}`: {e}", self.table_name))?,
-                ),
+                Some(v) => {
+                    key.push(datum_from_json(v, ty).map_err(|e| {
+                        format!("join on {}: field `{field}`: {e}", self.table_name)
+                    })?)
+                }
             }
         }
         Ok(Some(key))
     }
 
     /// Adds the joined columns to `fact` (nulls when there is no match).
-    pub async fn apply(&self, fact: &mut Map<String, Value>, metrics: &PipelineMetrics) -> std::result::Result<JoinOutcome, String> {
+    pub async fn apply(
+        &self,
+        fact: &mut Map<String, Value>,
+        metrics: &PipelineMetrics,
+    ) -> std::result::Result<JoinOutcome, String> {
         let row = match self.key(fact)? {
             None => None,
             Some(key) => {
@@ -143,7 +152,11 @@ impl Join {
                 .map_or(Value::Null, |d| datum_to_json(d, ty));
             fact.insert(name.clone(), value);
         }
-        Ok(if row.is_some() { JoinOutcome::Matched } else { JoinOutcome::Missed })
+        Ok(if row.is_some() {
+            JoinOutcome::Matched
+        } else {
+            JoinOutcome::Missed
+        })
     }
 
     pub fn kind(&self) -> JoinKind {
@@ -164,7 +177,8 @@ pub async fn run(
     metrics: Arc<PipelineMetrics>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    let consumer: StreamConsumer = crate::kafka::consumer(&kafka, &format!("{}-{}", kafka.group_id, config.name))?;
+    let consumer: StreamConsumer =
+        crate::kafka::consumer(&kafka, &format!("{}-{}", kafka.group_id, config.name))?;
     let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
     consumer
         .subscribe(&topics)
@@ -293,5 +307,8 @@ async fn enrich_one(
 
 /// Join fields per table, for the pipeline summary.
 pub fn describe(joins: &[Join]) -> BTreeMap<String, usize> {
-    joins.iter().map(|j| (j.table_name.clone(), j.outputs.len())).collect()
+    joins
+        .iter()
+        .map(|j| (j.table_name.clone(), j.outputs.len()))
+        .collect()
 }

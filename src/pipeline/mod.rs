@@ -17,12 +17,12 @@ use crate::codec::{
     RowChange, SchemaResolver, UpdateMode,
 };
 use crate::config::{CacheKind, CdcConfig, Config, EnrichConfig, OutputConfig};
-use crate::table::options::MergeEngineKind;
 use crate::error::{Error, Result};
 use crate::lookup::{CacheOptions, LookupTable};
 use crate::lsm::lookup::{LookupOptions, PointLookup};
 use crate::lsm::merge::{Admission, MergeEngine};
 use crate::observe::PipelineMetrics;
+use crate::table::options::MergeEngineKind;
 use crate::table::schema::TableSchema;
 use crate::table::{Table, TableIdentifier, Warehouse};
 use dead_letter::DeadLetters;
@@ -55,20 +55,29 @@ impl RowValidator {
 }
 
 fn read_schema_file(path: &str) -> Result<Arc<AvroSchema>> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Config(format!("schema_file {path}: {e}")))?;
-    Ok(Arc::new(AvroSchema::parse(&text).map_err(|e| Error::Config(format!("schema_file {path}: {e}")))?))
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Config(format!("schema_file {path}: {e}")))?;
+    Ok(Arc::new(AvroSchema::parse(&text).map_err(|e| {
+        Error::Config(format!("schema_file {path}: {e}"))
+    })?))
 }
 
-fn avro_schemas(schema_file: &Option<String>, registry: &Option<String>) -> Result<Option<AvroSchemas>> {
+fn avro_schemas(
+    schema_file: &Option<String>,
+    registry: &Option<String>,
+) -> Result<Option<AvroSchemas>> {
     Ok(match (schema_file, registry) {
-        (_, Some(url)) => Some(AvroSchemas::Confluent(Arc::new(SchemaResolver::new().with_registry(url)?))),
+        (_, Some(url)) => Some(AvroSchemas::Confluent(Arc::new(
+            SchemaResolver::new().with_registry(url)?,
+        ))),
         (Some(file), None) => Some(AvroSchemas::Plain(read_schema_file(file)?)),
         (None, None) => None,
     })
 }
 
 fn parse_format(name: &str) -> Result<Format> {
-    name.parse::<Format>().map_err(|e| Error::Config(format!("format `{name}`: {e}")))
+    name.parse::<Format>()
+        .map_err(|e| Error::Config(format!("format `{name}`: {e}")))
 }
 
 /// The decoder of a CDC pipeline writing `table`.
@@ -90,7 +99,9 @@ pub fn cdc_decoder(config: &CdcConfig, table: &Table) -> Result<CdcDecoder> {
             )));
         }
         None => match table.options().merge_engine {
-            MergeEngineKind::PartialUpdate | MergeEngineKind::Aggregation => UpdateMode::UpdateBeforeAfter,
+            MergeEngineKind::PartialUpdate | MergeEngineKind::Aggregation => {
+                UpdateMode::UpdateBeforeAfter
+            }
             _ => UpdateMode::DeleteInsert,
         },
     };
@@ -102,12 +113,19 @@ pub fn cdc_decoder(config: &CdcConfig, table: &Table) -> Result<CdcDecoder> {
         avro: avro_schemas(&config.schema_file, &config.schema_registry)?,
         ..CdcOptions::default()
     };
-    CdcDecoder::new(parse_format(&config.format)?, table.schema().clone(), options)
+    CdcDecoder::new(
+        parse_format(&config.format)?,
+        table.schema().clone(),
+        options,
+    )
 }
 
 /// The fact decoder of an enrich pipeline.
 pub fn fact_decoder(config: &EnrichConfig) -> Result<FactDecoder> {
-    FactDecoder::new(parse_format(&config.format)?, avro_schemas(&config.schema_file, &config.schema_registry)?)
+    FactDecoder::new(
+        parse_format(&config.format)?,
+        avro_schemas(&config.schema_file, &config.schema_registry)?,
+    )
 }
 
 /// The output encoder of an enrich pipeline.
@@ -119,15 +137,24 @@ pub fn output_encoder(config: &OutputConfig) -> Result<OutputEncoder> {
                 .schema_file
                 .as_ref()
                 .ok_or_else(|| Error::Config("output format avro needs schema_file".into()))?;
-            Ok(OutputEncoder::Avro { schema: read_schema_file(file)?, confluent_id: None })
+            Ok(OutputEncoder::Avro {
+                schema: read_schema_file(file)?,
+                confluent_id: None,
+            })
         }
-        other => Err(Error::Config(format!("output format `{other}` is not json or avro"))),
+        other => Err(Error::Config(format!(
+            "output format `{other}` is not json or avro"
+        ))),
     }
 }
 
 /// Opens the table, creating it when absent; an existing table must have the configured
 /// columns, keys and merge engine.
-pub async fn open_or_create(warehouse: &Warehouse, name: &str, wanted: TableSchema) -> Result<Arc<Table>> {
+pub async fn open_or_create(
+    warehouse: &Warehouse,
+    name: &str,
+    wanted: TableSchema,
+) -> Result<Arc<Table>> {
     let id = TableIdentifier::parse(name)?;
     match Table::open(warehouse, &id).await {
         Ok(table) => {
@@ -141,13 +168,23 @@ pub async fn open_or_create(warehouse: &Warehouse, name: &str, wanted: TableSche
                     .join(", ")
             };
             if describe(have) != describe(&wanted) {
-                problems.push(format!("columns are [{}], configured [{}]", describe(have), describe(&wanted)));
+                problems.push(format!(
+                    "columns are [{}], configured [{}]",
+                    describe(have),
+                    describe(&wanted)
+                ));
             }
             if have.primary_keys != wanted.primary_keys {
-                problems.push(format!("primary key is {:?}, configured {:?}", have.primary_keys, wanted.primary_keys));
+                problems.push(format!(
+                    "primary key is {:?}, configured {:?}",
+                    have.primary_keys, wanted.primary_keys
+                ));
             }
             if have.partition_keys != wanted.partition_keys {
-                problems.push(format!("partition keys are {:?}, configured {:?}", have.partition_keys, wanted.partition_keys));
+                problems.push(format!(
+                    "partition keys are {:?}, configured {:?}",
+                    have.partition_keys, wanted.partition_keys
+                ));
             }
             for key in ["bucket", "merge-engine", "sequence.field"] {
                 if have.options.get(key) != wanted.options.get(key) {
@@ -194,7 +231,10 @@ impl Running {
     pub async fn next_exit(&mut self) -> Option<(String, Result<()>)> {
         match self.tasks.join_next().await {
             Some(Ok(exit)) => Some(exit),
-            Some(Err(e)) => Some(("?".into(), Err(Error::format(format!("pipeline task panicked: {e}"))))),
+            Some(Err(e)) => Some((
+                "?".into(),
+                Err(Error::format(format!("pipeline task panicked: {e}"))),
+            )),
             None => None,
         }
     }
@@ -224,7 +264,10 @@ pub async fn start(config: Config) -> Result<Running> {
 
     let mut tables: BTreeMap<String, Arc<Table>> = BTreeMap::new();
     for t in &config.tables {
-        tables.insert(t.name.clone(), open_or_create(&warehouse, &t.name, t.to_schema()?).await?);
+        tables.insert(
+            t.name.clone(),
+            open_or_create(&warehouse, &t.name, t.to_schema()?).await?,
+        );
     }
     let table = |name: &str| {
         tables
@@ -250,12 +293,19 @@ pub async fn start(config: Config) -> Result<Running> {
                 }
             };
             let cache = CacheOptions {
-                max_rows: if j.cache == CacheKind::None { 0 } else { j.cache_max_rows },
+                max_rows: if j.cache == CacheKind::None {
+                    0
+                } else {
+                    j.cache_max_rows
+                },
                 expire_after_write: j.cache_expire_after_write,
                 expire_after_access: j.cache_expire_after_access,
             };
             let lookup = Arc::new(LookupTable::new(point, &cache));
-            lookup_tables.entry(j.table.clone()).or_default().push(lookup.clone());
+            lookup_tables
+                .entry(j.table.clone())
+                .or_default()
+                .push(lookup.clone());
             joins.push(enrich::Join::new(j, t.schema(), lookup)?);
         }
         enrich_joins.push(joins);

@@ -89,6 +89,9 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A Kafka client call failed (broker unreachable, delivery failed, …).
+    #[error("kafka: {0}")]
+    Kafka(String),
     /// Local I/O failed (stdin, stdout).
     #[error("io: {context}: {source}")]
     Io {
@@ -116,7 +119,7 @@ impl Error {
             Error::CommitRetriesExhausted { .. }
             | Error::CommitConflict { .. }
             | Error::BackgroundCompaction { .. } => ErrorKind::Transient,
-            Error::Io { .. } => ErrorKind::Transient,
+            Error::Io { .. } | Error::Kafka(_) => ErrorKind::Transient,
             Error::Format(_)
             | Error::Parquet { .. }
             | Error::Arrow { .. }

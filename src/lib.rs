@@ -3,8 +3,13 @@
 
 pub mod cli;
 pub mod codec;
+pub mod config;
 pub mod error;
+pub mod kafka;
+pub mod lookup;
 pub mod lsm;
+pub mod observe;
+pub mod pipeline;
 pub mod table;
 
 pub use error::{Error, ErrorKind, Result};

@@ -29,10 +29,10 @@ fn main() -> ExitCode {
         Ok(Outcome::NotFound) => ExitCode::from(1),
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(if e.kind() == lakejoin::ErrorKind::Data {
-                1
-            } else {
-                2
+            // 1: the input or configuration is wrong; 2: something failed while running.
+            ExitCode::from(match e.kind() {
+                lakejoin::ErrorKind::Data | lakejoin::ErrorKind::Config => 1,
+                _ => 2,
             })
         }
     }

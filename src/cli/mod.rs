@@ -1,5 +1,7 @@
 //! Command-line interface: `lakejoin table …` (and later `run`, `validate`, `demo`).
 
+mod demo;
+mod run;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -16,6 +18,23 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the pipelines of a config file until Ctrl-C / SIGTERM.
+    Run {
+        /// Config file.
+        #[arg(short = 'c', long = "config", default_value = "connectors.toml")]
+        config: std::path::PathBuf,
+    },
+    /// Check a config file and list every problem.
+    Validate {
+        #[arg(short = 'c', long = "config", default_value = "connectors.toml")]
+        config: std::path::PathBuf,
+    },
+    /// The orders/customers scenario on an in-process mock Kafka; no services needed.
+    Demo {
+        /// How long to run, e.g. 20s, 2m.
+        #[arg(long, default_value = "20s", value_parser = parse_duration)]
+        duration: std::time::Duration,
+    },
     /// Create, write, read and maintain Paimon tables.
     Table {
         #[command(subcommand)]
@@ -31,10 +50,17 @@ pub enum Outcome {
     NotFound,
 }
 
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    crate::config::duration::parse_duration(text)
+}
+
 impl Cli {
     pub async fn run(self) -> crate::Result<Outcome> {
         match self.command {
             Command::Table { command } => command.run().await,
+            Command::Run { config } => run::run(&config).await,
+            Command::Validate { config } => run::validate(&config),
+            Command::Demo { duration } => demo::run(duration).await,
         }
     }
 }

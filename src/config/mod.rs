@@ -1,0 +1,422 @@
+//! `connectors.toml`: loading (TOML plus `LAKEJOIN__SECTION__KEY` environment overrides),
+//! and validation that reports every problem at once, each with its key path.
+
+pub mod duration;
+mod model;
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use model::*;
+
+use crate::error::{Error, Result};
+use crate::lsm::merge::{MergeEngine, SequenceOrder};
+use crate::table::TableIdentifier;
+use crate::table::options::TableOptions;
+use crate::table::schema::TableSchema;
+use crate::table::types::DataType;
+
+/// Decoder formats of CDC pipelines.
+pub const CDC_FORMATS: [&str; 7] = [
+    "json",
+    "debezium-json",
+    "canal-json",
+    "maxwell-json",
+    "upsert-json",
+    "avro",
+    "debezium-avro",
+];
+/// Formats of fact and output records.
+pub const FACT_FORMATS: [&str; 2] = ["json", "avro"];
+
+/// Loads and validates `path`; environment variables `LAKEJOIN__SECTION__KEY` override
+/// file values. Every problem is reported in one `Error::Config`, one per line.
+pub fn load(path: &Path) -> Result<Config> {
+    let file = path.display().to_string();
+    let raw = config::Config::builder()
+        .add_source(config::File::from(path).format(config::FileFormat::Toml))
+        .add_source(
+            config::Environment::with_prefix("LAKEJOIN")
+                .prefix_separator("__")
+                .separator("__")
+                .try_parsing(true)
+                .list_separator(",")
+                .with_list_parse_key("kafka.topics"),
+        )
+        .build()
+        .map_err(|e| Error::Config(format!("{file}: {e}")))?;
+    let value: Value = raw
+        .try_deserialize()
+        .map_err(|e| Error::Config(format!("{file}: {e}")))?;
+    from_value(&file, value)
+}
+
+/// Parses TOML text (no environment overrides); `origin` names it in messages.
+pub fn from_toml(origin: &str, text: &str) -> Result<Config> {
+    let raw = config::Config::builder()
+        .add_source(config::File::from_str(text, config::FileFormat::Toml))
+        .build()
+        .map_err(|e| Error::Config(format!("{origin}: {e}")))?;
+    let value: Value = raw
+        .try_deserialize()
+        .map_err(|e| Error::Config(format!("{origin}: {e}")))?;
+    from_value(origin, value)
+}
+
+/// Deserializes each section and each `[[…]]` entry on its own, so one bad entry does not
+/// hide the next one's problems; reports every unknown key of an entry up to its first
+/// wrongly typed value (keys in file order), then checks references and semantics of the
+/// entries that parsed ([`Config::problems`]).
+fn from_value(origin: &str, value: Value) -> Result<Config> {
+    let mut problems = Vec::new();
+    let Value::Object(mut top) = value else {
+        return Err(Error::Config(format!(
+            "{origin}: the file is not a TOML table"
+        )));
+    };
+    for key in top.keys() {
+        if !["kafka", "warehouse", "table", "cdc", "enrich"].contains(&key.as_str()) {
+            problems.push(format!("{key}: unknown section"));
+        }
+    }
+    let kafka: Option<KafkaConfig> = section(&mut top, "kafka", &mut problems, true);
+    let warehouse: Option<WarehouseConfig> = section(&mut top, "warehouse", &mut problems, true);
+    let tables: Vec<TableConfig> = list(&mut top, "table", &mut problems);
+    let cdc: Vec<CdcConfig> = list(&mut top, "cdc", &mut problems);
+    let enrich: Vec<EnrichConfig> = list(&mut top, "enrich", &mut problems);
+    let config = match (kafka, warehouse) {
+        (Some(kafka), Some(warehouse)) => Some(Config {
+            kafka,
+            warehouse,
+            tables,
+            cdc,
+            enrich,
+        }),
+        _ => None,
+    };
+    if let Some(c) = &config {
+        problems.extend(c.problems());
+    }
+    match config {
+        Some(c) if problems.is_empty() => Ok(c),
+        _ => Err(Error::Config(
+            problems
+                .iter()
+                .map(|p| format!("{origin}: {p}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )),
+    }
+}
+
+/// Deserializes `value`, reporting every unknown key and the first type error, each with
+/// its path under `prefix`.
+fn parse<T: DeserializeOwned>(prefix: &str, value: Value, problems: &mut Vec<String>) -> Option<T> {
+    let mut unknown = Vec::new();
+    let mut track = serde_path_to_error::Track::new();
+    let tracked = serde_path_to_error::Deserializer::new(value, &mut track);
+    // Unknown keys are collected rather than failing on the first, so all are reported.
+    let result: std::result::Result<T, _> =
+        serde_ignored::deserialize(tracked, |path| unknown.push(path.to_string()));
+    for key in &unknown {
+        problems.push(format!("{prefix}.{key}: unknown key"));
+    }
+    match result {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let path = track.path().to_string();
+            let at = if path == "." || path.is_empty() {
+                prefix.to_string()
+            } else {
+                format!("{prefix}.{path}")
+            };
+            problems.push(format!("{at}: {e}"));
+            None
+        }
+    }
+}
+
+fn section<T: DeserializeOwned>(
+    top: &mut serde_json::Map<String, Value>,
+    key: &str,
+    problems: &mut Vec<String>,
+    required: bool,
+) -> Option<T> {
+    match top.remove(key) {
+        Some(v) => parse(key, v, problems),
+        None => {
+            if required {
+                problems.push(format!("[{key}]: missing section"));
+            }
+            None
+        }
+    }
+}
+
+fn list<T: DeserializeOwned>(
+    top: &mut serde_json::Map<String, Value>,
+    key: &str,
+    problems: &mut Vec<String>,
+) -> Vec<T> {
+    match top.remove(key) {
+        None => Vec::new(),
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, item)| {
+                let label = match item.get("name").and_then(Value::as_str) {
+                    Some(name) => format!("{key}[{i}] ({name})"),
+                    None => format!("{key}[{i}]"),
+                };
+                parse(&label, item, problems)
+            })
+            .collect(),
+        Some(_) => {
+            problems.push(format!("{key}: must be an array of tables ([[{key}]])"));
+            Vec::new()
+        }
+    }
+}
+
+impl TableConfig {
+    /// The Paimon schema this entry declares.
+    pub fn to_schema(&self) -> Result<TableSchema> {
+        let mut problems = Vec::new();
+        let mut columns = Vec::new();
+        for c in &self.columns {
+            match DataType::parse(&c.data_type) {
+                Ok((t, nullable)) => columns.push((c.name.clone(), t, nullable)),
+                Err(e) => problems.push(format!("column `{}`: {e}", c.name)),
+            }
+        }
+        let mut options = self.options.clone();
+        options.insert("bucket".into(), self.buckets.to_string());
+        if let Some(engine) = &self.merge_engine {
+            options.insert("merge-engine".into(), engine.clone());
+        }
+        if !self.sequence_field.is_empty() {
+            options.insert("sequence.field".into(), self.sequence_field.join(","));
+        }
+        if !problems.is_empty() {
+            return Err(Error::Config(problems.join("; ")));
+        }
+        let schema = TableSchema::new(
+            columns,
+            self.partition_by.clone(),
+            self.primary_key.clone(),
+            options,
+        )?;
+        let table_options = TableOptions::from_map(&schema.options)?;
+        MergeEngine::new(&schema, &table_options)?;
+        SequenceOrder::new(&schema, &table_options)?;
+        if self.buckets < 1 {
+            return Err(Error::Config(format!(
+                "buckets must be ≥ 1, got {}",
+                self.buckets
+            )));
+        }
+        Ok(schema)
+    }
+}
+
+impl Config {
+    /// Checks references and semantics; returns every problem (empty when valid).
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if self.kafka.bootstrap_servers.trim().is_empty() {
+            problems.push("kafka.bootstrap_servers: must not be empty".into());
+        }
+        if self.warehouse.uri.trim().is_empty() {
+            problems.push("warehouse.uri: must not be empty".into());
+        }
+        let mut schemas: BTreeMap<String, TableSchema> = BTreeMap::new();
+        for (i, t) in self.tables.iter().enumerate() {
+            let at = format!("table[{i}] ({})", t.name);
+            if let Err(e) = TableIdentifier::parse(&t.name) {
+                problems.push(format!("{at}.name: {e}"));
+            }
+            if schemas.contains_key(&t.name) {
+                problems.push(format!("{at}.name: table `{}` is defined twice", t.name));
+                continue;
+            }
+            match t.to_schema() {
+                Ok(s) => {
+                    schemas.insert(t.name.clone(), s);
+                }
+                Err(e) => {
+                    for p in e.to_string().split("; ") {
+                        problems.push(format!("{at}: {p}"));
+                    }
+                }
+            }
+        }
+        let mut names = HashSet::new();
+        let mut check_name = |kind: &str, i: usize, name: &str, problems: &mut Vec<String>| {
+            if name.trim().is_empty() {
+                problems.push(format!("{kind}[{i}].name: must not be empty"));
+            } else if !names.insert(name.to_string()) {
+                problems.push(format!(
+                    "{kind}[{i}] ({name}).name: pipeline name `{name}` is used twice"
+                ));
+            }
+        };
+        for (i, c) in self.cdc.iter().enumerate() {
+            check_name("cdc", i, &c.name, &mut problems);
+            let at = format!("cdc[{i}] ({})", c.name);
+            if c.topics.is_empty() {
+                problems.push(format!("{at}.topics: at least one topic is required"));
+            }
+            if !CDC_FORMATS.contains(&c.format.as_str()) {
+                problems.push(format!(
+                    "{at}.format: `{}` is not one of {}",
+                    c.format,
+                    CDC_FORMATS.join(", ")
+                ));
+            }
+            if (c.format == "avro" || c.format == "debezium-avro")
+                && c.schema_file.is_none()
+                && c.schema_registry.is_none()
+            {
+                problems.push(format!(
+                    "{at}: format `{}` needs schema_file or schema_registry",
+                    c.format
+                ));
+            }
+            if c.commit_interval.is_zero() {
+                problems.push(format!("{at}.commit_interval: must be greater than zero"));
+            }
+            if c.commit_max_rows == 0 {
+                problems.push(format!("{at}.commit_max_rows: must be greater than zero"));
+            }
+            let Some(schema) = schemas.get(&c.table) else {
+                problems.push(format!(
+                    "{at}.table: `{}` is not defined by any [[table]]",
+                    c.table
+                ));
+                continue;
+            };
+            if let Some(field) = &c.row_kind_field
+                && schema.field(field).is_some()
+            {
+                problems.push(format!(
+                    "{at}.row_kind_field: `{field}` is a column of {}; the row kind is not stored",
+                    c.table
+                ));
+            }
+        }
+        for (i, e) in self.enrich.iter().enumerate() {
+            check_name("enrich", i, &e.name, &mut problems);
+            let at = format!("enrich[{i}] ({})", e.name);
+            if e.topics.is_empty() {
+                problems.push(format!("{at}.topics: at least one topic is required"));
+            }
+            if !FACT_FORMATS.contains(&e.format.as_str()) {
+                problems.push(format!(
+                    "{at}.format: `{}` is not one of {}",
+                    e.format,
+                    FACT_FORMATS.join(", ")
+                ));
+            }
+            if !FACT_FORMATS.contains(&e.output.format.as_str()) {
+                problems.push(format!(
+                    "{at}.output.format: `{}` is not one of {}",
+                    e.output.format,
+                    FACT_FORMATS.join(", ")
+                ));
+            }
+            if e.output.format == "avro" && e.output.schema_file.is_none() {
+                problems.push(format!("{at}.output: format `avro` needs schema_file"));
+            }
+            if e.output.topic.trim().is_empty() {
+                problems.push(format!("{at}.output.topic: must not be empty"));
+            }
+            if e.topics.contains(&e.output.topic) {
+                problems.push(format!(
+                    "{at}.output.topic: `{}` is also an input topic",
+                    e.output.topic
+                ));
+            }
+            for (j, join) in e.join.iter().enumerate() {
+                let at = format!("{at}.join[{j}]");
+                let Some(schema) = schemas.get(&join.table) else {
+                    problems.push(format!(
+                        "{at}.table: `{}` is not defined by any [[table]]",
+                        join.table
+                    ));
+                    continue;
+                };
+                if join.on.is_empty() {
+                    problems.push(format!(
+                        "{at}.on: at least one fact field = table column pair is required"
+                    ));
+                }
+                for (fact_field, column) in &join.on {
+                    if schema.field(column).is_none() {
+                        problems.push(format!(
+                            "{at}.on.{fact_field}: `{column}` is not a column of {}",
+                            join.table
+                        ));
+                    }
+                }
+                for column in join.select.iter().chain(join.rename.keys()) {
+                    if schema.field(column).is_none() {
+                        problems.push(format!(
+                            "{at}.select: `{column}` is not a column of {}",
+                            join.table
+                        ));
+                    }
+                }
+                let joined: HashSet<&String> = join.on.values().collect();
+                let key_columns: Vec<&String> = schema.primary_keys.iter().collect();
+                let is_point = key_columns.iter().all(|k| joined.contains(*k))
+                    && joined.len() == key_columns.len();
+                if !is_point
+                    && join.cache != CacheKind::Full
+                    && join.on.values().all(|c| schema.field(c).is_some())
+                {
+                    problems.push(format!(
+                        "{at}.on: joins on columns other than the primary key ({}) need cache = \"full\"",
+                        schema.primary_keys.join(", ")
+                    ));
+                }
+                if let Some(retry) = &join.retry {
+                    if retry.on != "miss" {
+                        problems.push(format!(
+                            "{at}.retry.on: only \"miss\" is supported, got `{}`",
+                            retry.on
+                        ));
+                    }
+                    if retry.max_attempts == 0 {
+                        problems.push(format!("{at}.retry.max_attempts: must be at least 1"));
+                    }
+                }
+                if join.cache == CacheKind::Partial && join.cache_max_rows == 0 {
+                    problems.push(format!("{at}.cache_max_rows: must be greater than zero"));
+                }
+            }
+        }
+        problems
+    }
+
+    /// The schema of table `name` as configured.
+    pub fn table(&self, name: &str) -> Option<&TableConfig> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+
+    /// A one-line summary for `lakejoin validate`.
+    pub fn summary(&self) -> String {
+        format!(
+            "ok: {} table(s), {} cdc pipeline(s), {} enrich pipeline(s), {} join(s)",
+            self.tables.len(),
+            self.cdc.len(),
+            self.enrich.len(),
+            self.enrich.iter().map(|e| e.join.len()).sum::<usize>()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,260 @@
+//! The `connectors.toml` model. Every struct rejects unknown keys (reported all at once
+//! by [`super::load`]); defaults are the documented ones.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::duration;
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Config {
+    pub kafka: KafkaConfig,
+    pub warehouse: WarehouseConfig,
+    #[serde(default, rename = "table")]
+    pub tables: Vec<TableConfig>,
+    #[serde(default)]
+    pub cdc: Vec<CdcConfig>,
+    #[serde(default)]
+    pub enrich: Vec<EnrichConfig>,
+}
+
+/// `[kafka]`: typed settings plus librdkafka properties passed verbatim.
+#[derive(Clone, Deserialize)]
+pub struct KafkaConfig {
+    /// `bootstrap.servers`.
+    pub bootstrap_servers: String,
+    /// Consumer group of every pipeline (each pipeline appends its name).
+    #[serde(default = "default_group_id")]
+    pub group_id: String,
+    /// Any librdkafka property (`security.protocol`, `sasl.*`, `ssl.*`, …); wins over the
+    /// typed fields. Values are never logged.
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for KafkaConfig {
+    /// Prints property names only: values may be secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaConfig")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("group_id", &self.group_id)
+            .field("properties", &self.properties.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+fn default_group_id() -> String {
+    "lakejoin".into()
+}
+
+/// `[warehouse]`.
+#[derive(Clone, Deserialize)]
+pub struct WarehouseConfig {
+    /// `file:///dir`, a directory, `memory://`, `s3://bucket/prefix`.
+    pub uri: String,
+    /// object_store options (`aws_endpoint`, `aws_access_key_id`, …). Values never logged.
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for WarehouseConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarehouseConfig")
+            .field("uri", &self.uri)
+            .field("options", &self.options.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// `[[table]]`: a primary-key table, created on start when absent.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TableConfig {
+    /// `database.table`.
+    pub name: String,
+    pub columns: Vec<ColumnConfig>,
+    pub primary_key: Vec<String>,
+    #[serde(default)]
+    pub partition_by: Vec<String>,
+    pub buckets: i32,
+    #[serde(default)]
+    pub merge_engine: Option<String>,
+    #[serde(default)]
+    pub sequence_field: Vec<String>,
+    /// Further Paimon table options, stored in the schema.
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+}
+
+/// One column: `{ name = "id", type = "INT" }`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ColumnConfig {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub data_type: String,
+}
+
+/// Where a pipeline starts when it has no committed position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StartFrom {
+    #[default]
+    Earliest,
+    Latest,
+}
+
+/// `[[cdc]]`: change topics upserted into one table.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CdcConfig {
+    pub name: String,
+    pub topics: Vec<String>,
+    /// json, debezium-json, canal-json, maxwell-json, upsert-json, avro, debezium-avro.
+    pub format: String,
+    pub table: String,
+    /// Commit to the table at least this often (default 5s).
+    #[serde(
+        default = "default_commit_interval",
+        deserialize_with = "duration::deserialize"
+    )]
+    pub commit_interval: Duration,
+    /// …or after this many changes (default 100,000).
+    #[serde(default = "default_commit_max_rows")]
+    pub commit_max_rows: usize,
+    #[serde(default)]
+    pub dead_letter_topic: Option<String>,
+    #[serde(default)]
+    pub start_from: StartFrom,
+    /// Member holding the row kind for `json` (e.g. `op` with +I/-U/+U/-D).
+    #[serde(default)]
+    pub row_kind_field: Option<String>,
+    /// Avro schema file (`avro`, `debezium-avro` without a registry).
+    #[serde(default)]
+    pub schema_file: Option<String>,
+    /// Confluent schema registry URL.
+    #[serde(default)]
+    pub schema_registry: Option<String>,
+    /// Column → message metadata filling it: `ingestion_timestamp` (Debezium `ts_ms`,
+    /// Canal/Maxwell `ts`; usable as a sequence field), `source_timestamp`, `database`,
+    /// `table`, `topic`, `partition`, `offset`, `timestamp`.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// Column → dotted path of its field when named differently or nested.
+    #[serde(default)]
+    pub fields: BTreeMap<String, String>,
+    /// Updates as `-D`/`+I` (`delete-insert`, Paimon's CDC default; follows key changes)
+    /// or `-U`/`+U` (`update-before-after`). Default: delete-insert for deduplicate and
+    /// first-row tables, update-before-after for partial-update and aggregation tables,
+    /// where a delete would drop other sources' columns or restart aggregates.
+    #[serde(default)]
+    pub update_mode: Option<String>,
+}
+
+fn default_commit_interval() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn default_commit_max_rows() -> usize {
+    100_000
+}
+
+/// `[[enrich]]`: fact topics enriched by lookup joins and produced to an output topic.
+#[derive(Debug, Clone, Deserialize)]
+pub struct EnrichConfig {
+    pub name: String,
+    pub topics: Vec<String>,
+    /// json or avro.
+    #[serde(default = "default_fact_format")]
+    pub format: String,
+    pub output: OutputConfig,
+    #[serde(default)]
+    pub dead_letter_topic: Option<String>,
+    #[serde(default)]
+    pub start_from: StartFrom,
+    #[serde(default)]
+    pub schema_file: Option<String>,
+    #[serde(default)]
+    pub schema_registry: Option<String>,
+    #[serde(default)]
+    pub join: Vec<JoinConfig>,
+}
+
+fn default_fact_format() -> String {
+    "json".into()
+}
+
+/// `output = { topic, format, key }`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct OutputConfig {
+    pub topic: String,
+    #[serde(default = "default_fact_format")]
+    pub format: String,
+    /// Field (dotted path) of the enriched record used as the Kafka key; the input key
+    /// is kept when absent.
+    #[serde(default)]
+    pub key: Option<String>,
+    #[serde(default)]
+    pub schema_file: Option<String>,
+}
+
+/// LEFT keeps unmatched facts with null columns; INNER drops them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum JoinKind {
+    #[default]
+    Left,
+    Inner,
+}
+
+/// Cache strategy of a join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheKind {
+    Full,
+    #[default]
+    Partial,
+    None,
+}
+
+/// `[[enrich.join]]`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct JoinConfig {
+    pub table: String,
+    #[serde(default)]
+    pub kind: JoinKind,
+    /// Fact field (dotted path) → table column.
+    pub on: BTreeMap<String, String>,
+    /// Table columns added to the fact (default: every column not in `on`).
+    #[serde(default)]
+    pub select: Vec<String>,
+    /// Prefix of the added fields.
+    #[serde(default)]
+    pub prefix: String,
+    /// Per-column output names, applied instead of the prefix.
+    #[serde(default)]
+    pub rename: BTreeMap<String, String>,
+    #[serde(default)]
+    pub cache: CacheKind,
+    #[serde(default = "default_cache_max_rows")]
+    pub cache_max_rows: u64,
+    #[serde(default, deserialize_with = "duration::deserialize_option")]
+    pub cache_expire_after_write: Option<Duration>,
+    #[serde(default, deserialize_with = "duration::deserialize_option")]
+    pub cache_expire_after_access: Option<Duration>,
+    #[serde(default)]
+    pub retry: Option<RetryConfig>,
+}
+
+fn default_cache_max_rows() -> u64 {
+    100_000
+}
+
+/// `retry = { on = "miss", delay = "1s", max_attempts = 10 }`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RetryConfig {
+    pub on: String,
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub delay: Duration,
+    pub max_attempts: u32,
+}

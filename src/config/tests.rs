@@ -1,0 +1,156 @@
+use super::*;
+
+const GOOD: &str = r#"
+[kafka]
+bootstrap_servers = "localhost:9092"
+[kafka.properties]
+"security.protocol" = "plaintext"
+
+[warehouse]
+uri = "file:///tmp/wh"
+
+[[table]]
+name = "shop.customers"
+columns = [
+  { name = "id", type = "INT" },
+  { name = "name", type = "STRING" },
+  { name = "updated_at", type = "TIMESTAMP(3)" },
+]
+primary_key = ["id"]
+buckets = 4
+sequence_field = ["updated_at"]
+
+[[cdc]]
+name = "customers-cdc"
+topics = ["dbserver1.shop.customers"]
+format = "debezium-json"
+table = "shop.customers"
+commit_interval = "2s"
+
+[[enrich]]
+name = "orders-enriched"
+topics = ["orders"]
+output = { topic = "orders_enriched", key = "order_id" }
+dead_letter_topic = "orders_dlq"
+
+[[enrich.join]]
+table = "shop.customers"
+on = { customer_id = "id" }
+select = ["name"]
+prefix = "customer_"
+cache_expire_after_write = "30m"
+retry = { on = "miss", delay = "1s", max_attempts = 10 }
+"#;
+
+#[test]
+fn a_good_file_loads_with_defaults() {
+    let c = from_toml("connectors.toml", GOOD).unwrap();
+    assert_eq!(c.kafka.group_id, "lakejoin");
+    assert_eq!(c.cdc[0].commit_interval, std::time::Duration::from_secs(2));
+    assert_eq!(c.cdc[0].commit_max_rows, 100_000);
+    assert_eq!(c.enrich[0].join[0].kind, JoinKind::Left);
+    assert_eq!(c.enrich[0].join[0].cache, CacheKind::Partial);
+    assert_eq!(
+        c.summary(),
+        "ok: 1 table(s), 1 cdc pipeline(s), 1 enrich pipeline(s), 1 join(s)"
+    );
+    let schema = c.tables[0].to_schema().unwrap();
+    assert_eq!(
+        schema.options.get("sequence.field").map(String::as_str),
+        Some("updated_at")
+    );
+    // Secrets never reach Debug output.
+    assert!(!format!("{:?}", c.kafka).contains("plaintext"));
+}
+
+#[test]
+fn every_problem_is_reported_at_once_with_its_path() {
+    let bad = GOOD
+        .replace("buckets = 4", "buckets = 4\ncolour = \"red\"")
+        .replace(
+            "commit_interval = \"2s\"",
+            "bogus = 1\ncommit_interval = \"soon\"",
+        )
+        .replace(
+            "on = { customer_id = \"id\" }",
+            "on = { customer_id = \"idd\" }",
+        )
+        .replace(
+            "table = \"shop.customers\"\ncommit_interval",
+            "table = \"shop.nope\"\ncommit_interval",
+        )
+        .replace("name = \"orders-enriched\"", "name = \"customers-cdc\"");
+    let err = from_toml("connectors.toml", &bad).unwrap_err().to_string();
+    let lines: Vec<&str> = err.lines().collect();
+    let has = |needle: &str| {
+        lines
+            .iter()
+            .any(|l| l.starts_with("connectors.toml: ") && l.contains(needle))
+    };
+    assert!(
+        has("table[0] (shop.customers).colour: unknown key"),
+        "{err}"
+    );
+    assert!(has("cdc[0] (customers-cdc).bogus: unknown key"), "{err}");
+    assert!(
+        has("cdc[0] (customers-cdc).commit_interval: `soon` is not a duration"),
+        "{err}"
+    );
+    assert!(
+        has(
+            "enrich[0] (customers-cdc).join[0].on.customer_id: `idd` is not a column of shop.customers"
+        ),
+        "{err}"
+    );
+    // An entry that failed to parse is not checked further; the others are.
+    let duplicate = GOOD.replace("name = \"orders-enriched\"", "name = \"customers-cdc\"");
+    let err = from_toml("connectors.toml", &duplicate)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("enrich[0] (customers-cdc).name: pipeline name `customers-cdc` is used twice"),
+        "{err}"
+    );
+}
+
+#[test]
+fn references_and_join_keys_are_checked() {
+    let bad = GOOD
+        .replace(
+            "table = \"shop.customers\"\non",
+            "table = \"shop.missing\"\non",
+        )
+        .replace("format = \"debezium-json\"", "format = \"xml\"")
+        .replace(
+            "[kafka]\nbootstrap_servers = \"localhost:9092\"",
+            "[kafka]\nbootstrap_servers = \"\"",
+        );
+    let err = from_toml("c.toml", &bad).unwrap_err().to_string();
+    assert!(
+        err.contains("enrich[0] (orders-enriched).join[0].table: `shop.missing` is not defined"),
+        "{err}"
+    );
+    assert!(
+        err.contains("cdc[0] (customers-cdc).format: `xml` is not one of"),
+        "{err}"
+    );
+    assert!(
+        err.contains("kafka.bootstrap_servers: must not be empty"),
+        "{err}"
+    );
+    let non_key = GOOD.replace(
+        "on = { customer_id = \"id\" }",
+        "on = { customer_name = \"name\" }",
+    );
+    let err = from_toml("c.toml", &non_key).unwrap_err().to_string();
+    assert!(err.contains("need cache = \"full\""), "{err}");
+}
+
+#[test]
+fn missing_sections_and_wrong_types_are_reported() {
+    let err = from_toml("c.toml", "[warehouse]\nuri = 5\n")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("[kafka]: missing section"), "{err}");
+    assert!(err.contains("warehouse.uri"), "{err}");
+}

@@ -1,0 +1,335 @@
+//! CDC pipelines: change topics → decode → one writer per table → snapshot commits that
+//! record the consumed offsets → Kafka offset commit.
+//!
+//! Delivery: a change is in the table exactly once. Every snapshot's properties hold,
+//! for every pipeline feeding the table, the next offset of each partition it covers; on
+//! start each pipeline resumes from there (not from Kafka's committed offsets, which are
+//! only informational), so a crash at any moment neither loses nor repeats a change.
+//! Files flushed after the last commit are orphans and are cleaned by `clean-orphans`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use tokio::sync::{mpsc, watch};
+
+use super::dead_letter::DeadLetters;
+use crate::codec::{CdcDecoder, Decoded, KafkaRecord, RowChange};
+use crate::config::{CdcConfig, KafkaConfig, StartFrom};
+use crate::error::{Error, Result};
+use crate::lsm::writer::TableWriter;
+use crate::observe::PipelineMetrics;
+use crate::table::Table;
+use crate::table::snapshot::Snapshot;
+
+/// Snapshot property holding a pipeline's offsets: `lakejoin.offsets.<pipeline>`.
+pub const OFFSETS_PROPERTY_PREFIX: &str = "lakejoin.offsets.";
+
+/// topic → partition → next offset to consume.
+pub type Offsets = BTreeMap<String, BTreeMap<i32, i64>>;
+
+/// Decoded changes of one Kafka record, and the position after it.
+#[derive(Debug)]
+pub struct ChangeBatch {
+    pub pipeline: String,
+    pub topic: String,
+    pub partition: i32,
+    pub next_offset: i64,
+    pub changes: Vec<RowChange>,
+}
+
+/// The single writer of one table, fed by every CDC pipeline of that table.
+pub struct TableSink {
+    writer: TableWriter,
+    /// Offsets of every pipeline, carried forward in every commit.
+    offsets: BTreeMap<String, Offsets>,
+    pending_changes: usize,
+    commit_interval: Duration,
+    commit_max_rows: usize,
+    metrics: BTreeMap<String, Arc<PipelineMetrics>>,
+    committed: watch::Sender<Option<Snapshot>>,
+}
+
+/// Commit user of this process's writer of `table`: stable across restarts.
+pub fn commit_user(group_id: &str, table: &str) -> String {
+    format!("lakejoin:{group_id}:{table}")
+}
+
+impl TableSink {
+    /// Opens the writer and reads where each pipeline left off from the latest snapshot
+    /// this writer committed.
+    pub async fn open(
+        table: Arc<Table>,
+        commit_user: &str,
+        pipelines: &[(CdcConfig, Arc<PipelineMetrics>)],
+    ) -> Result<(Self, watch::Receiver<Option<Snapshot>>)> {
+        let last = table.latest_snapshot_of_user(commit_user).await?;
+        let mut offsets = BTreeMap::new();
+        if let Some(properties) = last.as_ref().and_then(|s| s.properties.as_ref()) {
+            for (key, value) in properties {
+                if let Some(pipeline) = key.strip_prefix(OFFSETS_PROPERTY_PREFIX) {
+                    let parsed: Offsets = serde_json::from_str(value).map_err(|e| {
+                        Error::format(format!(
+                            "snapshot property {key} of {} is not valid: {e}",
+                            table.identifier()
+                        ))
+                    })?;
+                    offsets.insert(pipeline.to_string(), parsed);
+                }
+            }
+        }
+        let writer = TableWriter::new(table, commit_user).await?;
+        let (tx, rx) = watch::channel(None);
+        Ok((
+            TableSink {
+                writer,
+                offsets,
+                pending_changes: 0,
+                commit_interval: pipelines
+                    .iter()
+                    .map(|(c, _)| c.commit_interval)
+                    .min()
+                    .unwrap_or(Duration::from_secs(5)),
+                commit_max_rows: pipelines
+                    .iter()
+                    .map(|(c, _)| c.commit_max_rows)
+                    .min()
+                    .unwrap_or(100_000),
+                metrics: pipelines
+                    .iter()
+                    .map(|(c, m)| (c.name.clone(), m.clone()))
+                    .collect(),
+                committed: tx,
+            },
+            rx,
+        ))
+    }
+
+    /// Where `pipeline` resumes (empty when it never committed).
+    pub fn resume_offsets(&self, pipeline: &str) -> Offsets {
+        self.offsets.get(pipeline).cloned().unwrap_or_default()
+    }
+
+    /// Applies batches until every sender is gone or `shutdown` fires, committing every
+    /// `commit_interval` or `commit_max_rows`, and once more at the end.
+    pub async fn run(
+        mut self,
+        mut batches: mpsc::Receiver<ChangeBatch>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<()> {
+        let mut last_commit = Instant::now();
+        let mut tick = tokio::time::interval(
+            self.commit_interval
+                .min(Duration::from_secs(1))
+                .max(Duration::from_millis(10)),
+        );
+        loop {
+            tokio::select! {
+                batch = batches.recv() => {
+                    let Some(batch) = batch else { break };
+                    self.apply(batch);
+                    if self.pending_changes >= self.commit_max_rows || self.writer.needs_flush() {
+                        self.commit().await?;
+                        last_commit = Instant::now();
+                    }
+                }
+                _ = tick.tick() => {
+                    if last_commit.elapsed() >= self.commit_interval {
+                        self.commit().await?;
+                        last_commit = Instant::now();
+                    }
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+        // Take what the consumers already sent, then commit it.
+        while let Ok(batch) = batches.try_recv() {
+            self.apply(batch);
+        }
+        self.commit().await
+    }
+
+    fn apply(&mut self, batch: ChangeBatch) {
+        let metrics = self.metrics.get(&batch.pipeline).cloned();
+        for change in batch.changes {
+            match self.writer.write(change.kind, change.row) {
+                Ok(()) => {
+                    self.pending_changes += 1;
+                    if let Some(m) = &metrics {
+                        PipelineMetrics::add(&m.rows_written, 1);
+                    }
+                }
+                // Consumers validate rows before sending, so this is a bug guard.
+                Err(e) => {
+                    tracing::error!(pipeline = %batch.pipeline, error = %e, "change rejected by the table writer");
+                    if let Some(m) = &metrics {
+                        PipelineMetrics::add(&m.dead_lettered, 1);
+                    }
+                }
+            }
+        }
+        self.offsets
+            .entry(batch.pipeline)
+            .or_default()
+            .entry(batch.topic)
+            .or_default()
+            .insert(batch.partition, batch.next_offset);
+        // Offsets moved even without changes (skipped or dead-lettered records).
+        self.pending_changes = self.pending_changes.max(1);
+    }
+
+    async fn commit(&mut self) -> Result<()> {
+        if self.pending_changes == 0 {
+            return Ok(());
+        }
+        let mut properties = BTreeMap::new();
+        for (pipeline, offsets) in &self.offsets {
+            let text = serde_json::to_string(offsets).map_err(|e| Error::json("offsets", e))?;
+            properties.insert(format!("{OFFSETS_PROPERTY_PREFIX}{pipeline}"), text);
+        }
+        if let Some(snapshot) = self.writer.commit(properties).await? {
+            tracing::debug!(table = %self.writer.table().identifier(), snapshot = snapshot.id, rows = self.pending_changes, "committed");
+            for m in self.metrics.values() {
+                PipelineMetrics::add(&m.commits, 1);
+            }
+            self.committed.send_replace(Some(snapshot));
+        }
+        self.pending_changes = 0;
+        Ok(())
+    }
+}
+
+/// Consumes one CDC pipeline's topics from `resume` (or `start_from`), decodes, and sends
+/// the changes to the table's sink. Bad records go to the dead-letter topic.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_consumer(
+    config: CdcConfig,
+    kafka: KafkaConfig,
+    table: Arc<Table>,
+    decoder: CdcDecoder,
+    resume: Offsets,
+    sink: mpsc::Sender<ChangeBatch>,
+    dead_letters: DeadLetters,
+    metrics: Arc<PipelineMetrics>,
+    mut committed: watch::Receiver<Option<Snapshot>>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    let consumer: StreamConsumer =
+        crate::kafka::consumer(&kafka, &format!("{}-{}", kafka.group_id, config.name))?;
+    let consumer = Arc::new(consumer);
+    // Manual assignment: one writer per table reads every partition, and positions
+    // come from the table, not from a consumer group.
+    let mut assignment = TopicPartitionList::new();
+    for topic in &config.topics {
+        let c = consumer.clone();
+        let t = topic.clone();
+        let partitions = tokio::task::spawn_blocking(move || crate::kafka::partitions(&c, &t))
+            .await
+            .map_err(|e| Error::Kafka(format!("metadata task failed: {e}")))??;
+        for p in partitions {
+            let offset = match resume.get(topic).and_then(|m| m.get(&p)) {
+                Some(next) => Offset::Offset(*next),
+                None => match config.start_from {
+                    StartFrom::Earliest => Offset::Beginning,
+                    StartFrom::Latest => Offset::End,
+                },
+            };
+            assignment
+                .add_partition_offset(topic, p, offset)
+                .map_err(|e| Error::Kafka(format!("assigning {topic}/{p}: {e}")))?;
+        }
+    }
+    consumer
+        .assign(&assignment)
+        .map_err(|e| Error::Kafka(format!("assigning partitions of {}: {e}", config.name)))?;
+    let validator = super::RowValidator::new(&table)?;
+    loop {
+        tokio::select! {
+            message = consumer.recv() => {
+                let message = match message {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::warn!(pipeline = %config.name, error = %e, "Kafka consumer error");
+                        continue;
+                    }
+                };
+                PipelineMetrics::add(&metrics.records_in, 1);
+                let record = KafkaRecord {
+                    topic: message.topic(),
+                    partition: message.partition(),
+                    offset: message.offset(),
+                    timestamp_ms: message.timestamp().to_millis(),
+                    key: message.key(),
+                    payload: message.payload(),
+                };
+                let decoded = match decoder.prepare(&record).await {
+                    Ok(()) => decoder.decode(&record),
+                    Err(e) => Err(e),
+                };
+                let changes: std::result::Result<Vec<RowChange>, String> = match decoded {
+                    Ok(Decoded::Changes(changes)) => changes
+                        .iter()
+                        .try_for_each(|c| validator.check(c))
+                        .map(|()| changes),
+                    Ok(Decoded::Skipped(reason)) => {
+                        tracing::debug!(pipeline = %config.name, %reason, "record skipped");
+                        Ok(Vec::new())
+                    }
+                    // A schema registry outage must not turn good records into dead letters.
+                    Err(e) if e.is_transient() => return Err(Error::Kafka(format!("{}: {e}", config.name))),
+                    Err(e) => Err(e.to_string()),
+                };
+                let changes = match changes {
+                    Ok(c) => c,
+                    Err(reason) => {
+                        PipelineMetrics::add(&metrics.dead_lettered, 1);
+                        dead_letters.send(&config.name, &message, &reason).await?;
+                        Vec::new()
+                    }
+                };
+                let batch = ChangeBatch {
+                    pipeline: config.name.clone(),
+                    topic: message.topic().to_string(),
+                    partition: message.partition(),
+                    next_offset: message.offset() + 1,
+                    changes,
+                };
+                if sink.send(batch).await.is_err() {
+                    // The sink stopped (shutdown or a fatal error it reports itself).
+                    break;
+                }
+            }
+            changed = committed.changed() => {
+                if changed.is_err() { break; }
+                commit_kafka_offsets(&consumer, &config.name, committed.borrow().as_ref());
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    Ok(())
+}
+
+/// Mirrors the committed table position into the consumer group, for monitoring tools.
+fn commit_kafka_offsets(consumer: &StreamConsumer, pipeline: &str, snapshot: Option<&Snapshot>) {
+    let Some(value) = snapshot
+        .and_then(|s| s.properties.as_ref())
+        .and_then(|p| p.get(&format!("{OFFSETS_PROPERTY_PREFIX}{pipeline}")))
+    else {
+        return;
+    };
+    let Ok(offsets) = serde_json::from_str::<Offsets>(value) else {
+        return;
+    };
+    let mut list = TopicPartitionList::new();
+    for (topic, partitions) in &offsets {
+        for (p, next) in partitions {
+            let _ = list.add_partition_offset(topic, *p, Offset::Offset(*next));
+        }
+    }
+    if let Err(e) = consumer.commit(&list, rdkafka::consumer::CommitMode::Async) {
+        tracing::debug!(pipeline, error = %e, "could not mirror offsets to the consumer group");
+    }
+}

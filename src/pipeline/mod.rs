@@ -1,0 +1,428 @@
+//! Builds the CDC and enrich pipelines of a `connectors.toml`, runs them, and stops them
+//! gracefully (final table commits, in-flight output delivered, offsets committed).
+
+pub mod cdc;
+pub mod dead_letter;
+pub mod enrich;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::codec::{
+    AvroSchema, AvroSchemas, CdcDecoder, CdcOptions, FactDecoder, Format, Metadata, OutputEncoder,
+    RowChange, SchemaResolver, UpdateMode,
+};
+use crate::config::{CacheKind, CdcConfig, Config, EnrichConfig, OutputConfig};
+use crate::error::{Error, Result};
+use crate::lookup::{CacheOptions, LookupTable};
+use crate::lsm::lookup::{LookupOptions, PointLookup};
+use crate::lsm::merge::{Admission, MergeEngine};
+use crate::observe::PipelineMetrics;
+use crate::table::options::MergeEngineKind;
+use crate::table::schema::TableSchema;
+use crate::table::{Table, TableIdentifier, Warehouse};
+use dead_letter::DeadLetters;
+
+/// How often lookups look for snapshots committed by other writers.
+pub const REFRESH_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Checks a decoded change against the table before it is queued, so that a bad record
+/// is dead-lettered by its pipeline instead of failing the table's writer.
+pub struct RowValidator {
+    schema: Arc<TableSchema>,
+    engine: MergeEngine,
+}
+
+impl RowValidator {
+    pub fn new(table: &Table) -> Result<Self> {
+        Ok(RowValidator {
+            schema: table.schema().clone(),
+            engine: MergeEngine::new(table.schema(), table.options())?,
+        })
+    }
+
+    /// `Err` with the reason when the table would reject the change.
+    pub fn check(&self, change: &RowChange) -> std::result::Result<(), String> {
+        crate::lsm::writer::check_row(&self.schema, &change.row)?;
+        match self.engine.admit(change.kind)? {
+            Admission::Keep | Admission::Drop => Ok(()),
+        }
+    }
+}
+
+fn read_schema_file(path: &str) -> Result<Arc<AvroSchema>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Config(format!("schema_file {path}: {e}")))?;
+    Ok(Arc::new(AvroSchema::parse(&text).map_err(|e| {
+        Error::Config(format!("schema_file {path}: {e}"))
+    })?))
+}
+
+fn avro_schemas(
+    schema_file: &Option<String>,
+    registry: &Option<String>,
+) -> Result<Option<AvroSchemas>> {
+    Ok(match (schema_file, registry) {
+        (_, Some(url)) => Some(AvroSchemas::Confluent(Arc::new(
+            SchemaResolver::new().with_registry(url)?,
+        ))),
+        (Some(file), None) => Some(AvroSchemas::Plain(read_schema_file(file)?)),
+        (None, None) => None,
+    })
+}
+
+fn parse_format(name: &str) -> Result<Format> {
+    name.parse::<Format>()
+        .map_err(|e| Error::Config(format!("format `{name}`: {e}")))
+}
+
+/// The decoder of a CDC pipeline writing `table`.
+pub fn cdc_decoder(config: &CdcConfig, table: &Table) -> Result<CdcDecoder> {
+    let mut metadata = BTreeMap::new();
+    for (column, name) in &config.metadata {
+        let m = name
+            .parse::<Metadata>()
+            .map_err(|e| Error::Config(format!("cdc {}: metadata.{column}: {e}", config.name)))?;
+        metadata.insert(column.clone(), m);
+    }
+    let update_mode = match config.update_mode.as_deref() {
+        Some("delete-insert") => UpdateMode::DeleteInsert,
+        Some("update-before-after") => UpdateMode::UpdateBeforeAfter,
+        Some(other) => {
+            return Err(Error::Config(format!(
+                "cdc {}: update_mode must be delete-insert or update-before-after, got `{other}`",
+                config.name
+            )));
+        }
+        None => match table.options().merge_engine {
+            MergeEngineKind::PartialUpdate | MergeEngineKind::Aggregation => {
+                UpdateMode::UpdateBeforeAfter
+            }
+            _ => UpdateMode::DeleteInsert,
+        },
+    };
+    let options = CdcOptions {
+        field_paths: config.fields.clone(),
+        metadata,
+        row_kind_field: config.row_kind_field.clone(),
+        update_mode,
+        avro: avro_schemas(&config.schema_file, &config.schema_registry)?,
+        ..CdcOptions::default()
+    };
+    CdcDecoder::new(
+        parse_format(&config.format)?,
+        table.schema().clone(),
+        options,
+    )
+}
+
+/// The fact decoder of an enrich pipeline.
+pub fn fact_decoder(config: &EnrichConfig) -> Result<FactDecoder> {
+    FactDecoder::new(
+        parse_format(&config.format)?,
+        avro_schemas(&config.schema_file, &config.schema_registry)?,
+    )
+}
+
+/// The output encoder of an enrich pipeline.
+pub fn output_encoder(config: &OutputConfig) -> Result<OutputEncoder> {
+    match config.format.as_str() {
+        "json" => Ok(OutputEncoder::Json),
+        "avro" => {
+            let file = config
+                .schema_file
+                .as_ref()
+                .ok_or_else(|| Error::Config("output format avro needs schema_file".into()))?;
+            Ok(OutputEncoder::Avro {
+                schema: read_schema_file(file)?,
+                confluent_id: None,
+            })
+        }
+        other => Err(Error::Config(format!(
+            "output format `{other}` is not json or avro"
+        ))),
+    }
+}
+
+/// Opens the table, creating it when absent; an existing table must have the configured
+/// columns, keys and merge engine.
+pub async fn open_or_create(
+    warehouse: &Warehouse,
+    name: &str,
+    wanted: TableSchema,
+) -> Result<Arc<Table>> {
+    let id = TableIdentifier::parse(name)?;
+    match Table::open(warehouse, &id).await {
+        Ok(table) => {
+            let have = table.schema();
+            let mut problems = Vec::new();
+            let describe = |s: &TableSchema| {
+                s.fields
+                    .iter()
+                    .map(|f| format!("{} {}", f.name, f.type_string()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            if describe(have) != describe(&wanted) {
+                problems.push(format!(
+                    "columns are [{}], configured [{}]",
+                    describe(have),
+                    describe(&wanted)
+                ));
+            }
+            if have.primary_keys != wanted.primary_keys {
+                problems.push(format!(
+                    "primary key is {:?}, configured {:?}",
+                    have.primary_keys, wanted.primary_keys
+                ));
+            }
+            if have.partition_keys != wanted.partition_keys {
+                problems.push(format!(
+                    "partition keys are {:?}, configured {:?}",
+                    have.partition_keys, wanted.partition_keys
+                ));
+            }
+            for key in ["bucket", "merge-engine", "sequence.field"] {
+                if have.options.get(key) != wanted.options.get(key) {
+                    problems.push(format!(
+                        "option `{key}` is {:?}, configured {:?}",
+                        have.options.get(key),
+                        wanted.options.get(key)
+                    ));
+                }
+            }
+            if problems.is_empty() {
+                Ok(Arc::new(table))
+            } else {
+                Err(Error::Config(format!(
+                    "table {name} exists with a different schema: {}",
+                    problems.join("; ")
+                )))
+            }
+        }
+        Err(Error::TableNotFound(_)) => match Table::create(warehouse, &id, wanted.clone()).await {
+            Ok(t) => Ok(Arc::new(t)),
+            // Another process created it first: check it like an existing one.
+            Err(Error::TableExists(_)) => Box::pin(open_or_create(warehouse, name, wanted)).await,
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+/// Running pipelines.
+pub struct Running {
+    shutdown: watch::Sender<bool>,
+    tasks: JoinSet<(String, Result<()>)>,
+    metrics: BTreeMap<String, Arc<PipelineMetrics>>,
+}
+
+impl Running {
+    /// Counters of every pipeline, by name.
+    pub fn metrics(&self) -> &BTreeMap<String, Arc<PipelineMetrics>> {
+        &self.metrics
+    }
+
+    /// Waits until a pipeline stops on its own (an error), returning its name and result.
+    pub async fn next_exit(&mut self) -> Option<(String, Result<()>)> {
+        match self.tasks.join_next().await {
+            Some(Ok(exit)) => Some(exit),
+            Some(Err(e)) => Some((
+                "?".into(),
+                Err(Error::format(format!("pipeline task panicked: {e}"))),
+            )),
+            None => None,
+        }
+    }
+
+    /// Stops every pipeline: consumers stop, sinks commit what they have, enrichers
+    /// deliver what is in flight and commit offsets. Returns the first error.
+    pub async fn shutdown(mut self) -> Result<()> {
+        self.shutdown.send_replace(true);
+        let mut first_error = None;
+        while let Some(exit) = self.next_exit().await {
+            if let (name, Err(e)) = exit {
+                tracing::error!(pipeline = %name, error = %e, "pipeline failed");
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Builds and starts every pipeline of `config`.
+pub async fn start(config: Config) -> Result<Running> {
+    let warehouse = Warehouse::from_uri(&config.warehouse.uri, &config.warehouse.options)?;
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let mut tasks = JoinSet::new();
+    let mut metrics = BTreeMap::new();
+    let producer = crate::kafka::producer(&config.kafka)?;
+
+    let mut tables: BTreeMap<String, Arc<Table>> = BTreeMap::new();
+    for t in &config.tables {
+        tables.insert(
+            t.name.clone(),
+            open_or_create(&warehouse, &t.name, t.to_schema()?).await?,
+        );
+    }
+    let table = |name: &str| {
+        tables
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::Config(format!("table {name} is not defined")))
+    };
+
+    // Lookups: one point-lookup per joined table, one cache per join.
+    let mut point_lookups: BTreeMap<String, Arc<PointLookup>> = BTreeMap::new();
+    let mut lookup_tables: BTreeMap<String, Vec<Arc<LookupTable>>> = BTreeMap::new();
+    let mut enrich_joins = Vec::new();
+    for e in &config.enrich {
+        let mut joins = Vec::new();
+        for j in &e.join {
+            let t = table(&j.table)?;
+            let point = match point_lookups.get(&j.table) {
+                Some(p) => p.clone(),
+                None => {
+                    let p = Arc::new(PointLookup::open(t.clone(), LookupOptions::default()).await?);
+                    point_lookups.insert(j.table.clone(), p.clone());
+                    p
+                }
+            };
+            let cache = CacheOptions {
+                max_rows: if j.cache == CacheKind::None {
+                    0
+                } else {
+                    j.cache_max_rows
+                },
+                expire_after_write: j.cache_expire_after_write,
+                expire_after_access: j.cache_expire_after_access,
+            };
+            let lookup = Arc::new(LookupTable::new(point, &cache));
+            lookup_tables
+                .entry(j.table.clone())
+                .or_default()
+                .push(lookup.clone());
+            joins.push(enrich::Join::new(j, t.schema(), lookup)?);
+        }
+        enrich_joins.push(joins);
+    }
+
+    // CDC: one sink (writer) per table, fed by all of that table's pipelines.
+    let mut by_table: BTreeMap<String, Vec<crate::config::CdcConfig>> = BTreeMap::new();
+    for c in &config.cdc {
+        by_table.entry(c.table.clone()).or_default().push(c.clone());
+    }
+    for (table_name, pipelines) in by_table {
+        let t = table(&table_name)?;
+        let with_metrics: Vec<_> = pipelines
+            .iter()
+            .map(|c| {
+                let m = Arc::new(PipelineMetrics::default());
+                metrics.insert(c.name.clone(), m.clone());
+                (c.clone(), m)
+            })
+            .collect();
+        let user = cdc::commit_user(&config.kafka.group_id, &table_name);
+        let (sink, committed) = cdc::TableSink::open(t.clone(), &user, &with_metrics).await?;
+        let (tx, rx) = mpsc::channel(1024);
+        for (c, m) in &with_metrics {
+            let decoder = cdc_decoder(c, &t)?;
+            let resume = sink.resume_offsets(&c.name);
+            let dead = DeadLetters::new(c.dead_letter_topic.clone(), producer.clone());
+            let name = c.name.clone();
+            let run = cdc::run_consumer(
+                c.clone(),
+                config.kafka.clone(),
+                t.clone(),
+                decoder,
+                resume,
+                tx.clone(),
+                dead,
+                m.clone(),
+                committed.clone(),
+                shutdown_rx.clone(),
+            );
+            tasks.spawn(async move { (name, run.await) });
+        }
+        drop(tx);
+        let sink_shutdown = shutdown_rx.clone();
+        tasks.spawn({
+            let name = format!("table {table_name}");
+            async move { (name, sink.run(rx, sink_shutdown).await) }
+        });
+        // This process's commits reach its lookups right away.
+        if let Some(lookups) = lookup_tables.get(&table_name).cloned() {
+            let mut committed = committed.clone();
+            let mut stop = shutdown_rx.clone();
+            let name = format!("refresh {table_name}");
+            tasks.spawn(async move {
+                loop {
+                    tokio::select! {
+                        changed = committed.changed() => {
+                            if changed.is_err() { break; }
+                            for l in &lookups {
+                                if let Err(e) = l.refresh().await {
+                                    return (name, Err(e));
+                                }
+                            }
+                        }
+                        _ = stop.changed() => break,
+                    }
+                }
+                (name, Ok(()))
+            });
+        }
+    }
+
+    // Snapshots written by other processes are picked up every REFRESH_INTERVAL.
+    for (table_name, lookups) in lookup_tables {
+        let mut stop = shutdown_rx.clone();
+        let name = format!("poll {table_name}");
+        tasks.spawn(async move {
+            let mut tick = tokio::time::interval(REFRESH_INTERVAL);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        for l in &lookups {
+                            if let Err(e) = l.refresh().await {
+                                tracing::warn!(table = %table_name, error = %e, "lookup refresh failed; retrying later");
+                            }
+                        }
+                    }
+                    _ = stop.changed() => break,
+                }
+            }
+            (name, Ok(()))
+        });
+    }
+
+    for (e, joins) in config.enrich.iter().zip(enrich_joins) {
+        let m = Arc::new(PipelineMetrics::default());
+        metrics.insert(e.name.clone(), m.clone());
+        let decoder = fact_decoder(e)?;
+        let encoder = output_encoder(&e.output)?;
+        let dead = DeadLetters::new(e.dead_letter_topic.clone(), producer.clone());
+        let name = e.name.clone();
+        let run = enrich::run(
+            e.clone(),
+            config.kafka.clone(),
+            joins,
+            decoder,
+            encoder,
+            producer.clone(),
+            dead,
+            m,
+            shutdown_rx.clone(),
+        );
+        tasks.spawn(async move { (name, run.await) });
+    }
+    Ok(Running {
+        shutdown: shutdown_tx,
+        tasks,
+        metrics,
+    })
+}

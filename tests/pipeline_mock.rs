@@ -1,0 +1,355 @@
+//! The orders/customers scenario end to end on librdkafka's in-process mock cluster:
+//! Debezium CDC into a table, LEFT lookup joins, dead letters, freshness after commits,
+//! and resuming from the offsets stored in the table after a restart.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use lakejoin::lsm::reader::{ScanFilter, scan};
+use lakejoin::table::datum::Datum;
+use lakejoin::table::{Table, TableIdentifier, Warehouse};
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use serde_json::{Value, json};
+
+const CONFIG: &str = r#"
+[kafka]
+bootstrap_servers = "{bootstrap}"
+group_id = "it"
+
+[warehouse]
+uri = "{warehouse}"
+
+[[table]]
+name = "shop.customers"
+columns = [
+  { name = "id", type = "INT" },
+  { name = "name", type = "STRING" },
+  { name = "country", type = "STRING" },
+  { name = "updated_at", type = "BIGINT" },
+]
+primary_key = ["id"]
+buckets = 2
+sequence_field = ["updated_at"]
+
+[[cdc]]
+name = "customers-cdc"
+topics = ["customers"]
+format = "debezium-json"
+table = "shop.customers"
+commit_interval = "200ms"
+dead_letter_topic = "customers_dlq"
+
+[[enrich]]
+name = "orders-enriched"
+topics = ["orders"]
+output = { topic = "orders_enriched", key = "order_id" }
+dead_letter_topic = "orders_dlq"
+
+[[enrich.join]]
+table = "shop.customers"
+on = { customer_id = "id" }
+select = ["name", "country"]
+prefix = "customer_"
+"#;
+
+async fn send(producer: &FutureProducer, topic: &str, key: &str, payload: &str) {
+    producer
+        .send(
+            FutureRecord::to(topic).key(key).payload(payload),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("produce");
+}
+
+fn customer(op: &str, id: i64, name: &str, country: &str, ts: i64) -> String {
+    let row = json!({"id": id, "name": name, "country": country, "updated_at": ts});
+    match op {
+        "d" => json!({"op": "d", "ts_ms": ts, "before": row, "after": null}),
+        _ => json!({"op": op, "ts_ms": ts, "before": null, "after": row}),
+    }
+    .to_string()
+}
+
+/// Consumes `topic` from the start until `n` records arrived (deadline 60 s).
+async fn read_topic(
+    bootstrap: &str,
+    topic: &str,
+    n: usize,
+) -> Vec<(Option<String>, Value, Vec<(String, String)>)> {
+    let consumer: StreamConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set(
+            "group.id",
+            format!("reader-{topic}-{}", uuid::Uuid::new_v4()),
+        )
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    consumer.subscribe(&[topic]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut out = Vec::new();
+    while out.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        assert!(
+            !left.is_zero(),
+            "only {} of {n} records arrived on {topic}: {out:?}",
+            out.len()
+        );
+        if let Ok(Ok(m)) = tokio::time::timeout(left, consumer.recv()).await {
+            let key = m.key().map(|k| String::from_utf8_lossy(k).to_string());
+            let value = m
+                .payload()
+                .map(|p| {
+                    serde_json::from_slice(p)
+                        .unwrap_or(Value::String(String::from_utf8_lossy(p).to_string()))
+                })
+                .unwrap_or(Value::Null);
+            let headers = m
+                .headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| {
+                            (
+                                h.key.to_string(),
+                                h.value
+                                    .map(|v| String::from_utf8_lossy(v).to_string())
+                                    .unwrap_or_default(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.push((key, value, headers));
+        }
+    }
+    out
+}
+
+async fn wait_for_rows(warehouse: &Warehouse, expected: usize) -> Vec<Vec<Datum>> {
+    let id = TableIdentifier::parse("shop.customers").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(table) = Table::open(warehouse, &id).await {
+            let rows = scan(&table, None, &ScanFilter::default()).await.unwrap();
+            if rows.len() == expected {
+                return rows;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the table never reached {expected} rows"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orders_are_enriched_from_cdc_and_restarts_resume_exactly() {
+    let cluster = MockCluster::new(1).unwrap();
+    for t in [
+        "customers",
+        "customers_dlq",
+        "orders",
+        "orders_enriched",
+        "orders_dlq",
+    ] {
+        cluster.create_topic(t, 2, 1).unwrap();
+    }
+    let bootstrap = cluster.bootstrap_servers();
+    let dir = tempfile::tempdir().unwrap();
+    let text = CONFIG
+        .replace("{bootstrap}", &bootstrap)
+        .replace("{warehouse}", &dir.path().display().to_string());
+    let config = lakejoin::config::from_toml("test", &text).unwrap();
+    let warehouse = Warehouse::from_uri(dir.path().to_str().unwrap(), &BTreeMap::new()).unwrap();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+
+    send(
+        &producer,
+        "customers",
+        "1",
+        &customer("c", 1, "ada", "ch", 10),
+    )
+    .await;
+    send(
+        &producer,
+        "customers",
+        "2",
+        &customer("c", 2, "bob", "de", 10),
+    )
+    .await;
+    send(
+        &producer,
+        "customers",
+        "3",
+        &customer("c", 3, "cy", "fr", 10),
+    )
+    .await;
+    // A late, older version of customer 1 must not win (sequence field).
+    send(
+        &producer,
+        "customers",
+        "1",
+        &customer("u", 1, "stale", "xx", 5),
+    )
+    .await;
+    send(&producer, "customers", "9", "{not json").await;
+    let running = lakejoin::pipeline::start(config.clone()).await.unwrap();
+    let rows = wait_for_rows(&warehouse, 3).await;
+    assert_eq!(
+        rows[0][1],
+        Datum::String("ada".into()),
+        "the late update lost"
+    );
+
+    send(
+        &producer,
+        "orders",
+        "100",
+        r#"{"order_id": 100, "customer_id": 1, "amount": "9.50"}"#,
+    )
+    .await;
+    send(
+        &producer,
+        "orders",
+        "101",
+        r#"{"order_id": 101, "customer_id": 77}"#,
+    )
+    .await;
+    send(
+        &producer,
+        "orders",
+        "102",
+        r#"{"order_id": 102, "customer_id": "two"}"#,
+    )
+    .await;
+    send(&producer, "orders", "103", r#"{"order_id": 103}"#).await;
+    let out = read_topic(&bootstrap, "orders_enriched", 3).await;
+    let by_id: BTreeMap<i64, &Value> = out
+        .iter()
+        .map(|(_, v, _)| (v["order_id"].as_i64().unwrap(), v))
+        .collect();
+    assert_eq!(by_id[&100]["customer_name"], "ada");
+    assert_eq!(by_id[&100]["customer_country"], "ch");
+    assert_eq!(by_id[&100]["amount"], "9.50");
+    assert_eq!(
+        by_id[&101]["customer_name"],
+        Value::Null,
+        "unknown customer: nulls"
+    );
+    assert_eq!(
+        by_id[&103]["customer_name"],
+        Value::Null,
+        "missing key: nulls"
+    );
+    assert!(
+        out.iter().any(|(k, _, _)| k.as_deref() == Some("100")),
+        "output key is order_id"
+    );
+    let dlq = read_topic(&bootstrap, "orders_dlq", 1).await;
+    let headers: BTreeMap<_, _> = dlq[0].2.iter().cloned().collect();
+    assert!(
+        headers["lakejoin.error"].contains("customer_id"),
+        "{headers:?}"
+    );
+    assert_eq!(headers["lakejoin.source.topic"], "orders");
+    let cdc_dlq = read_topic(&bootstrap, "customers_dlq", 1).await;
+    assert_eq!(cdc_dlq[0].1, Value::String("{not json".into()));
+
+    // An update committed by the CDC pipeline is visible to the next lookup.
+    send(
+        &producer,
+        "customers",
+        "2",
+        &customer("u", 2, "bobby", "at", 20),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut n = 200;
+    loop {
+        send(
+            &producer,
+            "orders",
+            &n.to_string(),
+            &json!({"order_id": n, "customer_id": 2}).to_string(),
+        )
+        .await;
+        let out = read_topic(&bootstrap, "orders_enriched", 4 + (n - 200) as usize).await;
+        if out
+            .iter()
+            .any(|(_, v, _)| v["order_id"] == n && v["customer_name"] == "bobby")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the update never reached the lookups"
+        );
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    running.shutdown().await.unwrap();
+
+    // Restart: CDC resumes after the last committed offsets; nothing is applied twice.
+    let table = Table::open(
+        &warehouse,
+        &TableIdentifier::parse("shop.customers").unwrap(),
+    )
+    .await
+    .unwrap();
+    let before = table.latest_snapshot().await.unwrap().unwrap();
+    let offsets: Value = serde_json::from_str(
+        &before.properties.as_ref().unwrap()["lakejoin.offsets.customers-cdc"],
+    )
+    .unwrap();
+    let consumed: i64 = offsets["customers"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_i64().unwrap())
+        .sum();
+    assert_eq!(
+        consumed, 6,
+        "all six customer records are covered: {offsets}"
+    );
+    send(
+        &producer,
+        "customers",
+        "3",
+        &customer("d", 3, "cy", "fr", 30),
+    )
+    .await;
+    let running = lakejoin::pipeline::start(config).await.unwrap();
+    let rows = wait_for_rows(&warehouse, 2).await;
+    running.shutdown().await.unwrap();
+    assert_eq!(rows[1][1], Datum::String("bobby".into()));
+    let mut rows_added = 0;
+    for id in table.snapshot_ids().await.unwrap() {
+        let s = table.snapshot(id).await.unwrap();
+        if id > before.id && s.commit_kind == lakejoin::table::snapshot::CommitKind::Append {
+            let delta = table
+                .read_manifest_list(&s.delta_manifest_list)
+                .await
+                .unwrap();
+            rows_added += table
+                .read_manifests(&delta)
+                .await
+                .unwrap()
+                .iter()
+                .map(|e| e.file.row_count)
+                .sum::<i64>();
+        }
+    }
+    assert_eq!(
+        rows_added, 1,
+        "only the new delete was written after the restart"
+    );
+}

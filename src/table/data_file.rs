@@ -349,6 +349,25 @@ pub fn encode_data_file(
     Ok(Bytes::from(out))
 }
 
+/// The name in a file written with `file_schema` of each column of `table_schema`, matched
+/// by the stable field id (`None`: the column was added after the file was written).
+pub fn file_column_names(
+    file_schema: &TableSchema,
+    table_schema: &TableSchema,
+) -> Vec<Option<String>> {
+    table_schema
+        .fields
+        .iter()
+        .map(|f| {
+            file_schema
+                .fields
+                .iter()
+                .find(|ff| ff.id == f.id)
+                .map(|ff| ff.name.clone())
+        })
+        .collect()
+}
+
 /// Decodes a data file written with `file_schema` into rows of `table_schema` (columns
 /// matched by field id, then by name in the file; columns the file lacks are null).
 pub fn decode_data_file(
@@ -361,18 +380,7 @@ pub fn decode_data_file(
         .with_batch_size(8192)
         .build()
         .map_err(|e| Error::parquet("reading data file", e))?;
-    // Name of each table column in the file's schema, via the stable field id.
-    let file_names: Vec<Option<String>> = table_schema
-        .fields
-        .iter()
-        .map(|f| {
-            file_schema
-                .fields
-                .iter()
-                .find(|ff| ff.id == f.id)
-                .map(|ff| ff.name.clone())
-        })
-        .collect();
+    let file_names = file_column_names(file_schema, table_schema);
     let mut out = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|e| Error::arrow("decoding data file", e))?;

@@ -20,6 +20,7 @@ use parquet::file::statistics::Statistics;
 use crate::error::{Error, Result};
 use crate::table::data_file::{
     KeyValue, RowKind, SEQUENCE_NUMBER_COLUMN, VALUE_KIND_COLUMN, array_to_datums,
+    file_column_names,
 };
 use crate::table::datum::{Datum, compare_datums};
 use crate::table::schema::TableSchema;
@@ -87,17 +88,7 @@ impl FileKeyReader {
         let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
         let metadata = ArrowReaderMetadata::load(&file, options)
             .map_err(|e| Error::parquet("reading data file footer", e))?;
-        let file_names: Vec<Option<String>> = table_schema
-            .fields
-            .iter()
-            .map(|f| {
-                file_schema
-                    .fields
-                    .iter()
-                    .find(|ff| ff.id == f.id)
-                    .map(|ff| ff.name.clone())
-            })
-            .collect();
+        let file_names = file_column_names(file_schema, table_schema);
         let parquet = metadata.metadata().clone();
         let descr = parquet.file_metadata().schema_descr();
         let leaf_of = |name: &str| {

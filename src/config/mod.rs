@@ -42,9 +42,7 @@ pub fn load(path: &Path) -> Result<Config> {
             config::Environment::with_prefix("LAKEJOIN")
                 .prefix_separator("__")
                 .separator("__")
-                .try_parsing(true)
-                .list_separator(",")
-                .with_list_parse_key("kafka.topics"),
+                .try_parsing(true),
         )
         .build()
         .map_err(|e| Error::Config(format!("{file}: {e}")))?;

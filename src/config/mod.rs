@@ -35,6 +35,11 @@ pub const FACT_FORMATS: [&str; 2] = ["json", "avro"];
 /// Loads and validates `path`; environment variables `LAKEJOIN__SECTION__KEY` override
 /// file values. Every problem is reported in one `Error::Config`, one per line.
 pub fn load(path: &Path) -> Result<Config> {
+    load_with_env(path, None)
+}
+
+/// [`load`] with the environment given as a map (`None`: the process environment).
+pub fn load_with_env(path: &Path, env: Option<config::Map<String, String>>) -> Result<Config> {
     let file = path.display().to_string();
     let raw = config::Config::builder()
         .add_source(config::File::from(path).format(config::FileFormat::Toml))
@@ -42,7 +47,8 @@ pub fn load(path: &Path) -> Result<Config> {
             config::Environment::with_prefix("LAKEJOIN")
                 .prefix_separator("__")
                 .separator("__")
-                .try_parsing(true),
+                .try_parsing(true)
+                .source(env),
         )
         .build()
         .map_err(|e| Error::Config(format!("{file}: {e}")))?;

@@ -154,3 +154,29 @@ fn missing_sections_and_wrong_types_are_reported() {
     assert!(err.contains("[kafka]: missing section"), "{err}");
     assert!(err.contains("warehouse.uri"), "{err}");
 }
+
+#[test]
+fn environment_overrides_file_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("connectors.toml");
+    std::fs::write(&path, GOOD).unwrap();
+    let env = config::Map::from([
+        ("LAKEJOIN__KAFKA__GROUP_ID".to_string(), "blue".to_string()),
+        (
+            "LAKEJOIN__WAREHOUSE__URI".to_string(),
+            "s3://lake/wh".to_string(),
+        ),
+    ]);
+    let c = load_with_env(&path, Some(env)).unwrap();
+    assert_eq!(c.kafka.group_id, "blue");
+    assert_eq!(c.warehouse.uri, "s3://lake/wh");
+    let empty = config::Map::from([(
+        "LAKEJOIN__KAFKA__BOOTSTRAP_SERVERS".to_string(),
+        String::new(),
+    )]);
+    let err = load_with_env(&path, Some(empty)).unwrap_err().to_string();
+    assert!(
+        err.contains("connectors.toml: kafka.bootstrap_servers: must not be empty"),
+        "{err}"
+    );
+}

@@ -302,6 +302,32 @@ impl Config {
                 ));
                 continue;
             };
+            for (column, name) in &c.metadata {
+                if schema.field(column).is_none() {
+                    problems.push(format!(
+                        "{at}.metadata.{column}: `{column}` is not a column of {}",
+                        c.table
+                    ));
+                }
+                if let Err(e) = name.parse::<crate::codec::Metadata>() {
+                    problems.push(format!("{at}.metadata.{column}: {e}"));
+                }
+            }
+            for column in c.fields.keys() {
+                if schema.field(column).is_none() {
+                    problems.push(format!(
+                        "{at}.fields.{column}: `{column}` is not a column of {}",
+                        c.table
+                    ));
+                }
+            }
+            if let Some(mode) = &c.update_mode
+                && !["delete-insert", "update-before-after"].contains(&mode.as_str())
+            {
+                problems.push(format!(
+                    "{at}.update_mode: must be delete-insert or update-before-after, got `{mode}`"
+                ));
+            }
             if let Some(field) = &c.row_kind_field
                 && schema.field(field).is_some()
             {

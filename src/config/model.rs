@@ -135,8 +135,8 @@ pub struct CdcConfig {
     /// Confluent schema registry URL.
     #[serde(default)]
     pub schema_registry: Option<String>,
-    /// Column → message metadata filling it: `ingestion_timestamp` (Debezium `ts_ms`,
-    /// Canal/Maxwell `ts`; usable as a sequence field), `source_timestamp`, `database`,
+    /// Column → message metadata filling it: `ingestion-timestamp` (Debezium `ts_ms`,
+    /// Canal/Maxwell `ts`; usable as a sequence field), `source-timestamp`, `database`,
     /// `table`, `topic`, `partition`, `offset`, `timestamp`.
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,

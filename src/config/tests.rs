@@ -180,3 +180,24 @@ fn environment_overrides_file_values() {
         "{err}"
     );
 }
+
+#[test]
+fn cdc_metadata_and_update_mode_are_validated() {
+    let bad = GOOD.replace(
+        "commit_interval = \"2s\"",
+        "commit_interval = \"2s\"\nmetadata = { nope = \"ingestion-timestamp\", name = \"moon\" }\nupdate_mode = \"sideways\"",
+    );
+    let err = from_toml("c.toml", &bad).unwrap_err().to_string();
+    assert!(
+        err.contains("cdc[0] (customers-cdc).metadata.nope: `nope` is not a column"),
+        "{err}"
+    );
+    assert!(
+        err.contains("cdc[0] (customers-cdc).metadata.name: unknown metadata `moon`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("cdc[0] (customers-cdc).update_mode: must be"),
+        "{err}"
+    );
+}

@@ -426,3 +426,109 @@ pub async fn start(config: Config) -> Result<Running> {
         metrics,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+[kafka]
+bootstrap_servers = "localhost:9092"
+[warehouse]
+uri = "memory://"
+[[table]]
+name = "shop.customers"
+columns = [{ name = "id", type = "INT" }, { name = "name", type = "STRING" }, { name = "ts", type = "BIGINT" }]
+primary_key = ["id"]
+buckets = 1
+sequence_field = ["ts"]
+[[cdc]]
+name = "c"
+topics = ["t"]
+format = "debezium-json"
+table = "shop.customers"
+metadata = { ts = "ingestion-timestamp" }
+"#;
+
+    async fn table(config: &Config) -> Arc<Table> {
+        let warehouse = Warehouse::in_memory();
+        open_or_create(
+            &warehouse,
+            "shop.customers",
+            config.tables[0].to_schema().unwrap(),
+        )
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn cdc_decoders_follow_the_pipeline_config() {
+        let config = crate::config::from_toml("test", CONFIG).unwrap();
+        let t = table(&config).await;
+        let decoder = cdc_decoder(&config.cdc[0], &t).unwrap();
+        let record = crate::codec::KafkaRecord {
+            topic: "t",
+            partition: 0,
+            offset: 0,
+            timestamp_ms: None,
+            key: None,
+            payload: Some(br#"{"op":"c","ts_ms":42,"before":null,"after":{"id":1,"name":"ada"}}"#),
+        };
+        match decoder.decode(&record).unwrap() {
+            crate::codec::Decoded::Changes(changes) => {
+                assert_eq!(
+                    changes[0].row[2],
+                    crate::table::datum::Datum::BigInt(42),
+                    "ts_ms fills `ts`"
+                );
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let mut bad = config.cdc[0].clone();
+        bad.update_mode = Some("sideways".into());
+        assert!(
+            cdc_decoder(&bad, &t)
+                .unwrap_err()
+                .to_string()
+                .contains("update_mode")
+        );
+        bad.update_mode = None;
+        bad.metadata.insert("name".into(), "moon_phase".into());
+        assert!(
+            cdc_decoder(&bad, &t)
+                .unwrap_err()
+                .to_string()
+                .contains("metadata.name")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_existing_table_must_match_its_definition() {
+        let config = crate::config::from_toml("test", CONFIG).unwrap();
+        let warehouse = Warehouse::in_memory();
+        let schema = config.tables[0].to_schema().unwrap();
+        open_or_create(&warehouse, "shop.customers", schema.clone())
+            .await
+            .unwrap();
+        open_or_create(&warehouse, "shop.customers", schema)
+            .await
+            .unwrap();
+        let text = CONFIG.replace(
+            r#"{ name = "name", type = "STRING" }"#,
+            r#"{ name = "name", type = "INT" }"#,
+        );
+        let changed = crate::config::from_toml("test", &text).unwrap();
+        let err = open_or_create(
+            &warehouse,
+            "shop.customers",
+            changed.tables[0].to_schema().unwrap(),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("exists with a different schema") && err.contains("name INT"),
+            "{err}"
+        );
+    }
+}

@@ -262,12 +262,15 @@ pub async fn run(
             _ = shutdown.changed() => break,
         }
     }
-    // Drain what is in flight, then commit synchronously.
+    // Drain what is in flight, then commit synchronously what was stored since the last
+    // periodic commit.
     while let Some(done) = in_flight.next().await {
         let (topic, partition, offset) = done?;
-        let _ = consumer.store_offset(&topic, partition, offset);
+        if consumer.store_offset(&topic, partition, offset).is_ok() {
+            stored = true;
+        }
     }
-    if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
+    if stored && let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
         tracing::warn!(pipeline = %config.name, error = %e, "final offset commit failed");
     }
     Ok(())

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod broker;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -89,6 +91,18 @@ pub fn to_jsonl(rows: &[Value]) -> String {
         text.push('\n');
     }
     text
+}
+
+/// Reads a table that something else created (for example `lakejoin run`) with pypaimon.
+pub fn oracle_read(warehouse: &str, table: &str) -> Vec<Value> {
+    let mut command = Command::new(python());
+    command
+        .arg(oracle_script())
+        .args(["read", "--warehouse", warehouse, "--table", table])
+        .env("PYTHONIOENCODING", "utf-8")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    let output = run(command, "");
+    parse_jsonl("oracle read", &expect_success("oracle read", output))
 }
 
 /// A table definition, turned into the same arguments for `lakejoin table create` and the

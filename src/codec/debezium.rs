@@ -280,6 +280,36 @@ mod tests {
             .map(|c| c.kind)
             .collect();
         assert_eq!(kinds, vec![RowKind::UpdateBefore, RowKind::UpdateAfter]);
+        // Upsert: the after image alone, unless the key changed.
+        let upsert = CdcOptions {
+            update_mode: UpdateMode::Upsert,
+            ..CdcOptions::default()
+        };
+        let got = changes(decode(upsert.clone(), &msg).unwrap());
+        assert_eq!(
+            got,
+            vec![RowChange {
+                kind: RowKind::UpdateAfter,
+                row: after.clone()
+            }]
+        );
+        let mut moved = after.clone();
+        moved[0] = Datum::Int(2);
+        let msg = debezium_json(&Change::Update(before.clone(), moved.clone()), false);
+        let got = changes(decode(upsert, &msg).unwrap());
+        assert_eq!(
+            got,
+            vec![
+                RowChange {
+                    kind: RowKind::Delete,
+                    row: before.clone()
+                },
+                RowChange {
+                    kind: RowKind::UpdateAfter,
+                    row: moved
+                }
+            ]
+        );
         // No before image (PostgreSQL REPLICA IDENTITY DEFAULT): an upsert of after.
         let no_before = json!({"op": "u", "before": null, "after": {"id": 1, "name": "bike"}});
         let got = changes(decode(CdcOptions::default(), no_before.to_string().as_bytes()).unwrap());

@@ -209,6 +209,10 @@ pub enum UpdateMode {
     /// `partial-update`/`aggregation` tables with `remove-record-on-delete`, where a `-D`
     /// would drop the record instead of retracting the old values.
     UpdateBeforeAfter,
+    /// `+U(after)` only (Flink's upsert changelog mode, which has no update-before); a
+    /// change of the primary key still deletes the old key first. For `partial-update`
+    /// tables, which cannot take a retraction without `ignore-delete` or sequence groups.
+    Upsert,
 }
 
 /// What happens to snapshot reads (Debezium `r`, Maxwell `bootstrap-insert`).

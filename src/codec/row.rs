@@ -87,9 +87,15 @@ pub(crate) struct RowBuilder {
     consumed: HashSet<String>,
     strict: bool,
     epoch_unit: EpochUnit,
+    key_indices: Vec<usize>,
 }
 
 impl RowBuilder {
+    /// Positions of the primary-key columns in a built row.
+    pub(crate) fn key_indices(&self) -> &[usize] {
+        &self.key_indices
+    }
+
     /// Checks that `field_paths` and `metadata` name columns; returns every problem.
     pub(crate) fn new(schema: Arc<TableSchema>, options: &CdcOptions) -> Result<Self, Vec<String>> {
         let mut problems = Vec::new();
@@ -132,7 +138,13 @@ impl RowBuilder {
         if !problems.is_empty() {
             return Err(problems);
         }
+        let key_indices = schema
+            .primary_keys
+            .iter()
+            .filter_map(|k| schema.field_index(k))
+            .collect();
         Ok(RowBuilder {
+            key_indices,
             schema,
             sources,
             consumed,
@@ -452,15 +464,27 @@ impl Emitter<'_, '_, '_> {
         let (retract, add) = match self.ctx.options.update_mode {
             UpdateMode::DeleteInsert => (RowKind::Delete, RowKind::Insert),
             UpdateMode::UpdateBeforeAfter => (RowKind::UpdateBefore, RowKind::UpdateAfter),
+            UpdateMode::Upsert => (RowKind::Delete, RowKind::UpdateAfter),
         };
+        let added = self.build(add, after)?;
         if let Some(before) = before {
             let mut full = after.clone();
             for (k, v) in before {
                 full.insert(k.clone(), v.clone());
             }
-            out.push(self.build(retract, &full)?);
+            let retracted = self.build(retract, &full)?;
+            let key_changed = || {
+                self.ctx
+                    .builder
+                    .key_indices()
+                    .iter()
+                    .any(|&i| retracted.row[i] != added.row[i])
+            };
+            if self.ctx.options.update_mode != UpdateMode::Upsert || key_changed() {
+                out.push(retracted);
+            }
         }
-        out.push(self.build(add, after)?);
+        out.push(added);
         Ok(())
     }
 

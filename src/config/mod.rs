@@ -322,10 +322,10 @@ impl Config {
                 }
             }
             if let Some(mode) = &c.update_mode
-                && !["delete-insert", "update-before-after"].contains(&mode.as_str())
+                && !["delete-insert", "update-before-after", "upsert"].contains(&mode.as_str())
             {
                 problems.push(format!(
-                    "{at}.update_mode: must be delete-insert or update-before-after, got `{mode}`"
+                    "{at}.update_mode: must be delete-insert, update-before-after or upsert, got `{mode}`"
                 ));
             }
             if let Some(field) = &c.row_kind_field

@@ -143,10 +143,12 @@ pub struct CdcConfig {
     /// Column → dotted path of its field when named differently or nested.
     #[serde(default)]
     pub fields: BTreeMap<String, String>,
-    /// Updates as `-D`/`+I` (`delete-insert`, Paimon's CDC default; follows key changes)
-    /// or `-U`/`+U` (`update-before-after`). Default: delete-insert for deduplicate and
-    /// first-row tables, update-before-after for partial-update and aggregation tables,
-    /// where a delete would drop other sources' columns or restart aggregates.
+    /// Updates as `-D`/`+I` (`delete-insert`, Paimon's CDC default; follows key changes),
+    /// `-U`/`+U` (`update-before-after`) or `+U` alone (`upsert`). Default: delete-insert
+    /// for deduplicate and first-row tables, update-before-after for aggregation tables
+    /// and partial-update tables with sequence groups (they retract), upsert for other
+    /// partial-update tables (they reject retractions, and a delete would drop the other
+    /// sources' columns).
     #[serde(default)]
     pub update_mode: Option<String>,
 }

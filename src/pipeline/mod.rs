@@ -22,7 +22,7 @@ use crate::lookup::{CacheOptions, LookupTable};
 use crate::lsm::lookup::{LookupOptions, PointLookup};
 use crate::lsm::merge::{Admission, MergeEngine};
 use crate::observe::PipelineMetrics;
-use crate::table::options::MergeEngineKind;
+use crate::table::options::{MergeEngineKind, TableOptions};
 use crate::table::schema::TableSchema;
 use crate::table::{Table, TableIdentifier, Warehouse};
 use dead_letter::DeadLetters;
@@ -51,6 +51,22 @@ impl RowValidator {
         match self.engine.admit(change.kind)? {
             Admission::Keep | Admission::Drop => Ok(()),
         }
+    }
+}
+
+/// The update mode when `update_mode` is not set: what the table can take.
+/// Aggregation tables retract the old values (`-U`); partial-update tables with sequence
+/// groups retract their group; other partial-update tables reject retractions (as Paimon
+/// does without `ignore-delete`), so they get the after image only; deduplicate and
+/// first-row tables get Paimon's CDC default, `-D`/`+I`.
+fn default_update_mode(options: &TableOptions) -> UpdateMode {
+    match options.merge_engine {
+        MergeEngineKind::Aggregation => UpdateMode::UpdateBeforeAfter,
+        MergeEngineKind::PartialUpdate if !options.sequence_groups.is_empty() => {
+            UpdateMode::UpdateBeforeAfter
+        }
+        MergeEngineKind::PartialUpdate => UpdateMode::Upsert,
+        _ => UpdateMode::DeleteInsert,
     }
 }
 
@@ -92,18 +108,15 @@ pub fn cdc_decoder(config: &CdcConfig, table: &Table) -> Result<CdcDecoder> {
     let update_mode = match config.update_mode.as_deref() {
         Some("delete-insert") => UpdateMode::DeleteInsert,
         Some("update-before-after") => UpdateMode::UpdateBeforeAfter,
+        Some("upsert") => UpdateMode::Upsert,
         Some(other) => {
             return Err(Error::Config(format!(
-                "cdc {}: update_mode must be delete-insert or update-before-after, got `{other}`",
+                "cdc {}: update_mode must be delete-insert, update-before-after or upsert, \
+                 got `{other}`",
                 config.name
             )));
         }
-        None => match table.options().merge_engine {
-            MergeEngineKind::PartialUpdate | MergeEngineKind::Aggregation => {
-                UpdateMode::UpdateBeforeAfter
-            }
-            _ => UpdateMode::DeleteInsert,
-        },
+        None => default_update_mode(table.options()),
     };
     let options = CdcOptions {
         field_paths: config.fields.clone(),

@@ -1,0 +1,369 @@
+//! A real Kafka-protocol broker for the pipeline tests: topics, producing, reading a topic
+//! back, and `lakejoin run` as a child process that can be stopped or killed.
+//!
+//! The broker comes from `KAFKA_BOOTSTRAP`: `scripts/test.sh` starts tansu on a free
+//! loopback port and exports it; point it at `docker/docker-compose.yml`'s Kafka to run the
+//! same tests there. Topic names get a random suffix so runs never see each other's data.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use serde_json::Value;
+
+/// The broker's bootstrap address (`host:port`).
+pub fn bootstrap() -> String {
+    std::env::var("KAFKA_BOOTSTRAP").unwrap_or_else(|_| {
+        panic!(
+            "KAFKA_BOOTSTRAP is not set: run `scripts/test.sh` (it starts tansu on a free \
+             loopback port), or point KAFKA_BOOTSTRAP at a Kafka broker"
+        )
+    })
+}
+
+/// A name unique to this run: `<base>-<8 hex digits>`.
+pub fn unique(base: &str) -> String {
+    format!("{base}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
+}
+
+/// Creates the topics (`(name, partitions)`) and waits until their metadata is visible.
+pub fn create_topics(topics: &[(&str, i32)]) {
+    let bootstrap = bootstrap();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .expect("admin client");
+    let new_topics: Vec<NewTopic> = topics
+        .iter()
+        .map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1)))
+        .collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let results = runtime
+        .block_on(admin.create_topics(
+            &new_topics,
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .unwrap_or_else(|e| panic!("creating topics {topics:?} on {bootstrap}: {e}"));
+    for result in results {
+        if let Err((topic, code)) = result {
+            panic!("creating topic {topic} on {bootstrap}: {code:?}");
+        }
+    }
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .expect("metadata client");
+    for (name, partitions) in topics {
+        wait_until(&format!("topic {name} has {partitions} partitions"), || {
+            consumer
+                .fetch_metadata(Some(name), Duration::from_secs(5))
+                .ok()
+                .and_then(|m| {
+                    m.topics().iter().find(|t| t.name() == *name).map(|t| {
+                        t.error().is_none() && t.partitions().len() == *partitions as usize
+                    })
+                })
+                .unwrap_or(false)
+        });
+    }
+}
+
+/// Polls `condition` every 100 ms until it holds; panics after 90 s.
+pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A producer whose every `send` is acknowledged before `flush` returns.
+pub struct TestProducer {
+    producer: ThreadedProducer<DefaultProducerContext>,
+}
+
+impl TestProducer {
+    pub fn new() -> Self {
+        let producer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap())
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "5")
+            .create()
+            .expect("producer");
+        TestProducer { producer }
+    }
+
+    pub fn send(&self, topic: &str, key: &str, payload: &str) {
+        self.enqueue(BaseRecord::to(topic).key(key).payload(payload.as_bytes()));
+    }
+
+    /// A record with a key and no value (a delete for `upsert-json`).
+    pub fn send_tombstone(&self, topic: &str, key: &str) {
+        self.enqueue(BaseRecord::to(topic).key(key));
+    }
+
+    fn enqueue(&self, mut record: BaseRecord<'_, str, [u8]>) {
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return,
+                Err((e, returned)) => {
+                    // Only a full local queue is worth waiting for.
+                    assert!(
+                        matches!(
+                            e.rdkafka_error_code(),
+                            Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+                        ),
+                        "producing to {}: {e}",
+                        returned.topic
+                    );
+                    record = returned;
+                    self.producer.poll(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+
+    pub fn flush(&self) {
+        self.producer
+            .flush(Duration::from_secs(60))
+            .expect("all produced records acknowledged");
+    }
+}
+
+impl Default for TestProducer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One record read back from a topic.
+#[derive(Clone, Debug)]
+pub struct Record {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<String>,
+    /// The payload parsed as JSON, or a JSON string of the raw text when it is not JSON.
+    pub value: Value,
+    pub headers: BTreeMap<String, String>,
+}
+
+/// Reads a topic from its beginning (all partitions, no consumer group), accumulating
+/// records across calls.
+pub struct TopicReader {
+    topic: String,
+    consumer: BaseConsumer,
+    pub records: Vec<Record>,
+}
+
+impl TopicReader {
+    pub fn new(topic: &str) -> Self {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap())
+            .set("group.id", unique("reader"))
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("consumer");
+        let metadata = consumer
+            .fetch_metadata(Some(topic), Duration::from_secs(30))
+            .expect("topic metadata");
+        let partitions = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic)
+            .map(|t| t.partitions().len())
+            .unwrap_or(0);
+        assert!(partitions > 0, "topic {topic} has no partitions");
+        let mut assignment = TopicPartitionList::new();
+        for partition in 0..partitions as i32 {
+            assignment
+                .add_partition_offset(topic, partition, Offset::Beginning)
+                .expect("assignment");
+        }
+        consumer.assign(&assignment).expect("assign");
+        TopicReader {
+            topic: topic.to_owned(),
+            consumer,
+            records: Vec::new(),
+        }
+    }
+
+    /// Polls until `done(records so far)` holds; panics after 90 s with what arrived.
+    pub fn read_until(&mut self, what: &str, mut done: impl FnMut(&[Record]) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !done(&self.records) {
+            assert!(
+                Instant::now() < deadline,
+                "timed out reading {} until {what}; {} records arrived, the last ones: {:#?}",
+                self.topic,
+                self.records.len(),
+                &self.records[self.records.len().saturating_sub(5)..]
+            );
+            self.poll(Duration::from_millis(200));
+        }
+    }
+
+    /// Reads until at least `n` records arrived.
+    pub fn read_at_least(&mut self, n: usize) -> &[Record] {
+        self.read_until(&format!("{n} records arrived"), |r| r.len() >= n);
+        &self.records
+    }
+
+    /// Everything that arrives within `quiet` of the last record (to check nothing more
+    /// comes after the expected records).
+    pub fn drain(&mut self, quiet: Duration) -> &[Record] {
+        while self.poll(quiet) {}
+        &self.records
+    }
+
+    /// Reads what arrives within `timeout`.
+    pub fn poll_for(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.poll(deadline.saturating_duration_since(Instant::now())) {}
+    }
+
+    /// One poll; whether a record arrived.
+    fn poll(&mut self, timeout: Duration) -> bool {
+        match self.consumer.poll(timeout) {
+            None => false,
+            Some(Err(e)) => panic!("reading {}: {e}", self.topic),
+            Some(Ok(message)) => {
+                let value = message
+                    .payload()
+                    .map(|p| {
+                        serde_json::from_slice(p).unwrap_or_else(|_| {
+                            Value::String(String::from_utf8_lossy(p).into_owned())
+                        })
+                    })
+                    .unwrap_or(Value::Null);
+                let headers = message
+                    .headers()
+                    .map(|headers| {
+                        headers
+                            .iter()
+                            .map(|h| {
+                                (
+                                    h.key.to_owned(),
+                                    h.value
+                                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                                        .unwrap_or_default(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.records.push(Record {
+                    partition: message.partition(),
+                    offset: message.offset(),
+                    key: message
+                        .key()
+                        .map(|k| String::from_utf8_lossy(k).into_owned()),
+                    value,
+                    headers,
+                });
+                true
+            }
+        }
+    }
+}
+
+/// `lakejoin run -c <config>` as a child process; its output goes to a log file that is
+/// printed when a test fails while it is alive.
+pub struct LakejoinProcess {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl LakejoinProcess {
+    pub fn start(config: &Path, log: &Path) -> Self {
+        let log_file = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("log file");
+        let child = Command::new(super::lakejoin_bin())
+            .args(["run", "-c"])
+            .arg(config)
+            .env("RUST_LOG", "lakejoin=debug,info")
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("log file"))
+            .stderr(log_file)
+            .spawn()
+            .expect("start lakejoin run");
+        LakejoinProcess {
+            child: Some(child),
+            log: log.to_owned(),
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Panics (with the log) when the process has exited.
+    pub fn assert_alive(&mut self) {
+        let child = self.child.as_mut().expect("running");
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            panic!("lakejoin run exited with {status}:\n{}", self.log_text());
+        }
+    }
+
+    /// SIGKILL: no flush, no commit, no goodbye.
+    pub fn kill_9(mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().expect("kill -9");
+        child.wait().expect("wait");
+    }
+
+    /// SIGTERM, then waits for a clean exit; returns the log.
+    pub fn terminate(mut self) -> String {
+        let mut child = self.child.take().expect("running");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill -TERM");
+        assert!(status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                let log = self.log_text();
+                assert!(
+                    status.success(),
+                    "lakejoin run exited with {status} after SIGTERM:\n{log}"
+                );
+                return log;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "lakejoin run did not exit within 60 s of SIGTERM:\n{}",
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for LakejoinProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+            if std::thread::panicking() {
+                eprintln!("--- lakejoin run log ---\n{}", self.log_text());
+            }
+        }
+    }
+}

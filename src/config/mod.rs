@@ -15,6 +15,7 @@ pub use model::*;
 use crate::error::{Error, Result};
 use crate::lsm::merge::{MergeEngine, SequenceOrder};
 use crate::table::TableIdentifier;
+use crate::table::datum::datum_from_json;
 use crate::table::options::TableOptions;
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
@@ -369,6 +370,9 @@ impl Config {
                     e.output.topic
                 ));
             }
+            if e.max_in_flight == 0 {
+                problems.push(format!("{at}.max_in_flight: must be at least 1"));
+            }
             for (j, join) in e.join.iter().enumerate() {
                 let at = format!("{at}.join[{j}]");
                 let Some(schema) = schemas.get(&join.table) else {
@@ -400,9 +404,75 @@ impl Config {
                     }
                 }
                 let joined: HashSet<&String> = join.on.values().collect();
-                let key_columns: Vec<&String> = schema.primary_keys.iter().collect();
+                // With a partition selection, the partition columns come from it.
+                let key_columns: Vec<&String> = schema
+                    .primary_keys
+                    .iter()
+                    .filter(|k| join.partition.is_none() || !schema.partition_keys.contains(k))
+                    .collect();
                 let is_point = key_columns.iter().all(|k| joined.contains(*k))
                     && joined.len() == key_columns.len();
+                match &join.partition {
+                    None => {}
+                    Some(_) if schema.partition_keys.is_empty() => problems.push(format!(
+                        "{at}.partition: {} is not partitioned",
+                        join.table
+                    )),
+                    Some(PartitionSelection::Function(f)) if f != PartitionSelection::MAX_PT => {
+                        problems.push(format!(
+                            "{at}.partition: `{f}` is not `max_pt()` or a {{ column = value }} table"
+                        ))
+                    }
+                    Some(PartitionSelection::Function(_)) => {}
+                    Some(PartitionSelection::Fixed(spec)) => {
+                        for column in spec.keys() {
+                            if !schema.partition_keys.contains(column) {
+                                problems.push(format!(
+                                    "{at}.partition.{column}: not a partition column of {} ({})",
+                                    join.table,
+                                    schema.partition_keys.join(", ")
+                                ));
+                            }
+                        }
+                        for column in &schema.partition_keys {
+                            match (spec.get(column), schema.field(column)) {
+                                (None, _) => problems.push(format!(
+                                    "{at}.partition: partition column `{column}` has no value"
+                                )),
+                                (Some(value), Some(field)) => {
+                                    if let Err(e) = datum_from_json(value, &field.data_type) {
+                                        problems.push(format!("{at}.partition.{column}: {e}"));
+                                    }
+                                }
+                                (Some(_), None) => {}
+                            }
+                        }
+                    }
+                }
+                for column in join.on.values() {
+                    if join.partition.is_some() && schema.partition_keys.contains(column) {
+                        problems.push(format!(
+                            "{at}.on: `{column}` is a partition column, which `partition` selects"
+                        ));
+                    }
+                }
+                if join.wait_for_cdc && !self.cdc.iter().any(|c| c.table == join.table) {
+                    problems.push(format!(
+                        "{at}.wait_for_cdc: no [[cdc]] pipeline writes {}",
+                        join.table
+                    ));
+                }
+                if join.refresh_interval.is_zero() {
+                    problems.push(format!("{at}.refresh_interval: must be greater than zero"));
+                }
+                if join.partition_refresh_interval.is_zero() {
+                    problems.push(format!(
+                        "{at}.partition_refresh_interval: must be greater than zero"
+                    ));
+                }
+                if join.cache_max_bytes == Some(0) {
+                    problems.push(format!("{at}.cache_max_bytes: must be greater than zero"));
+                }
                 if !is_point
                     && join.cache != CacheKind::Full
                     && join.on.values().all(|c| schema.field(c).is_some())

@@ -180,6 +180,21 @@ pub struct EnrichConfig {
     pub schema_registry: Option<String>,
     #[serde(default)]
     pub join: Vec<JoinConfig>,
+    /// Keep the output order of each input partition (default true); `false` lets later
+    /// facts pass one whose lookup is retrying or waiting.
+    #[serde(default = "default_true")]
+    pub ordered: bool,
+    /// Facts whose lookups run at the same time (bounds memory; default 1,000).
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: usize,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_max_in_flight() -> usize {
+    1_000
 }
 
 fn default_fact_format() -> String {
@@ -244,12 +259,71 @@ pub struct JoinConfig {
     pub cache_expire_after_write: Option<Duration>,
     #[serde(default, deserialize_with = "duration::deserialize_option")]
     pub cache_expire_after_access: Option<Duration>,
+    /// `partial`: bound the cache by the rows' estimated bytes instead of their number.
+    #[serde(default)]
+    pub cache_max_bytes: Option<u64>,
+    /// `partial`: remember keys the table does not have (default true), so a stream of
+    /// unknown keys does not read the table each time.
+    #[serde(default = "default_true")]
+    pub cache_missing_keys: bool,
+    /// How often snapshots written by other processes are picked up (default 10s); this
+    /// process's own commits are visible right after each commit.
+    #[serde(
+        default = "default_refresh_interval",
+        deserialize_with = "duration::deserialize"
+    )]
+    pub refresh_interval: Duration,
     #[serde(default)]
     pub retry: Option<RetryConfig>,
+    /// Join one partition only: `"max_pt()"` (the newest, followed as new ones appear) or
+    /// a fixed spec `{ dt = "2026-11-29" }`. The partition columns are then not part of `on`.
+    #[serde(default)]
+    pub partition: Option<PartitionSelection>,
+    /// How often `max_pt()` looks for a newer partition (default 60s).
+    #[serde(
+        default = "default_partition_refresh_interval",
+        deserialize_with = "duration::deserialize"
+    )]
+    pub partition_refresh_interval: Duration,
+    /// Hold a fact until this process's CDC pipelines writing the table have made every
+    /// change with a Kafka timestamp up to the fact's visible (or have no lag).
+    #[serde(default)]
+    pub wait_for_cdc: bool,
+    /// Upper bound of that wait (default 30s); the fact is then joined with what is there.
+    #[serde(
+        default = "default_max_wait",
+        deserialize_with = "duration::deserialize"
+    )]
+    pub max_wait: Duration,
 }
 
 fn default_cache_max_rows() -> u64 {
     100_000
+}
+
+fn default_refresh_interval() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_partition_refresh_interval() -> Duration {
+    Duration::from_secs(60)
+}
+
+fn default_max_wait() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// `partition = "max_pt()"` or `partition = { column = value, … }`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum PartitionSelection {
+    /// Must be `max_pt()`.
+    Function(String),
+    Fixed(BTreeMap<String, serde_json::Value>),
+}
+
+impl PartitionSelection {
+    pub const MAX_PT: &str = "max_pt()";
 }
 
 /// `retry = { on = "miss", delay = "1s", max_attempts = 10 }`.

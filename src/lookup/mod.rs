@@ -1,93 +1,348 @@
-//! Lookup tables for joins: a table's point lookups behind a cache of recent keys, kept
-//! fresh from this process's commits (immediately) and from other writers' snapshots
-//! (every refresh interval).
+//! Lookup joins' view of the tables. One [`TableLookups`] per joined table owns its point
+//! lookups and moves them from snapshot to snapshot; one [`LookupTable`] per join keeps
+//! that join's cache (`partial`, `full` or `none`) in step with each move, applying only
+//! the rows of the files that changed.
 
-use std::sync::Arc;
-use std::time::Duration;
+mod changes;
+mod partial;
+mod partition;
 
-use moka::sync::Cache;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
 
-use crate::error::Result;
-use crate::lsm::lookup::PointLookup;
+use tokio::sync::watch;
+
+pub use changes::{ChangedKeys, changed_keys};
+pub use partial::{PartialCache, PartialOptions, estimated_bytes};
+pub use partition::{PartitionChoice, newest_partition};
+
+use crate::error::{Error, Result};
+use crate::lsm::lookup::{PointLookup, SnapshotDelta};
 use crate::table::binary_row;
 use crate::table::datum::{Datum, Row};
 use crate::table::types::DataType;
 
-/// Cache settings of one join.
-#[derive(Debug, Clone)]
-pub struct CacheOptions {
-    /// 0 disables the cache: every lookup reads the table.
-    pub max_rows: u64,
-    pub expire_after_write: Option<Duration>,
-    pub expire_after_access: Option<Duration>,
+/// Counters and gauges of one join.
+#[derive(Debug, Default)]
+pub struct JoinMetrics {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub retries: AtomicU64,
+    /// Facts held by `wait_for_cdc`, and those released by `max_wait` instead.
+    pub waits: AtomicU64,
+    pub wait_timeouts: AtomicU64,
+    pub cache_rows: AtomicU64,
+    pub cache_bytes: AtomicU64,
+    /// Snapshot the join reads, and how long after its commit it became visible here.
+    pub snapshot_id: AtomicI64,
+    pub refresh_lag_millis: AtomicU64,
+    pub refreshes: AtomicU64,
+    /// Time the `full` cache took to load (last load).
+    pub load_millis: AtomicU64,
 }
 
-/// A table's point lookups behind an LRU cache of keys, misses included, so a stream of
-/// unknown keys does not read the table each time.
+impl JoinMetrics {
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+}
+
+/// How a join caches.
+#[derive(Debug, Clone)]
+pub enum Strategy {
+    Partial(PartialOptions),
+    None,
+}
+
+/// What one join looks up.
+#[derive(Debug, Clone)]
+pub struct LookupSpec {
+    pub strategy: Strategy,
+    /// Table columns the join key gives values for, in join-key order.
+    pub key_columns: Vec<usize>,
+    /// Table columns returned, in output order.
+    pub projection: Vec<usize>,
+    pub partition: Option<PartitionChoice>,
+}
+
+/// Where each primary-key value of a lookup comes from.
+#[derive(Debug, Clone, Copy)]
+enum KeyPart {
+    /// Position in the join key.
+    Join(usize),
+    /// Position in the selected partition's values.
+    Partition(usize),
+}
+
+enum Cache {
+    Partial(PartialCache),
+    None,
+}
+
+/// One join's lookups: primary-key values in, projected rows out.
 pub struct LookupTable {
-    lookup: Arc<PointLookup>,
+    point: Arc<PointLookup>,
+    projection: Vec<usize>,
+    key_parts: Vec<KeyPart>,
     key_types: Vec<DataType>,
-    cache: Option<Cache<Vec<u8>, Option<Arc<Row>>>>,
+    partition_choice: Option<PartitionChoice>,
+    /// The selected partition's values (`None` while `max_pt()` finds no partition).
+    partition: RwLock<Option<Arc<Row>>>,
+    cache: Cache,
+    metrics: Arc<JoinMetrics>,
+    ready: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for LookupTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LookupTable")
-            .field("lookup", &self.lookup)
+            .field("table", self.point.table().identifier())
+            .field("projection", &self.projection)
             .finish()
     }
 }
 
 impl LookupTable {
-    pub fn new(lookup: Arc<PointLookup>, options: &CacheOptions) -> Self {
-        let schema = lookup.table().schema();
+    /// A join on `point`'s table. Its key columns plus the selected partition's columns
+    /// must be the primary key.
+    pub fn new(point: Arc<PointLookup>, spec: LookupSpec) -> Result<Self> {
+        let table = point.table().clone();
+        let schema = table.schema();
+        let partition_indices = schema.partition_indices();
+        let mut key_parts = Vec::with_capacity(schema.primary_keys.len());
+        for name in &schema.primary_keys {
+            let Some(column) = schema.field_index(name) else {
+                return Err(Error::format(format!(
+                    "primary key `{name}` is not a column"
+                )));
+            };
+            let from_join = spec.key_columns.iter().position(|&c| c == column);
+            let from_partition = partition_indices.iter().position(|&c| c == column);
+            key_parts.push(match (from_join, from_partition, &spec.partition) {
+                (Some(i), _, _) => KeyPart::Join(i),
+                (None, Some(i), Some(_)) => KeyPart::Partition(i),
+                _ => {
+                    return Err(Error::Config(format!(
+                        "a join on {} must give primary-key column `{name}`",
+                        table.identifier()
+                    )));
+                }
+            });
+        }
+        if spec.key_columns.len()
+            != key_parts
+                .iter()
+                .filter(|p| matches!(p, KeyPart::Join(_)))
+                .count()
+        {
+            return Err(Error::Config(format!(
+                "a join on {} may only name primary-key columns unless cache = \"full\"",
+                table.identifier()
+            )));
+        }
         let key_indices: Vec<usize> = schema
             .primary_keys
             .iter()
             .filter_map(|k| schema.field_index(k))
             .collect();
-        let cache = (options.max_rows > 0).then(|| {
-            let mut builder = Cache::builder().max_capacity(options.max_rows);
-            if let Some(ttl) = options.expire_after_write {
-                builder = builder.time_to_live(ttl);
-            }
-            if let Some(tti) = options.expire_after_access {
-                builder = builder.time_to_idle(tti);
-            }
-            builder.build()
-        });
-        LookupTable {
-            key_types: schema.types_of(&key_indices),
-            lookup,
-            cache,
-        }
-    }
-
-    pub fn point_lookup(&self) -> &Arc<PointLookup> {
-        &self.lookup
-    }
-
-    /// The current row of `key` (primary-key values in `primary_keys` order).
-    pub async fn get(&self, key: &[Datum]) -> Result<Option<Arc<Row>>> {
-        let Some(cache) = &self.cache else {
-            return Ok(self.lookup.get(key).await?.map(Arc::new));
+        let partition = match &spec.partition {
+            Some(PartitionChoice::Fixed(values)) => Some(Arc::new(values.clone())),
+            _ => None,
         };
-        let cache_key = binary_row::encode(key, &self.key_types)?;
-        if let Some(hit) = cache.get(&cache_key) {
-            return Ok(hit);
-        }
-        let row = self.lookup.get(key).await?.map(Arc::new);
-        cache.insert(cache_key, row.clone());
-        Ok(row)
+        let cache = match &spec.strategy {
+            Strategy::Partial(options) => Cache::Partial(PartialCache::new(options)),
+            Strategy::None => Cache::None,
+        };
+        let lookup = LookupTable {
+            key_types: schema.types_of(&key_indices),
+            point,
+            projection: spec.projection,
+            key_parts,
+            partition_choice: spec.partition,
+            partition: RwLock::new(partition),
+            cache,
+            metrics: Arc::new(JoinMetrics::default()),
+            ready: watch::Sender::new(true),
+        };
+        lookup.select_newest_partition()?;
+        Ok(lookup)
     }
 
-    /// Moves to the table's latest snapshot; cached entries are dropped when it changed,
-    /// so no cached value is older than the last refresh.
-    pub async fn refresh(&self) -> Result<bool> {
-        let changed = self.lookup.refresh().await?;
-        if changed && let Some(cache) = &self.cache {
-            cache.invalidate_all();
+    pub fn metrics(&self) -> &Arc<JoinMetrics> {
+        &self.metrics
+    }
+
+    /// Resolves once the join can serve lookups (a `full` cache has loaded).
+    pub async fn wait_ready(&self) {
+        let mut ready = self.ready.subscribe();
+        // The sender lives as long as `self`, so this cannot fail while we wait.
+        let _ = ready.wait_for(|r| *r).await;
+    }
+
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// The full primary key for a join key; `None` when no partition is selected yet.
+    fn primary_key(&self, join_key: &[Datum]) -> Option<Vec<Datum>> {
+        let partition = self
+            .partition
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        self.key_parts
+            .iter()
+            .map(|part| match part {
+                KeyPart::Join(i) => join_key.get(*i).cloned(),
+                KeyPart::Partition(i) => partition.as_ref().and_then(|p| p.get(*i).cloned()),
+            })
+            .collect()
+    }
+
+    fn project(&self, row: Row) -> Arc<Row> {
+        let mut row = row;
+        Arc::new(
+            self.projection
+                .iter()
+                .map(|&i| {
+                    row.get_mut(i)
+                        .map_or(Datum::Null, |d| std::mem::replace(d, Datum::Null))
+                })
+                .collect(),
+        )
+    }
+
+    /// The projected row of the join key (values of the spec's `key_columns`).
+    pub async fn get(&self, join_key: &[Datum]) -> Result<Option<Arc<Row>>> {
+        let Some(key) = self.primary_key(join_key) else {
+            return Ok(None);
+        };
+        match &self.cache {
+            Cache::None => Ok(self.point.get(&key).await?.map(|r| self.project(r))),
+            Cache::Partial(cache) => {
+                let cache_key = binary_row::encode(&key, &self.key_types)?;
+                if let Some(hit) = cache.get(&cache_key) {
+                    return Ok(hit);
+                }
+                let (row, read_at) = self.point.get_pinned(&key).await?;
+                let row = row.map(|r| self.project(r));
+                cache.insert(cache_key, row.clone(), read_at, || self.point.snapshot_id());
+                Ok(row)
+            }
         }
-        Ok(changed)
+    }
+
+    /// Follows `max_pt()` to the newest partition; returns whether it changed.
+    pub fn select_newest_partition(&self) -> Result<bool> {
+        if self.partition_choice != Some(PartitionChoice::Newest) {
+            return Ok(false);
+        }
+        let newest = newest_partition(self.point.table(), &self.point.partitions())?;
+        let mut current = self.partition.write().unwrap_or_else(|p| p.into_inner());
+        if current.as_deref() == newest.as_ref() {
+            return Ok(false);
+        }
+        tracing::info!(
+            table = %self.point.table().identifier(),
+            partition = ?newest,
+            "lookup join follows the newest partition"
+        );
+        *current = newest.map(Arc::new);
+        Ok(true)
+    }
+
+    /// Brings the cache in step with a refresh of the point lookups.
+    fn apply(&self, delta: &SnapshotDelta, changed: &ChangedKeys) -> Result<()> {
+        match &self.cache {
+            Cache::None => {}
+            Cache::Partial(cache) => {
+                if delta.reload {
+                    cache.invalidate_all();
+                } else {
+                    cache.invalidate(changed.keys.iter().map(|(bytes, _)| bytes.as_slice()));
+                }
+                self.metrics
+                    .cache_rows
+                    .store(cache.entry_count(), Ordering::Relaxed);
+                self.metrics
+                    .cache_bytes
+                    .store(cache.weighted_size(), Ordering::Relaxed);
+            }
+        }
+        self.metrics
+            .snapshot_id
+            .store(delta.to.unwrap_or(0), Ordering::Relaxed);
+        JoinMetrics::add(&self.metrics.refreshes, 1);
+        if let Some(commit) = delta.commit_time_millis {
+            let lag = chrono::Utc::now().timestamp_millis().saturating_sub(commit);
+            self.metrics
+                .refresh_lag_millis
+                .store(u64::try_from(lag).unwrap_or(0), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+/// The joins on one table and the point lookups they share.
+pub struct TableLookups {
+    point: Arc<PointLookup>,
+    joins: Vec<Arc<LookupTable>>,
+    /// One refresh at a time: each applies the delta from where the previous one ended.
+    refreshing: tokio::sync::Mutex<()>,
+}
+
+impl TableLookups {
+    pub fn new(point: Arc<PointLookup>, joins: Vec<Arc<LookupTable>>) -> Self {
+        TableLookups {
+            point,
+            joins,
+            refreshing: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub fn joins(&self) -> &[Arc<LookupTable>] {
+        &self.joins
+    }
+
+    /// Moves to the table's latest snapshot and updates every join's cache from the
+    /// rows that changed. Returns whether the snapshot moved.
+    pub async fn refresh(&self) -> Result<bool> {
+        let _one_at_a_time = self.refreshing.lock().await;
+        let started = Instant::now();
+        let Some(delta) = self.point.refresh().await? else {
+            return Ok(false);
+        };
+        let changed = if delta.reload || delta.changed_files.is_empty() {
+            ChangedKeys::default()
+        } else {
+            changed_keys(self.point.table(), &delta.changed_files).await?
+        };
+        for join in &self.joins {
+            join.apply(&delta, &changed)?;
+        }
+        tracing::debug!(
+            table = %self.point.table().identifier(),
+            snapshot = ?delta.to,
+            changed_keys = changed.keys.len(),
+            reload = delta.reload,
+            took_ms = started.elapsed().as_millis() as u64,
+            "lookups refreshed"
+        );
+        Ok(true)
+    }
+
+    /// Moves `max_pt()` joins to the newest partition of the snapshot they read. Runs on
+    /// its own interval, not on every refresh: a partition that just appeared is usually
+    /// still filling, and joining against it early would miss.
+    pub fn refresh_partitions(&self) -> Result<()> {
+        for join in &self.joins {
+            join.select_newest_partition()?;
+        }
+        Ok(())
     }
 }

@@ -17,6 +17,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
 use super::dead_letter::DeadLetters;
+use super::progress::{CdcProgress, CommittedPosition, PartitionId};
 use crate::codec::{CdcDecoder, Decoded, KafkaRecord, RowChange};
 use crate::config::{CdcConfig, KafkaConfig, StartFrom};
 use crate::error::{Error, Result};
@@ -38,7 +39,15 @@ pub struct ChangeBatch {
     pub topic: String,
     pub partition: i32,
     pub next_offset: i64,
+    pub timestamp_ms: Option<i64>,
     pub changes: Vec<RowChange>,
+}
+
+/// A table commit and the position of every pipeline partition it covers.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    pub snapshot: Snapshot,
+    pub positions: Vec<CommittedPosition>,
 }
 
 /// The single writer of one table, fed by every CDC pipeline of that table.
@@ -50,7 +59,9 @@ pub struct TableSink {
     commit_interval: Duration,
     commit_max_rows: usize,
     metrics: BTreeMap<String, Arc<PipelineMetrics>>,
-    committed: watch::Sender<Option<Snapshot>>,
+    /// Kafka timestamp of the last change applied per pipeline partition.
+    last_timestamps: BTreeMap<PartitionId, i64>,
+    committed: watch::Sender<Option<Arc<Committed>>>,
 }
 
 /// Commit user of this process's writer of `table`: stable across restarts.
@@ -65,7 +76,7 @@ impl TableSink {
         table: Arc<Table>,
         commit_user: &str,
         pipelines: &[(CdcConfig, Arc<PipelineMetrics>)],
-    ) -> Result<(Self, watch::Receiver<Option<Snapshot>>)> {
+    ) -> Result<(Self, watch::Receiver<Option<Arc<Committed>>>)> {
         let last = table.latest_snapshot_of_user(commit_user).await?;
         let mut offsets = BTreeMap::new();
         if let Some(properties) = last.as_ref().and_then(|s| s.properties.as_ref()) {
@@ -102,6 +113,7 @@ impl TableSink {
                     .iter()
                     .map(|(c, m)| (c.name.clone(), m.clone()))
                     .collect(),
+                last_timestamps: BTreeMap::new(),
                 committed: tx,
             },
             rx,
@@ -171,6 +183,12 @@ impl TableSink {
                 }
             }
         }
+        if let Some(ts) = batch.timestamp_ms {
+            self.last_timestamps.insert(
+                (batch.pipeline.clone(), batch.topic.clone(), batch.partition),
+                ts,
+            );
+        }
         self.offsets
             .entry(batch.pipeline)
             .or_default()
@@ -195,7 +213,23 @@ impl TableSink {
             for m in self.metrics.values() {
                 PipelineMetrics::add(&m.commits, 1);
             }
-            self.committed.send_replace(Some(snapshot));
+            let mut positions = Vec::new();
+            for (pipeline, offsets) in &self.offsets {
+                for (topic, partitions) in offsets {
+                    for (&partition, &next_offset) in partitions {
+                        let id = (pipeline.clone(), topic.clone(), partition);
+                        positions.push(CommittedPosition {
+                            last_timestamp_ms: self.last_timestamps.get(&id).copied(),
+                            partition: id,
+                            next_offset,
+                        });
+                    }
+                }
+            }
+            self.committed.send_replace(Some(Arc::new(Committed {
+                snapshot,
+                positions,
+            })));
         }
         self.pending_changes = 0;
         Ok(())
@@ -214,7 +248,8 @@ pub async fn run_consumer(
     sink: mpsc::Sender<ChangeBatch>,
     dead_letters: DeadLetters,
     metrics: Arc<PipelineMetrics>,
-    mut committed: watch::Receiver<Option<Snapshot>>,
+    mut committed: watch::Receiver<Option<Arc<Committed>>>,
+    progress: Option<Arc<CdcProgress>>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
     let consumer: StreamConsumer =
@@ -245,6 +280,31 @@ pub async fn run_consumer(
     consumer
         .assign(&assignment)
         .map_err(|e| Error::Kafka(format!("assigning partitions of {}: {e}", config.name)))?;
+    if let Some(progress) = &progress {
+        for element in assignment.elements() {
+            let start = match element.offset() {
+                Offset::Offset(next) => next,
+                // Starting at the end: nothing before the start is waited for.
+                Offset::End => i64::MAX,
+                _ => 0,
+            };
+            progress.register(
+                (
+                    config.name.clone(),
+                    element.topic().to_string(),
+                    element.partition(),
+                ),
+                start,
+            );
+        }
+        spawn_watermark_watch(
+            consumer.clone(),
+            &config.name,
+            &assignment,
+            progress.clone(),
+            shutdown.clone(),
+        );
+    }
     let validator = super::RowValidator::new(&table)?;
     loop {
         tokio::select! {
@@ -295,6 +355,7 @@ pub async fn run_consumer(
                     topic: message.topic().to_string(),
                     partition: message.partition(),
                     next_offset: message.offset() + 1,
+                    timestamp_ms: message.timestamp().to_millis(),
                     changes,
                 };
                 if sink.send(batch).await.is_err() {
@@ -304,12 +365,56 @@ pub async fn run_consumer(
             }
             changed = committed.changed() => {
                 if changed.is_err() { break; }
-                commit_kafka_offsets(&consumer, &config.name, committed.borrow().as_ref());
+                let snapshot = committed.borrow().as_ref().map(|c| c.snapshot.clone());
+                commit_kafka_offsets(&consumer, &config.name, snapshot.as_ref());
             }
             _ = shutdown.changed() => break,
         }
     }
     Ok(())
+}
+
+/// How often high watermarks are read for `wait_for_cdc` (a metadata round trip each).
+const WATERMARK_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Keeps the high watermarks of a pipeline's partitions current in `progress`, so a
+/// partition without lag releases waiting facts.
+fn spawn_watermark_watch(
+    consumer: Arc<StreamConsumer>,
+    pipeline: &str,
+    assignment: &TopicPartitionList,
+    progress: Arc<CdcProgress>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let partitions: Vec<PartitionId> = assignment
+        .elements()
+        .iter()
+        .map(|e| (pipeline.to_string(), e.topic().to_string(), e.partition()))
+        .collect();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(WATERMARK_INTERVAL);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.changed() => break,
+            }
+            let c = consumer.clone();
+            let ids = partitions.clone();
+            let read = tokio::task::spawn_blocking(move || {
+                ids.into_iter()
+                    .filter_map(|id| {
+                        c.fetch_watermarks(&id.1, id.2, WATERMARK_INTERVAL * 4)
+                            .ok()
+                            .map(|(_, high)| (id, high))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await;
+            for (id, high) in read.unwrap_or_default() {
+                progress.set_high_watermark(&id, high);
+            }
+        }
+    });
 }
 
 /// Mirrors the committed table position into the consumer group, for monitoring tools.

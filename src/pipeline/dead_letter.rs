@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use rdkafka::message::{BorrowedMessage, Header, Headers, Message, OwnedHeaders};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use crate::error::{Error, Result};
@@ -30,12 +30,7 @@ impl DeadLetters {
 
     /// Sends `message` with `reason`; waits for delivery so the source offset is only
     /// committed after the record is safe.
-    pub async fn send(
-        &self,
-        pipeline: &str,
-        message: &BorrowedMessage<'_>,
-        reason: &str,
-    ) -> Result<()> {
+    pub async fn send<M: Message>(&self, pipeline: &str, message: &M, reason: &str) -> Result<()> {
         let Some(topic) = &self.topic else {
             tracing::warn!(
                 pipeline,

@@ -5,41 +5,102 @@
 //! (or its dead letter) is acknowledged by the broker, and in input order per partition,
 //! so a crash replays from the oldest unacknowledged fact.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::stream::FuturesOrdered;
+use futures::future::BoxFuture;
+use futures::stream::{FuturesOrdered, FuturesUnordered};
 use futures::{FutureExt, StreamExt};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
 use super::dead_letter::DeadLetters;
+use super::progress::CdcProgress;
 use crate::codec::{FactDecoder, KafkaRecord, OutputEncoder, lookup_path};
 use crate::config::{EnrichConfig, JoinConfig, JoinKind, KafkaConfig};
 use crate::error::{Error, Result};
-use crate::lookup::LookupTable;
+use crate::lookup::{JoinMetrics, LookupTable};
 use crate::observe::PipelineMetrics;
 use crate::table::datum::{Datum, datum_from_json, datum_to_json};
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 
-/// Facts whose output is not yet acknowledged, per pipeline (bounds memory).
-const MAX_IN_FLIGHT: usize = 10_000;
+/// Deliveries not yet acknowledged, per pipeline (bounds memory next to `max_in_flight`
+/// facts in lookups).
+const MAX_UNACKNOWLEDGED: usize = 10_000;
+
+/// How a join's key and output map onto its table, from `[[enrich.join]]`.
+#[derive(Debug, Clone)]
+pub struct JoinPlan {
+    /// Fact field and column type of each join-key value, in `on` order.
+    pub key_fields: Vec<(String, DataType)>,
+    /// Table column of each join-key value, in the same order.
+    pub key_columns: Vec<usize>,
+    /// Table columns added to the fact.
+    pub projection: Vec<usize>,
+    /// Output field name and type of each projected column.
+    pub outputs: Vec<(String, DataType)>,
+}
+
+impl JoinPlan {
+    pub fn new(config: &JoinConfig, schema: &TableSchema) -> Result<Self> {
+        let column = |name: &str| {
+            schema.field_index(name).ok_or_else(|| {
+                Error::Config(format!("join on {}: no column `{name}`", config.table))
+            })
+        };
+        let mut key_fields = Vec::new();
+        let mut key_columns = Vec::new();
+        for (fact_field, name) in &config.on {
+            let index = column(name)?;
+            key_fields.push((fact_field.clone(), schema.fields[index].data_type));
+            key_columns.push(index);
+        }
+        let selected: Vec<&String> = if config.select.is_empty() {
+            schema
+                .fields
+                .iter()
+                .map(|f| &f.name)
+                .filter(|n| !config.on.values().any(|c| c == *n))
+                .collect()
+        } else {
+            config.select.iter().collect()
+        };
+        let mut projection = Vec::new();
+        let mut outputs = Vec::new();
+        for name in selected {
+            let index = column(name)?;
+            let output = config
+                .rename
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| format!("{}{name}", config.prefix));
+            projection.push(index);
+            outputs.push((output, schema.fields[index].data_type));
+        }
+        Ok(JoinPlan {
+            key_fields,
+            key_columns,
+            projection,
+            outputs,
+        })
+    }
+}
 
 /// One configured join, resolved against its table.
 pub struct Join {
     table_name: String,
     lookup: Arc<LookupTable>,
     kind: JoinKind,
-    /// For each primary-key column, in key order: the fact field and the column type.
     key_fields: Vec<(String, DataType)>,
-    /// Table column index → output field name.
-    outputs: Vec<(usize, String, DataType)>,
+    outputs: Vec<(String, DataType)>,
     retry: Option<(Duration, u32)>,
+    /// `wait_for_cdc`: the table's CDC progress and `max_wait`.
+    wait: Option<(Arc<CdcProgress>, Duration)>,
 }
 
 /// What a join did to a fact.
@@ -53,52 +114,25 @@ pub enum JoinOutcome {
 impl Join {
     pub fn new(
         config: &JoinConfig,
-        schema: &TableSchema,
+        plan: JoinPlan,
         lookup: Arc<LookupTable>,
-    ) -> Result<Self> {
-        let mut key_fields = Vec::new();
-        for key in &schema.primary_keys {
-            let Some((fact_field, _)) = config.on.iter().find(|(_, column)| *column == key) else {
-                return Err(Error::Config(format!(
-                    "join on {}: primary-key column `{key}` is not in `on`",
-                    config.table
-                )));
-            };
-            let ty = schema.field(key).map(|f| f.data_type).ok_or_else(|| {
-                Error::Config(format!("join on {}: no column `{key}`", config.table))
-            })?;
-            key_fields.push((fact_field.clone(), ty));
-        }
-        let selected: Vec<&String> = if config.select.is_empty() {
-            schema
-                .fields
-                .iter()
-                .map(|f| &f.name)
-                .filter(|n| !config.on.values().any(|c| c == *n))
-                .collect()
-        } else {
-            config.select.iter().collect()
-        };
-        let mut outputs = Vec::new();
-        for column in selected {
-            let index = schema.field_index(column).ok_or_else(|| {
-                Error::Config(format!("join on {}: no column `{column}`", config.table))
-            })?;
-            let name = config
-                .rename
-                .get(column)
-                .cloned()
-                .unwrap_or_else(|| format!("{}{column}", config.prefix));
-            outputs.push((index, name, schema.fields[index].data_type));
-        }
-        Ok(Join {
+        progress: Option<Arc<CdcProgress>>,
+    ) -> Self {
+        Join {
             table_name: config.table.clone(),
             lookup,
             kind: config.kind,
-            key_fields,
-            outputs,
+            key_fields: plan.key_fields,
+            outputs: plan.outputs,
             retry: config.retry.as_ref().map(|r| (r.delay, r.max_attempts)),
-        })
+            wait: progress
+                .filter(|_| config.wait_for_cdc)
+                .map(|p| (p, config.max_wait)),
+        }
+    }
+
+    pub fn lookup(&self) -> &Arc<LookupTable> {
+        &self.lookup
     }
 
     /// The lookup key of a fact: `Ok(None)` when a key field is missing or null; `Err`
@@ -118,22 +152,35 @@ impl Join {
         Ok(Some(key))
     }
 
-    /// Adds the joined columns to `fact` (nulls when there is no match).
+    /// Adds the joined columns to `fact` (nulls when there is no match). `timestamp_ms`
+    /// is the fact's Kafka timestamp, which `wait_for_cdc` compares with the CDC progress.
     pub async fn apply(
         &self,
         fact: &mut Map<String, Value>,
+        timestamp_ms: Option<i64>,
         metrics: &PipelineMetrics,
     ) -> std::result::Result<JoinOutcome, String> {
+        let join_metrics = self.lookup.metrics();
         let row = match self.key(fact)? {
             None => None,
             Some(key) => {
+                if let (Some((progress, max_wait)), Some(ts)) = (&self.wait, timestamp_ms)
+                    && !progress.covers(ts)
+                {
+                    JoinMetrics::add(&join_metrics.waits, 1);
+                    if !progress.wait_for(ts, *max_wait).await {
+                        JoinMetrics::add(&join_metrics.wait_timeouts, 1);
+                    }
+                }
                 let mut row = self.lookup.get(&key).await.map_err(|e| e.to_string())?;
                 if let Some((delay, attempts)) = self.retry {
                     let mut attempt = 1;
                     while row.is_none() && attempt < attempts {
                         PipelineMetrics::add(&metrics.join_retries, 1);
+                        JoinMetrics::add(&join_metrics.retries, 1);
+                        // Refreshes run on commits and on the refresh interval; a retry
+                        // only looks again.
                         tokio::time::sleep(delay).await;
-                        self.lookup.refresh().await.map_err(|e| e.to_string())?;
                         row = self.lookup.get(&key).await.map_err(|e| e.to_string())?;
                         attempt += 1;
                     }
@@ -141,14 +188,17 @@ impl Join {
                 row
             }
         };
-        match &row {
-            Some(_) => PipelineMetrics::add(&metrics.join_hits, 1),
-            None => PipelineMetrics::add(&metrics.join_misses, 1),
+        if row.is_some() {
+            PipelineMetrics::add(&metrics.join_hits, 1);
+            JoinMetrics::add(&join_metrics.hits, 1);
+        } else {
+            PipelineMetrics::add(&metrics.join_misses, 1);
+            JoinMetrics::add(&join_metrics.misses, 1);
         }
-        for (index, name, ty) in &self.outputs {
+        for (i, (name, ty)) in self.outputs.iter().enumerate() {
             let value = row
                 .as_ref()
-                .and_then(|r| r.get(*index))
+                .and_then(|r| r.get(i))
                 .map_or(Value::Null, |d| datum_to_json(d, ty));
             fact.insert(name.clone(), value);
         }
@@ -164,7 +214,127 @@ impl Join {
     }
 }
 
-/// Runs one enrich pipeline until `shutdown`.
+/// Offsets consumed but not finished (produced and acknowledged, dropped or
+/// dead-lettered), per partition. Facts may finish out of order (`ordered = false`,
+/// deliveries acknowledged out of order); the committable position of a partition is just
+/// before its oldest unfinished offset.
+#[derive(Debug, Default)]
+pub struct OffsetTracker {
+    partitions: HashMap<(String, i32), PartitionOffsets>,
+}
+
+#[derive(Debug, Default)]
+struct PartitionOffsets {
+    pending: BTreeSet<i64>,
+    /// Highest finished offset.
+    finished: Option<i64>,
+    /// Last offset handed out for storing.
+    stored: Option<i64>,
+}
+
+impl OffsetTracker {
+    pub fn begin(&mut self, topic: &str, partition: i32, offset: i64) {
+        self.partitions
+            .entry((topic.to_string(), partition))
+            .or_default()
+            .pending
+            .insert(offset);
+    }
+
+    /// Marks an offset finished; returns the offset to store (every offset up to and
+    /// including it is finished) when that moved forward.
+    pub fn finish(&mut self, topic: &str, partition: i32, offset: i64) -> Option<i64> {
+        let p = self.partitions.get_mut(&(topic.to_string(), partition))?;
+        p.pending.remove(&offset);
+        p.finished = p.finished.max(Some(offset));
+        let done_through = match p.pending.first() {
+            Some(&oldest) => oldest.checked_sub(1).filter(|o| *o >= 0),
+            None => p.finished,
+        };
+        match done_through {
+            Some(o) if p.stored.is_none_or(|s| o > s) => {
+                p.stored = Some(o);
+                Some(o)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn pending(&self) -> usize {
+        self.partitions.values().map(|p| p.pending.len()).sum()
+    }
+}
+
+/// What a pipeline's fact futures share.
+struct Enricher {
+    config: EnrichConfig,
+    joins: Vec<Join>,
+    decoder: FactDecoder,
+    encoder: OutputEncoder,
+    metrics: Arc<PipelineMetrics>,
+}
+
+/// A fact whose lookups finished: what to produce (`Ok(None)`: dropped), or why it is a
+/// dead letter.
+type Enriched = (
+    OwnedMessage,
+    std::result::Result<Option<(Option<Vec<u8>>, Vec<u8>)>, String>,
+);
+
+impl Enricher {
+    async fn enrich(self: Arc<Self>, message: OwnedMessage) -> Enriched {
+        let record = KafkaRecord {
+            topic: message.topic(),
+            partition: message.partition(),
+            offset: message.offset(),
+            timestamp_ms: message.timestamp().to_millis(),
+            key: message.key(),
+            payload: message.payload(),
+        };
+        let result = enrich_one(
+            &record,
+            &self.decoder,
+            &self.joins,
+            &self.encoder,
+            &self.config,
+            &self.metrics,
+        )
+        .await;
+        (message, result)
+    }
+}
+
+/// Lookups in flight, completing in input order (`ordered`) or as they finish.
+enum InFlight {
+    Ordered(FuturesOrdered<BoxFuture<'static, Enriched>>),
+    Unordered(FuturesUnordered<BoxFuture<'static, Enriched>>),
+}
+
+impl InFlight {
+    fn push(&mut self, future: BoxFuture<'static, Enriched>) {
+        match self {
+            InFlight::Ordered(f) => f.push_back(future),
+            InFlight::Unordered(f) => f.push(future),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            InFlight::Ordered(f) => f.len(),
+            InFlight::Unordered(f) => f.len(),
+        }
+    }
+
+    async fn next(&mut self) -> Option<Enriched> {
+        match self {
+            InFlight::Ordered(f) => f.next().await,
+            InFlight::Unordered(f) => f.next().await,
+        }
+    }
+}
+
+/// Runs one enrich pipeline until `shutdown`. Joins with a `full` cache are loaded before
+/// the first fact is consumed.
 #[allow(clippy::too_many_arguments)]
 pub async fn run(
     config: EnrichConfig,
@@ -177,55 +347,56 @@ pub async fn run(
     metrics: Arc<PipelineMetrics>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
+    for join in &joins {
+        tokio::select! {
+            _ = join.lookup().wait_ready() => {}
+            _ = shutdown.changed() => return Ok(()),
+        }
+    }
     let consumer: StreamConsumer =
         crate::kafka::consumer(&kafka, &format!("{}-{}", kafka.group_id, config.name))?;
     let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
     consumer
         .subscribe(&topics)
         .map_err(|e| Error::Kafka(format!("subscribing {}: {e}", config.name)))?;
-    let mut in_flight = FuturesOrdered::new();
+    let max_in_flight = config.max_in_flight.max(1);
+    let mut lookups = if config.ordered {
+        InFlight::Ordered(FuturesOrdered::new())
+    } else {
+        InFlight::Unordered(FuturesUnordered::new())
+    };
+    let enricher = Arc::new(Enricher {
+        config: config.clone(),
+        joins,
+        decoder,
+        encoder,
+        metrics: metrics.clone(),
+    });
+    let mut deliveries = FuturesUnordered::new();
+    let mut offsets = OffsetTracker::default();
     let mut commit_tick = tokio::time::interval(Duration::from_secs(1));
     let mut stored = false;
     loop {
         tokio::select! {
-            message = consumer.recv(), if in_flight.len() < MAX_IN_FLIGHT => {
+            message = consumer.recv(), if lookups.len() < max_in_flight && deliveries.len() < MAX_UNACKNOWLEDGED => {
                 let message = match message {
-                    Ok(m) => m,
+                    Ok(m) => m.detach(),
                     Err(e) => {
                         tracing::warn!(pipeline = %config.name, error = %e, "Kafka consumer error");
                         continue;
                     }
                 };
                 PipelineMetrics::add(&metrics.records_in, 1);
+                offsets.begin(message.topic(), message.partition(), message.offset());
+                lookups.push(enricher.clone().enrich(message).boxed());
+            }
+            Some((message, result)) = lookups.next() => {
                 let position = (message.topic().to_string(), message.partition(), message.offset());
-                let record = KafkaRecord {
-                    topic: message.topic(),
-                    partition: message.partition(),
-                    offset: message.offset(),
-                    timestamp_ms: message.timestamp().to_millis(),
-                    key: message.key(),
-                    payload: message.payload(),
-                };
-                match enrich_one(&record, &decoder, &joins, &encoder, &config, &metrics).await {
+                match result {
                     Ok(Some((key, payload))) => {
-                        let mut headers = OwnedHeaders::new();
-                        if let Some(original) = message.headers() {
-                            for h in original.iter() {
-                                headers = headers.insert(Header { key: h.key, value: h.value });
-                            }
-                        }
-                        let key = key.or_else(|| message.key().map(<[u8]>::to_vec));
-                        let mut out: FutureRecord<'_, [u8], [u8]> =
-                            FutureRecord::to(&config.output.topic).payload(payload.as_slice()).headers(headers);
-                        if let Some(k) = &key {
-                            out = out.key(k);
-                        }
-                        let delivery = match producer.send_result(out) {
-                            Ok(d) => d,
-                            Err((e, _)) => return Err(Error::Kafka(format!("producing to {}: {e}", config.output.topic))),
-                        };
+                        let delivery = produce(&producer, &config.output.topic, &message, key, payload)?;
                         let m = metrics.clone();
-                        in_flight.push_back(async move {
+                        deliveries.push(async move {
                             match delivery.await {
                                 Ok(Ok(_)) => { PipelineMetrics::add(&m.records_out, 1); Ok(position) }
                                 Ok(Err((e, _))) => Err(Error::Kafka(format!("delivery failed: {e}"))),
@@ -235,21 +406,18 @@ pub async fn run(
                     }
                     Ok(None) => {
                         PipelineMetrics::add(&metrics.dropped, 1);
-                        in_flight.push_back(futures::future::ready(Ok(position)).boxed());
+                        deliveries.push(futures::future::ready(Ok(position)).boxed());
                     }
                     Err(reason) => {
                         PipelineMetrics::add(&metrics.dead_lettered, 1);
                         dead_letters.send(&config.name, &message, &reason).await?;
-                        in_flight.push_back(futures::future::ready(Ok(position)).boxed());
+                        deliveries.push(futures::future::ready(Ok(position)).boxed());
                     }
                 }
             }
-            Some(done) = in_flight.next() => {
+            Some(done) = deliveries.next() => {
                 let (topic, partition, offset) = done?;
-                consumer
-                    .store_offset(&topic, partition, offset)
-                    .map_err(|e| Error::Kafka(format!("storing offset {topic}/{partition}@{offset}: {e}")))?;
-                stored = true;
+                stored |= store(&consumer, &mut offsets, &config.name, &topic, partition, offset);
             }
             _ = commit_tick.tick() => {
                 if stored {
@@ -262,18 +430,102 @@ pub async fn run(
             _ = shutdown.changed() => break,
         }
     }
-    // Drain what is in flight, then commit synchronously what was stored since the last
-    // periodic commit.
-    while let Some(done) = in_flight.next().await {
-        let (topic, partition, offset) = done?;
-        if consumer.store_offset(&topic, partition, offset).is_ok() {
-            stored = true;
+    // Finish the facts in flight (their lookups, then their deliveries), then commit
+    // synchronously what was stored since the last periodic commit.
+    while let Some((message, result)) = lookups.next().await {
+        let position = (
+            message.topic().to_string(),
+            message.partition(),
+            message.offset(),
+        );
+        match result {
+            Ok(Some((key, payload))) => {
+                let delivery = produce(&producer, &config.output.topic, &message, key, payload)?;
+                deliveries.push(
+                    async move {
+                        match delivery.await {
+                            Ok(Ok(_)) => Ok(position),
+                            _ => Err(Error::Kafka("delivery failed during shutdown".into())),
+                        }
+                    }
+                    .boxed(),
+                );
+            }
+            Ok(None) => deliveries.push(futures::future::ready(Ok(position)).boxed()),
+            Err(reason) => {
+                dead_letters.send(&config.name, &message, &reason).await?;
+                deliveries.push(futures::future::ready(Ok(position)).boxed());
+            }
         }
+    }
+    while let Some(done) = deliveries.next().await {
+        let (topic, partition, offset) = done?;
+        stored |= store(
+            &consumer,
+            &mut offsets,
+            &config.name,
+            &topic,
+            partition,
+            offset,
+        );
     }
     if stored && let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
         tracing::warn!(pipeline = %config.name, error = %e, "final offset commit failed");
     }
     Ok(())
+}
+
+/// Sends the enriched record with the fact's headers; the key is the configured output
+/// key or the fact's own.
+fn produce(
+    producer: &FutureProducer,
+    topic: &str,
+    message: &OwnedMessage,
+    key: Option<Vec<u8>>,
+    payload: Vec<u8>,
+) -> Result<DeliveryFuture> {
+    let mut headers = OwnedHeaders::new();
+    if let Some(original) = message.headers() {
+        for h in original.iter() {
+            headers = headers.insert(Header {
+                key: h.key,
+                value: h.value,
+            });
+        }
+    }
+    let key = key.or_else(|| message.key().map(<[u8]>::to_vec));
+    let mut out: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic)
+        .payload(payload.as_slice())
+        .headers(headers);
+    if let Some(k) = &key {
+        out = out.key(k);
+    }
+    producer
+        .send_result(out)
+        .map_err(|(e, _)| Error::Kafka(format!("producing to {topic}: {e}")))
+}
+
+/// Marks a fact finished and stores the partition's committable offset when it moved.
+/// A store can fail after a rebalance took the partition away; the new owner then
+/// replays from the last commit (at least once), so that is not an error.
+fn store(
+    consumer: &StreamConsumer,
+    offsets: &mut OffsetTracker,
+    pipeline: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> bool {
+    let Some(done_through) = offsets.finish(topic, partition, offset) else {
+        return false;
+    };
+    match consumer.store_offset(topic, partition, done_through) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(pipeline, topic, partition, error = %e, "offset not stored");
+            false
+        }
+    }
 }
 
 /// Decodes and joins one fact; `Ok(None)` when an INNER join dropped it; `Err` is a bad
@@ -292,7 +544,7 @@ async fn enrich_one(
         return Ok(None);
     };
     for join in joins {
-        let outcome = join.apply(&mut fact, metrics).await?;
+        let outcome = join.apply(&mut fact, record.timestamp_ms, metrics).await?;
         if outcome == JoinOutcome::Missed && join.kind() == JoinKind::Inner {
             return Ok(None);
         }

@@ -4,6 +4,7 @@
 pub mod cdc;
 pub mod dead_letter;
 pub mod enrich;
+pub mod progress;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,9 +17,11 @@ use crate::codec::{
     AvroSchema, AvroSchemas, CdcDecoder, CdcOptions, FactDecoder, Format, Metadata, OutputEncoder,
     RowChange, SchemaResolver, UpdateMode,
 };
-use crate::config::{CacheKind, CdcConfig, Config, EnrichConfig, OutputConfig};
+use crate::config::{CacheKind, CdcConfig, Config, EnrichConfig, OutputConfig, PartitionSelection};
 use crate::error::{Error, Result};
-use crate::lookup::{CacheOptions, LookupTable};
+use crate::lookup::{
+    LookupSpec, LookupTable, PartialOptions, PartitionChoice, Strategy, TableLookups,
+};
 use crate::lsm::lookup::{LookupOptions, PointLookup};
 use crate::lsm::merge::{Admission, MergeEngine};
 use crate::observe::PipelineMetrics;
@@ -26,9 +29,7 @@ use crate::table::options::{MergeEngineKind, TableOptions};
 use crate::table::schema::TableSchema;
 use crate::table::{Table, TableIdentifier, Warehouse};
 use dead_letter::DeadLetters;
-
-/// How often lookups look for snapshots committed by other writers.
-pub const REFRESH_INTERVAL: Duration = Duration::from_secs(10);
+use progress::CdcProgress;
 
 /// Checks a decoded change against the table before it is queued, so that a bad record
 /// is dead-lettered by its pipeline instead of failing the table's writer.
@@ -227,6 +228,28 @@ pub async fn open_or_create(
     }
 }
 
+/// A joined table while the pipelines are assembled.
+struct JoinedTable {
+    point: Arc<PointLookup>,
+    joins: Vec<Arc<LookupTable>>,
+    refresh_interval: Duration,
+    partition_refresh_interval: Option<Duration>,
+}
+
+/// The cache strategy of a join.
+fn lookup_strategy(join: &crate::config::JoinConfig) -> Strategy {
+    match join.cache {
+        CacheKind::None => Strategy::None,
+        CacheKind::Partial | CacheKind::Full => Strategy::Partial(PartialOptions {
+            max_rows: join.cache_max_rows,
+            max_bytes: join.cache_max_bytes,
+            expire_after_write: join.cache_expire_after_write,
+            expire_after_access: join.cache_expire_after_access,
+            cache_missing_keys: join.cache_missing_keys,
+        }),
+    }
+}
+
 /// Running pipelines.
 pub struct Running {
     shutdown: watch::Sender<bool>,
@@ -289,40 +312,69 @@ pub async fn start(config: Config) -> Result<Running> {
             .ok_or_else(|| Error::Config(format!("table {name} is not defined")))
     };
 
-    // Lookups: one point-lookup per joined table, one cache per join.
-    let mut point_lookups: BTreeMap<String, Arc<PointLookup>> = BTreeMap::new();
-    let mut lookup_tables: BTreeMap<String, Vec<Arc<LookupTable>>> = BTreeMap::new();
+    // `wait_for_cdc` joins follow the CDC progress of their table.
+    let mut progress: BTreeMap<String, Arc<CdcProgress>> = BTreeMap::new();
+    for j in config.enrich.iter().flat_map(|e| &e.join) {
+        if j.wait_for_cdc {
+            progress.entry(j.table.clone()).or_default();
+        }
+    }
+
+    // Lookups: one point lookup per joined table, one lookup table (cache) per join.
+    let mut joined: BTreeMap<String, JoinedTable> = BTreeMap::new();
     let mut enrich_joins = Vec::new();
     for e in &config.enrich {
         let mut joins = Vec::new();
         for j in &e.join {
             let t = table(&j.table)?;
-            let point = match point_lookups.get(&j.table) {
-                Some(p) => p.clone(),
-                None => {
-                    let p = Arc::new(PointLookup::open(t.clone(), LookupOptions::default()).await?);
-                    point_lookups.insert(j.table.clone(), p.clone());
-                    p
-                }
+            let entry = match joined.entry(j.table.clone()) {
+                std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+                std::collections::btree_map::Entry::Vacant(v) => v.insert(JoinedTable {
+                    point: Arc::new(PointLookup::open(t.clone(), LookupOptions::default()).await?),
+                    joins: Vec::new(),
+                    refresh_interval: j.refresh_interval,
+                    partition_refresh_interval: None,
+                }),
             };
-            let cache = CacheOptions {
-                max_rows: if j.cache == CacheKind::None {
-                    0
-                } else {
-                    j.cache_max_rows
-                },
-                expire_after_write: j.cache_expire_after_write,
-                expire_after_access: j.cache_expire_after_access,
+            entry.refresh_interval = entry.refresh_interval.min(j.refresh_interval);
+            if matches!(&j.partition, Some(PartitionSelection::Function(_))) {
+                entry.partition_refresh_interval = Some(
+                    entry
+                        .partition_refresh_interval
+                        .map_or(j.partition_refresh_interval, |i| {
+                            i.min(j.partition_refresh_interval)
+                        }),
+                );
+            }
+            let plan = enrich::JoinPlan::new(j, t.schema())?;
+            let spec = LookupSpec {
+                strategy: lookup_strategy(j),
+                key_columns: plan.key_columns.clone(),
+                projection: plan.projection.clone(),
+                partition: j
+                    .partition
+                    .as_ref()
+                    .map(|p| PartitionChoice::resolve(p, &t))
+                    .transpose()?,
             };
-            let lookup = Arc::new(LookupTable::new(point, &cache));
-            lookup_tables
-                .entry(j.table.clone())
-                .or_default()
-                .push(lookup.clone());
-            joins.push(enrich::Join::new(j, t.schema(), lookup)?);
+            let lookup = Arc::new(LookupTable::new(entry.point.clone(), spec)?);
+            entry.joins.push(lookup.clone());
+            joins.push(enrich::Join::new(
+                j,
+                plan,
+                lookup,
+                progress.get(&j.table).cloned(),
+            ));
         }
         enrich_joins.push(joins);
     }
+    let lookup_tables: BTreeMap<String, (Arc<TableLookups>, JoinedTable)> = joined
+        .into_iter()
+        .map(|(name, j)| {
+            let lookups = Arc::new(TableLookups::new(j.point.clone(), j.joins.clone()));
+            (name, (lookups, j))
+        })
+        .collect();
 
     // CDC: one sink (writer) per table, fed by all of that table's pipelines.
     let mut by_table: BTreeMap<String, Vec<crate::config::CdcConfig>> = BTreeMap::new();
@@ -357,6 +409,7 @@ pub async fn start(config: Config) -> Result<Running> {
                 dead,
                 m.clone(),
                 committed.clone(),
+                progress.get(&table_name).cloned(),
                 shutdown_rx.clone(),
             );
             tasks.spawn(async move { (name, run.await) });
@@ -367,8 +420,11 @@ pub async fn start(config: Config) -> Result<Running> {
             let name = format!("table {table_name}");
             async move { (name, sink.run(rx, sink_shutdown).await) }
         });
-        // This process's commits reach its lookups right away.
-        if let Some(lookups) = lookup_tables.get(&table_name).cloned() {
+        // This process's commits reach its lookups right away; then `wait_for_cdc`
+        // joins learn that those changes are visible.
+        if let Some((lookups, _)) = lookup_tables.get(&table_name) {
+            let lookups = lookups.clone();
+            let progress = progress.get(&table_name).cloned();
             let mut committed = committed.clone();
             let mut stop = shutdown_rx.clone();
             let name = format!("refresh {table_name}");
@@ -377,10 +433,12 @@ pub async fn start(config: Config) -> Result<Running> {
                     tokio::select! {
                         changed = committed.changed() => {
                             if changed.is_err() { break; }
-                            for l in &lookups {
-                                if let Err(e) = l.refresh().await {
-                                    return (name, Err(e));
-                                }
+                            let commit = committed.borrow_and_update().clone();
+                            if let Err(e) = lookups.refresh().await {
+                                return (name, Err(e));
+                            }
+                            if let (Some(progress), Some(commit)) = (&progress, commit) {
+                                progress.mark_visible(&commit.positions);
                             }
                         }
                         _ = stop.changed() => break,
@@ -391,19 +449,29 @@ pub async fn start(config: Config) -> Result<Running> {
         }
     }
 
-    // Snapshots written by other processes are picked up every REFRESH_INTERVAL.
-    for (table_name, lookups) in lookup_tables {
+    // Snapshots written by other processes are picked up every `refresh_interval`;
+    // `max_pt()` joins look for a newer partition every `partition_refresh_interval`.
+    for (table_name, (lookups, joined)) in &lookup_tables {
+        let lookups = lookups.clone();
+        let table_name = table_name.clone();
         let mut stop = shutdown_rx.clone();
         let name = format!("poll {table_name}");
+        let refresh_interval = joined.refresh_interval;
+        let partition_interval = joined.partition_refresh_interval;
         tasks.spawn(async move {
-            let mut tick = tokio::time::interval(REFRESH_INTERVAL);
+            let mut refresh_tick = tokio::time::interval(refresh_interval);
+            let mut partition_tick =
+                tokio::time::interval(partition_interval.unwrap_or(Duration::from_secs(3600)));
             loop {
                 tokio::select! {
-                    _ = tick.tick() => {
-                        for l in &lookups {
-                            if let Err(e) = l.refresh().await {
-                                tracing::warn!(table = %table_name, error = %e, "lookup refresh failed; retrying later");
-                            }
+                    _ = refresh_tick.tick() => {
+                        if let Err(e) = lookups.refresh().await {
+                            tracing::warn!(table = %table_name, error = %e, "lookup refresh failed; retrying later");
+                        }
+                    }
+                    _ = partition_tick.tick(), if partition_interval.is_some() => {
+                        if let Err(e) = lookups.refresh_partitions() {
+                            tracing::warn!(table = %table_name, error = %e, "partition refresh failed; retrying later");
                         }
                     }
                     _ = stop.changed() => break,

@@ -18,7 +18,8 @@ use super::merge::{MergeEngine, SequenceOrder, compare_keys};
 use crate::error::{Error, Result};
 use crate::table::data_file::{DataFileWriteOptions, KeyValue, decode_data_file, encode_data_file};
 use crate::table::datum::{Datum, Row, compare_rows};
-use crate::table::manifest::ManifestEntry;
+use crate::table::manifest::{FileSource, ManifestEntry};
+use crate::table::snapshot::{CommitKind, Snapshot};
 use crate::table::{Table, binary_row, bucket, read_bytes};
 
 /// Settings of a [`PointLookup`].
@@ -40,6 +41,20 @@ impl Default for LookupOptions {
             max_open_files: 4096,
         }
     }
+}
+
+/// What a [`PointLookup::refresh`] moved over.
+#[derive(Debug, Clone)]
+pub struct SnapshotDelta {
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+    /// Commit time of the snapshot moved to.
+    pub commit_time_millis: Option<i64>,
+    /// Newly visible files that may hold changed rows (appends, not compaction rewrites).
+    pub changed_files: Vec<ManifestEntry>,
+    /// The change cannot be applied from `changed_files` alone (an overwrite, or expired
+    /// snapshots in between): caches must reload.
+    pub reload: bool,
 }
 
 /// One live file with its decoded key range.
@@ -127,12 +142,13 @@ impl PointLookup {
         }
     }
 
-    /// Moves to the latest snapshot. Returns whether it changed.
-    pub async fn refresh(&self) -> Result<bool> {
+    /// Moves to the latest snapshot. Returns what changed, or `None` when it did not move.
+    pub async fn refresh(&self) -> Result<Option<SnapshotDelta>> {
         let latest = self.table.latest_snapshot().await?;
         let latest_id = latest.as_ref().map(|s| s.id);
-        if latest_id == self.snapshot_id() && latest_id.is_some() {
-            return Ok(false);
+        let previous = self.current();
+        if latest_id == previous.snapshot_id && latest_id.is_some() {
+            return Ok(None);
         }
         let mut buckets: HashMap<(Vec<u8>, i32), Vec<FileRange>> = HashMap::new();
         if let Some(snapshot) = &latest {
@@ -161,11 +177,79 @@ impl PointLookup {
             snapshot_id: latest_id,
             buckets,
         });
+        let delta = self.delta(&previous, &state, latest.as_ref()).await?;
         match self.state.write() {
             Ok(mut s) => *s = state,
             Err(poisoned) => *poisoned.into_inner() = state,
         }
-        Ok(true)
+        Ok(Some(delta))
+    }
+
+    /// The files `next` sees that `previous` did not and that may hold changed rows.
+    /// Compaction output only rewrites rows already visible, except where level 0 is
+    /// invisible (first-row tables): there compaction is what makes rows visible.
+    /// Incremental application is refused (`reload`) when an overwrite happened in
+    /// between or the snapshots in between are gone, because removed rows leave no trace
+    /// in added files.
+    async fn delta(
+        &self,
+        previous: &LookupState,
+        next: &LookupState,
+        latest: Option<&Snapshot>,
+    ) -> Result<SnapshotDelta> {
+        let known: std::collections::HashSet<&str> = previous
+            .buckets
+            .values()
+            .flatten()
+            .map(|f| f.entry.file.file_name.as_str())
+            .collect();
+        let compaction_reveals_rows = self.table.options().batch_scan_skips_level0();
+        let changed_files: Vec<ManifestEntry> = next
+            .buckets
+            .values()
+            .flatten()
+            .filter(|f| !known.contains(f.entry.file.file_name.as_str()))
+            .filter(|f| {
+                compaction_reveals_rows || f.entry.file.file_source != Some(FileSource::Compact)
+            })
+            .map(|f| f.entry.clone())
+            .collect();
+        let mut reload = false;
+        if let (Some(from), Some(to)) = (previous.snapshot_id, next.snapshot_id) {
+            if to < from {
+                reload = true;
+            }
+            for id in from + 1..to {
+                match self.table.snapshot(id).await {
+                    Ok(s) if s.commit_kind != CommitKind::Overwrite => {}
+                    _ => {
+                        reload = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if latest.is_some_and(|s| s.commit_kind == CommitKind::Overwrite)
+            && previous.snapshot_id.is_some()
+        {
+            reload = true;
+        }
+        Ok(SnapshotDelta {
+            from: previous.snapshot_id,
+            to: next.snapshot_id,
+            commit_time_millis: latest.map(|s| s.time_millis),
+            changed_files,
+            reload,
+        })
+    }
+
+    /// Serialized partitions that have live files in the current snapshot.
+    pub fn partitions(&self) -> Vec<Vec<u8>> {
+        let state = self.current();
+        let mut partitions: Vec<Vec<u8>> = state.buckets.keys().map(|(p, _)| p.clone()).collect();
+        partitions.sort();
+        partitions.dedup();
+        partitions
     }
 
     /// The merged current row of the key (primary-key values in `primary_keys` order),
@@ -173,6 +257,13 @@ impl PointLookup {
     pub async fn get(&self, key: &[Datum]) -> Result<Option<Row>> {
         let state = self.current();
         self.get_in(&state, key).await
+    }
+
+    /// [`PointLookup::get`], with the snapshot it read.
+    pub async fn get_pinned(&self, key: &[Datum]) -> Result<(Option<Row>, Option<i64>)> {
+        let state = self.current();
+        let row = self.get_in(&state, key).await?;
+        Ok((row, state.snapshot_id))
     }
 
     /// [`PointLookup::get`] for many keys against one snapshot.

@@ -1,0 +1,58 @@
+//! The primary keys a refresh changed, read from the files it made visible.
+
+use std::collections::HashSet;
+
+use futures::{StreamExt, TryStreamExt};
+
+use crate::error::Result;
+use crate::table::data_file::KeyValue;
+use crate::table::datum::{Datum, Row};
+use crate::table::manifest::ManifestEntry;
+use crate::table::{IO_CONCURRENCY, Table, binary_row};
+
+/// Distinct primary keys, each serialized (BinaryRow of the key columns, the partial
+/// cache's key) and as values in `primary_keys` order.
+#[derive(Debug, Default)]
+pub struct ChangedKeys {
+    pub keys: Vec<(Vec<u8>, Vec<Datum>)>,
+}
+
+/// Reads the keys of every row in `files`.
+pub async fn changed_keys(table: &Table, files: &[ManifestEntry]) -> Result<ChangedKeys> {
+    let schema = table.schema();
+    let key_indices: Vec<usize> = schema
+        .primary_keys
+        .iter()
+        .filter_map(|k| schema.field_index(k))
+        .collect();
+    let key_types = schema.types_of(&key_indices);
+    let partition_indices = schema.partition_indices();
+    let reads: Vec<_> = files.iter().map(|entry| read_file(table, entry)).collect();
+    let per_file: Vec<_> = futures::stream::iter(reads)
+        .buffer_unordered(IO_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let mut seen = HashSet::new();
+    let mut keys = Vec::new();
+    for (rows, partition) in per_file {
+        for kv in rows {
+            let mut row = kv.row;
+            // Partition values come from the manifest, not the file (format doc §7.1).
+            for (&i, v) in partition_indices.iter().zip(&partition) {
+                row[i] = v.clone();
+            }
+            let key: Vec<Datum> = key_indices.iter().map(|&i| row[i].clone()).collect();
+            let bytes = binary_row::encode(&key, &key_types)?;
+            if seen.insert(bytes.clone()) {
+                keys.push((bytes, key));
+            }
+        }
+    }
+    Ok(ChangedKeys { keys })
+}
+
+async fn read_file(table: &Table, entry: &ManifestEntry) -> Result<(Vec<KeyValue>, Row)> {
+    let rows = table.read_data_file(entry).await?;
+    let partition = table.partition_values(&entry.partition)?;
+    Ok((rows, partition))
+}

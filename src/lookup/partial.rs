@@ -1,0 +1,182 @@
+//! The `partial` strategy: an LRU of recently looked-up keys (misses included), invalidated
+//! key by key from each refresh's changed rows.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use moka::sync::Cache;
+
+use crate::table::datum::{Datum, Row};
+
+/// Settings of a partial cache.
+#[derive(Debug, Clone)]
+pub struct PartialOptions {
+    pub max_rows: u64,
+    /// Bounds the cache by estimated bytes instead of rows.
+    pub max_bytes: Option<u64>,
+    pub expire_after_write: Option<Duration>,
+    pub expire_after_access: Option<Duration>,
+    pub cache_missing_keys: bool,
+}
+
+/// Serialized primary key → projected row (`None`: the table has no such key).
+pub struct PartialCache {
+    cache: Cache<Vec<u8>, Option<Arc<Row>>>,
+    cache_missing_keys: bool,
+    /// Orders "insert what was read at snapshot S" against "invalidate what changed after
+    /// S": a refresh holds it exclusively while it invalidates, a lookup shares it while
+    /// it checks that its snapshot is still current and inserts. Without it a lookup that
+    /// read the old snapshot could insert its stale row right after the invalidation.
+    epoch: RwLock<()>,
+}
+
+impl PartialCache {
+    pub fn new(options: &PartialOptions) -> Self {
+        let mut builder = Cache::builder();
+        builder = match options.max_bytes {
+            Some(bytes) => builder
+                .weigher(|key: &Vec<u8>, row: &Option<Arc<Row>>| {
+                    let bytes =
+                        key.len() + row.as_deref().map_or(0, estimated_bytes) + ENTRY_OVERHEAD;
+                    u32::try_from(bytes).unwrap_or(u32::MAX)
+                })
+                .max_capacity(bytes),
+            None => builder.max_capacity(options.max_rows),
+        };
+        if let Some(ttl) = options.expire_after_write {
+            builder = builder.time_to_live(ttl);
+        }
+        if let Some(tti) = options.expire_after_access {
+            builder = builder.time_to_idle(tti);
+        }
+        PartialCache {
+            cache: builder.build(),
+            cache_missing_keys: options.cache_missing_keys,
+            epoch: RwLock::new(()),
+        }
+    }
+
+    /// `Some(cached)` on a hit (`cached` is `None` for a remembered miss).
+    pub fn get(&self, key: &[u8]) -> Option<Option<Arc<Row>>> {
+        self.cache.get(key)
+    }
+
+    /// Caches what a lookup read at `read_snapshot`, unless the table moved on since
+    /// (`current_snapshot` is asked under the epoch lock).
+    pub fn insert(
+        &self,
+        key: Vec<u8>,
+        row: Option<Arc<Row>>,
+        read_snapshot: Option<i64>,
+        current_snapshot: impl FnOnce() -> Option<i64>,
+    ) {
+        if row.is_none() && !self.cache_missing_keys {
+            return;
+        }
+        let _shared = self.epoch.read().unwrap_or_else(|p| p.into_inner());
+        if current_snapshot() == read_snapshot {
+            self.cache.insert(key, row);
+        }
+    }
+
+    pub fn invalidate<'a>(&self, keys: impl IntoIterator<Item = &'a [u8]>) {
+        let _exclusive = self.epoch.write().unwrap_or_else(|p| p.into_inner());
+        for key in keys {
+            self.cache.invalidate(key);
+        }
+    }
+
+    pub fn invalidate_all(&self) {
+        let _exclusive = self.epoch.write().unwrap_or_else(|p| p.into_inner());
+        self.cache.invalidate_all();
+    }
+
+    pub fn entry_count(&self) -> u64 {
+        self.cache.entry_count()
+    }
+
+    /// Estimated bytes of the cached entries (the weighted size when bounded by bytes).
+    pub fn weighted_size(&self) -> u64 {
+        self.cache.weighted_size()
+    }
+}
+
+/// moka's per-entry bookkeeping plus the `Arc` and `Vec` headers, roughly.
+const ENTRY_OVERHEAD: usize = 96;
+
+/// Heap bytes of a decoded row, roughly: the datums plus their out-of-line payloads.
+pub fn estimated_bytes(row: &Row) -> usize {
+    row.iter()
+        .map(|d| {
+            std::mem::size_of::<Datum>()
+                + match d {
+                    Datum::String(s) => s.len(),
+                    Datum::Bytes(b) => b.len(),
+                    _ => 0,
+                }
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> PartialOptions {
+        PartialOptions {
+            max_rows: 100,
+            max_bytes: None,
+            expire_after_write: None,
+            expire_after_access: None,
+            cache_missing_keys: true,
+        }
+    }
+
+    #[test]
+    fn hits_misses_and_invalidation() {
+        let cache = PartialCache::new(&options());
+        let row = Arc::new(vec![Datum::Int(1)]);
+        cache.insert(b"a".to_vec(), Some(row.clone()), Some(1), || Some(1));
+        cache.insert(b"b".to_vec(), None, Some(1), || Some(1));
+        assert_eq!(cache.get(b"a"), Some(Some(row)));
+        assert_eq!(cache.get(b"b"), Some(None), "a remembered miss");
+        assert_eq!(cache.get(b"c"), None);
+        cache.invalidate([b"a".as_slice()]);
+        assert_eq!(cache.get(b"a"), None);
+        assert_eq!(cache.get(b"b"), Some(None));
+        cache.invalidate_all();
+        assert_eq!(cache.get(b"b"), None);
+    }
+
+    #[test]
+    fn a_read_of_an_older_snapshot_is_not_cached() {
+        let cache = PartialCache::new(&options());
+        cache.insert(b"a".to_vec(), None, Some(1), || Some(2));
+        assert_eq!(cache.get(b"a"), None);
+    }
+
+    #[test]
+    fn misses_are_not_cached_when_disabled() {
+        let cache = PartialCache::new(&PartialOptions {
+            cache_missing_keys: false,
+            ..options()
+        });
+        cache.insert(b"a".to_vec(), None, Some(1), || Some(1));
+        assert_eq!(cache.get(b"a"), None);
+    }
+
+    #[test]
+    fn a_byte_bound_evicts_by_size() {
+        let cache = PartialCache::new(&PartialOptions {
+            max_bytes: Some(10_000),
+            ..options()
+        });
+        for i in 0..1_000_i32 {
+            let row = Arc::new(vec![Datum::String("x".repeat(100))]);
+            cache.insert(i.to_be_bytes().to_vec(), Some(row), None, || None);
+        }
+        cache.cache.run_pending_tasks();
+        assert!(cache.weighted_size() <= 10_000, "{}", cache.weighted_size());
+        assert!(cache.entry_count() < 1_000);
+    }
+}

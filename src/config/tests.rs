@@ -201,3 +201,92 @@ fn cdc_metadata_and_update_mode_are_validated() {
         "{err}"
     );
 }
+
+#[test]
+fn lookup_options_have_defaults_and_are_validated() {
+    let c = from_toml("connectors.toml", GOOD).unwrap();
+    let join = &c.enrich[0].join[0];
+    assert!(join.cache_missing_keys);
+    assert_eq!(join.refresh_interval, std::time::Duration::from_secs(10));
+    assert_eq!(join.max_wait, std::time::Duration::from_secs(30));
+    assert!(!join.wait_for_cdc);
+    assert_eq!(join.partition, None);
+    assert!(c.enrich[0].ordered);
+    assert_eq!(c.enrich[0].max_in_flight, 1_000);
+
+    let partitioned = GOOD
+        .replace(
+            "{ name = \"updated_at\", type = \"TIMESTAMP(3)\" },",
+            "{ name = \"updated_at\", type = \"TIMESTAMP(3)\" },\n  { name = \"dt\", type = \"STRING\" },",
+        )
+        .replace("primary_key = [\"id\"]", "primary_key = [\"dt\", \"id\"]\npartition_by = [\"dt\"]");
+    let newest = partitioned.replace(
+        "prefix = \"customer_\"",
+        "prefix = \"customer_\"\npartition = \"max_pt()\"\nwait_for_cdc = true\nmax_wait = \"2s\"",
+    );
+    let c = from_toml("c.toml", &newest).unwrap();
+    assert_eq!(
+        c.enrich[0].join[0].partition,
+        Some(PartitionSelection::Function("max_pt()".into()))
+    );
+    let fixed = partitioned.replace(
+        "prefix = \"customer_\"",
+        "prefix = \"customer_\"\npartition = { dt = \"2026-11-29\" }",
+    );
+    assert!(from_toml("c.toml", &fixed).is_ok());
+
+    let bad = partitioned
+        .replace(
+            "prefix = \"customer_\"",
+            "prefix = \"customer_\"\npartition = \"min_pt()\"\nrefresh_interval = \"0s\"\ncache_max_bytes = 0",
+        )
+        .replace("dead_letter_topic = \"orders_dlq\"", "dead_letter_topic = \"orders_dlq\"\nmax_in_flight = 0");
+    let err = from_toml("c.toml", &bad).unwrap_err().to_string();
+    for needle in [
+        "enrich[0] (orders-enriched).max_in_flight: must be at least 1",
+        "enrich[0] (orders-enriched).join[0].partition: `min_pt()` is not `max_pt()`",
+        "join[0].refresh_interval: must be greater than zero",
+        "join[0].cache_max_bytes: must be greater than zero",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    let bad = partitioned.replace(
+        "prefix = \"customer_\"",
+        "prefix = \"customer_\"\npartition = { day = \"x\" }",
+    );
+    let err = from_toml("c.toml", &bad).unwrap_err().to_string();
+    assert!(
+        err.contains("join[0].partition.day: not a partition column"),
+        "{err}"
+    );
+    assert!(err.contains("partition column `dt` has no value"), "{err}");
+    // Without a partition selection, a partitioned table's join must give the partition.
+    let err = from_toml("c.toml", &partitioned).unwrap_err().to_string();
+    assert!(
+        err.contains("join[0].on: joins on columns other than the primary key"),
+        "{err}"
+    );
+    let unpartitioned = GOOD.replace(
+        "prefix = \"customer_\"",
+        "prefix = \"customer_\"\npartition = \"max_pt()\"",
+    );
+    let err = from_toml("c.toml", &unpartitioned).unwrap_err().to_string();
+    assert!(
+        err.contains("join[0].partition: shop.customers is not partitioned"),
+        "{err}"
+    );
+    let no_cdc = GOOD
+        .replace(
+            "prefix = \"customer_\"",
+            "prefix = \"customer_\"\nwait_for_cdc = true",
+        )
+        .replace(
+            "table = \"shop.customers\"\ncommit_interval",
+            "table = \"shop.other\"\ncommit_interval",
+        );
+    let err = from_toml("c.toml", &no_cdc).unwrap_err().to_string();
+    assert!(
+        err.contains("join[0].wait_for_cdc: no [[cdc]] pipeline writes shop.customers"),
+        "{err}"
+    );
+}

@@ -228,17 +228,20 @@ struct PartitionOffsets {
     pending: BTreeSet<i64>,
     /// Highest finished offset.
     finished: Option<i64>,
+    /// Lowest offset ever begun: nothing below it is ours to store.
+    lowest_begun: Option<i64>,
     /// Last offset handed out for storing.
     stored: Option<i64>,
 }
 
 impl OffsetTracker {
     pub fn begin(&mut self, topic: &str, partition: i32, offset: i64) {
-        self.partitions
+        let p = self
+            .partitions
             .entry((topic.to_string(), partition))
-            .or_default()
-            .pending
-            .insert(offset);
+            .or_default();
+        p.pending.insert(offset);
+        p.lowest_begun = Some(p.lowest_begun.map_or(offset, |l| l.min(offset)));
     }
 
     /// Marks an offset finished; returns the offset to store (every offset up to and
@@ -252,7 +255,7 @@ impl OffsetTracker {
             None => p.finished,
         };
         match done_through {
-            Some(o) if p.stored.is_none_or(|s| o > s) => {
+            Some(o) if p.stored.is_none_or(|s| o > s) && p.lowest_begun.is_some_and(|l| o >= l) => {
                 p.stored = Some(o);
                 Some(o)
             }
@@ -566,4 +569,58 @@ pub fn describe(joins: &[Join]) -> BTreeMap<String, usize> {
         .iter()
         .map(|j| (j.table_name.clone(), j.outputs.len()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn offsets_are_stored_only_below_the_oldest_unfinished_fact() {
+        let mut t = OffsetTracker::default();
+        for o in 10..14 {
+            t.begin("facts", 0, o);
+        }
+        t.begin("facts", 1, 5);
+        assert_eq!(t.finish("facts", 0, 11), None, "10 is still in flight");
+        assert_eq!(t.finish("facts", 0, 12), None);
+        assert_eq!(t.finish("facts", 0, 10), Some(12), "10, 11 and 12 are done");
+        assert_eq!(
+            t.finish("facts", 1, 5),
+            Some(5),
+            "partitions are independent"
+        );
+        assert_eq!(t.finish("facts", 0, 13), Some(13));
+        assert_eq!(t.pending(), 0);
+        assert_eq!(
+            t.finish("other", 0, 1),
+            None,
+            "an unknown partition stores nothing"
+        );
+    }
+
+    proptest! {
+        /// Whatever order facts finish in, a stored offset never passes an unfinished
+        /// fact, stored offsets only grow, and the last one covers everything.
+        #[test]
+        fn stored_offsets_never_pass_an_unfinished_fact(order in Just((0..40_i64).collect::<Vec<_>>()).prop_shuffle()) {
+            let mut t = OffsetTracker::default();
+            for o in 0..40 {
+                t.begin("t", 0, o);
+            }
+            let mut finished = BTreeSet::new();
+            let mut last = -1;
+            for o in order {
+                finished.insert(o);
+                if let Some(stored) = t.finish("t", 0, o) {
+                    prop_assert!(stored > last);
+                    prop_assert!((0..=stored).all(|x| finished.contains(&x)));
+                    last = stored;
+                }
+            }
+            prop_assert_eq!(last, 39);
+        }
+    }
 }

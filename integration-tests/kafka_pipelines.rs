@@ -6,8 +6,6 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -15,108 +13,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use support::broker::{self, LakejoinProcess, TestProducer, TopicReader, unique, wait_until};
-
-/// A temporary warehouse plus a config file written into it.
-struct Deployment {
-    dir: tempfile::TempDir,
-    config: PathBuf,
-}
-
-impl Deployment {
-    /// Writes `config` (with `{bootstrap}` and `{warehouse}` filled in) to a file.
-    fn new(config: &str) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let text = config
-            .replace("{bootstrap}", &broker::bootstrap())
-            .replace("{warehouse}", &dir.path().join("wh").display().to_string());
-        let path = dir.path().join("connectors.toml");
-        std::fs::write(&path, text).expect("write config");
-        Deployment { dir, config: path }
-    }
-
-    fn warehouse(&self) -> String {
-        format!("file://{}", self.dir.path().join("wh").display())
-    }
-
-    fn start(&self) -> LakejoinProcess {
-        LakejoinProcess::start(&self.config, &self.dir.path().join("lakejoin.log"))
-    }
-
-    /// The rows of `table` as `lakejoin table scan` prints them; `None` while the table does
-    /// not exist yet.
-    fn scan(&self, table: &str) -> Option<Vec<Value>> {
-        let mut command = Command::new(support::lakejoin_bin());
-        command.args([
-            "table",
-            "scan",
-            "--warehouse",
-            &self.warehouse(),
-            "--table",
-            table,
-        ]);
-        let output = support::run(command, "");
-        output.status.success().then(|| {
-            support::parse_jsonl(
-                "lakejoin table scan",
-                &String::from_utf8_lossy(&output.stdout),
-            )
-        })
-    }
-
-    /// Waits until `lakejoin table scan` prints exactly `expected` (in key order).
-    fn wait_for_table(&self, table: &str, expected: &[Value]) {
-        let mut last = None;
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let rows = self.scan(table);
-            if rows.as_deref() == Some(expected) {
-                return;
-            }
-            if Instant::now() > deadline {
-                let log = std::fs::read_to_string(self.dir.path().join("lakejoin.log"))
-                    .unwrap_or_default();
-                panic!(
-                    "{table} never held the expected rows.\nexpected: {expected:#?}\nlast scan: {:#?}\nlog tail:\n{}",
-                    rows.or(last),
-                    tail(&log, 60)
-                );
-            }
-            last = rows;
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    /// Snapshot files of `table` (0 before it exists).
-    fn snapshot_count(&self, table: &str) -> usize {
-        let (db, name) = table.split_once('.').expect("db.table");
-        let dir = self
-            .dir
-            .path()
-            .join("wh")
-            .join(format!("{db}.db"))
-            .join(name)
-            .join("snapshot");
-        std::fs::read_dir(dir)
-            .map(|entries| {
-                entries
-                    .filter_map(|e| e.ok())
-                    .filter(|e| e.file_name().to_string_lossy().starts_with("snapshot-"))
-                    .count()
-            })
-            .unwrap_or(0)
-    }
-
-    /// pypaimon's view of `table`, sorted by primary key.
-    fn pypaimon(&self, table: &str) -> Vec<Value> {
-        support::oracle_read(&self.warehouse(), table)
-    }
-}
-
-fn tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
+use support::broker::{self, Deployment, TestProducer, TopicReader, unique, wait_until};
 
 fn debezium(op: &str, id: i64, name: &str, country: &str, ts: i64) -> String {
     let row = json!({"id": id, "name": name, "country": country, "updated_at": ts});

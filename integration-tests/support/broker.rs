@@ -277,6 +277,107 @@ impl TopicReader {
     }
 }
 
+/// A temporary warehouse plus a config file written into it.
+pub struct Deployment {
+    pub dir: tempfile::TempDir,
+    pub config: PathBuf,
+}
+
+impl Deployment {
+    /// Writes `config` (with `{bootstrap}` and `{warehouse}` filled in) to a file.
+    pub fn new(config: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let text = config
+            .replace("{bootstrap}", &bootstrap())
+            .replace("{warehouse}", &dir.path().join("wh").display().to_string());
+        let path = dir.path().join("connectors.toml");
+        std::fs::write(&path, text).expect("write config");
+        Deployment { dir, config: path }
+    }
+
+    pub fn warehouse(&self) -> String {
+        format!("file://{}", self.dir.path().join("wh").display())
+    }
+
+    pub fn start(&self) -> LakejoinProcess {
+        LakejoinProcess::start(&self.config, &self.dir.path().join("lakejoin.log"))
+    }
+
+    /// The rows of `table` as `lakejoin table scan` prints them; `None` while the table does
+    /// not exist yet.
+    pub fn scan(&self, table: &str) -> Option<Vec<Value>> {
+        let mut command = Command::new(super::lakejoin_bin());
+        command.args([
+            "table",
+            "scan",
+            "--warehouse",
+            &self.warehouse(),
+            "--table",
+            table,
+        ]);
+        let output = super::run(command, "");
+        output.status.success().then(|| {
+            super::parse_jsonl(
+                "lakejoin table scan",
+                &String::from_utf8_lossy(&output.stdout),
+            )
+        })
+    }
+
+    /// Waits until `lakejoin table scan` prints exactly `expected` (in key order).
+    pub fn wait_for_table(&self, table: &str, expected: &[Value]) {
+        let mut last = None;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let rows = self.scan(table);
+            if rows.as_deref() == Some(expected) {
+                return;
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.dir.path().join("lakejoin.log"))
+                    .unwrap_or_default();
+                panic!(
+                    "{table} never held the expected rows.\nexpected: {expected:#?}\nlast scan: {:#?}\nlog tail:\n{}",
+                    rows.or(last),
+                    tail(&log, 60)
+                );
+            }
+            last = rows;
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Snapshot files of `table` (0 before it exists).
+    pub fn snapshot_count(&self, table: &str) -> usize {
+        let (db, name) = table.split_once('.').expect("db.table");
+        let dir = self
+            .dir
+            .path()
+            .join("wh")
+            .join(format!("{db}.db"))
+            .join(name)
+            .join("snapshot");
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok())
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("snapshot-"))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    /// pypaimon's view of `table`, sorted by primary key.
+    pub fn pypaimon(&self, table: &str) -> Vec<Value> {
+        super::oracle_read(&self.warehouse(), table)
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
 /// `lakejoin run -c <config>` as a child process; its output goes to a log file that is
 /// printed when a test fails while it is alive.
 pub struct LakejoinProcess {

@@ -105,6 +105,18 @@ pub fn oracle_read(warehouse: &str, table: &str) -> Vec<Value> {
     parse_jsonl("oracle read", &expect_success("oracle read", output))
 }
 
+/// Writes `rows` to a table that something else created with one pypaimon batch commit.
+pub fn oracle_write(warehouse: &str, table: &str, rows: &[Value]) {
+    let mut command = Command::new(python());
+    command
+        .arg(oracle_script())
+        .args(["write", "--warehouse", warehouse, "--table", table])
+        .env("PYTHONIOENCODING", "utf-8")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    let output = run(command, &to_jsonl(rows));
+    expect_success("oracle write", output);
+}
+
 /// A table definition, turned into the same arguments for `lakejoin table create` and the
 /// oracle's `create`.
 #[derive(Clone, Debug)]

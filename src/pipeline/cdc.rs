@@ -400,6 +400,7 @@ fn spawn_watermark_watch(
             }
             let c = consumer.clone();
             let ids = partitions.clone();
+            let read_ms = chrono::Utc::now().timestamp_millis();
             let read = tokio::task::spawn_blocking(move || {
                 ids.into_iter()
                     .filter_map(|id| {
@@ -411,7 +412,7 @@ fn spawn_watermark_watch(
             })
             .await;
             for (id, high) in read.unwrap_or_default() {
-                progress.set_high_watermark(&id, high);
+                progress.set_high_watermark(&id, high, read_ms);
             }
         }
     });

@@ -4,7 +4,10 @@
 //! A partition covers a fact with Kafka timestamp `t` when the last change visible to
 //! lookups has a timestamp ≥ `t` (timestamps grow within a partition, so every earlier
 //! change is visible too), or when everything up to the partition's high watermark is
-//! visible (no lag: nothing older can still arrive on it).
+//! visible and that watermark was read after time `t` (no lag: a change stamped before
+//! the fact was already in the log when the watermark was read). A fact on an idle
+//! dimension therefore waits for the next watermark read, at most `WATERMARK_INTERVAL`.
+//! Timestamps are the producers' clocks; skew between producers shifts the bound.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -21,6 +24,8 @@ struct PartitionProgress {
     /// Kafka timestamp of the last visible change (`i64::MIN` when none yet).
     visible_timestamp: i64,
     high_watermark: Option<i64>,
+    /// Wall-clock time the high watermark was read (epoch millis).
+    high_watermark_read_ms: i64,
 }
 
 #[derive(Debug, Default)]
@@ -33,7 +38,8 @@ impl ProgressState {
         !self.partitions.is_empty()
             && self.partitions.values().all(|p| {
                 p.visible_timestamp >= timestamp_ms
-                    || p.high_watermark.is_some_and(|hw| p.visible_next >= hw)
+                    || (p.high_watermark_read_ms > timestamp_ms
+                        && p.high_watermark.is_some_and(|hw| p.visible_next >= hw))
             })
     }
 }
@@ -68,18 +74,21 @@ impl CdcProgress {
                 visible_next: next_offset,
                 visible_timestamp: i64::MIN,
                 high_watermark: None,
+                high_watermark_read_ms: i64::MIN,
             });
         });
     }
 
-    pub fn set_high_watermark(&self, partition: &PartitionId, high_watermark: i64) {
+    /// The partition's high watermark as read at `read_ms` (epoch millis).
+    pub fn set_high_watermark(&self, partition: &PartitionId, high_watermark: i64, read_ms: i64) {
         self.state
             .send_if_modified(|s| match s.partitions.get_mut(partition) {
-                Some(p) if p.high_watermark != Some(high_watermark) => {
+                Some(p) => {
                     p.high_watermark = Some(high_watermark);
+                    p.high_watermark_read_ms = p.high_watermark_read_ms.max(read_ms);
                     true
                 }
-                _ => false,
+                None => false,
             });
     }
 
@@ -94,6 +103,7 @@ impl CdcProgress {
                             visible_next: 0,
                             visible_timestamp: i64::MIN,
                             high_watermark: None,
+                            high_watermark_read_ms: i64::MIN,
                         });
                 p.visible_next = p.visible_next.max(position.next_offset);
                 if let Some(ts) = position.last_timestamp_ms {
@@ -142,12 +152,17 @@ mod tests {
             !progress.covers(100),
             "partition 1 may still hold older changes"
         );
-        progress.set_high_watermark(&id(1), 0);
+        progress.set_high_watermark(&id(1), 0, 90);
+        assert!(
+            !progress.covers(100),
+            "partition 1 was empty before the fact, which says nothing about after"
+        );
+        progress.set_high_watermark(&id(1), 0, 300);
         assert!(progress.covers(100), "partition 1 is empty");
         assert!(!progress.covers(200), "partition 0 has only reached 150");
-        progress.set_high_watermark(&id(0), 10);
+        progress.set_high_watermark(&id(0), 10, 300);
         assert!(progress.covers(200), "partition 0 has no lag");
-        progress.set_high_watermark(&id(0), 12);
+        progress.set_high_watermark(&id(0), 12, 400);
         assert!(!progress.covers(200), "two more changes arrived");
     }
 

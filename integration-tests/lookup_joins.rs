@@ -431,3 +431,142 @@ fn max_pt_follows_a_new_partition_with_a_partial_cache() {
 fn max_pt_follows_a_new_partition_with_a_full_cache() {
     max_pt_scenario("full");
 }
+
+const BY_COUNTRY: &str = r#"
+[kafka]
+bootstrap_servers = "{bootstrap}"
+group_id = "{group}"
+
+[warehouse]
+uri = "{warehouse}"
+
+[[table]]
+name = "shop.customers"
+columns = [
+  { name = "id", type = "INT" },
+  { name = "name", type = "STRING" },
+  { name = "country", type = "STRING" },
+]
+primary_key = ["id"]
+buckets = 2
+
+[[cdc]]
+name = "customers-cdc"
+topics = ["{customers}"]
+format = "upsert-json"
+table = "shop.customers"
+commit_interval = "200ms"
+
+[[enrich]]
+name = "visits"
+topics = ["{visits}"]
+output = { topic = "{enriched}" }
+
+[[enrich.join]]
+table = "shop.customers"
+on = { country = "country" }
+select = ["id", "name"]
+prefix = "local_"
+cache = "full"
+"#;
+
+/// A `full` cache joins on a column that is not the primary key through a secondary
+/// index: every matching row gives an output record (Flink's lookup-join semantics), and
+/// the index follows updates that move a row to another value.
+#[test]
+fn full_cache_joins_on_a_non_key_column() {
+    let customers = unique("customers");
+    let visits = unique("visits");
+    let enriched = unique("visits-enriched");
+    broker::create_topics(&[(&customers, 2), (&visits, 1), (&enriched, 1)]);
+    let deployment = Deployment::new(
+        &BY_COUNTRY
+            .replace("{group}", &unique("by-country"))
+            .replace("{customers}", &customers)
+            .replace("{visits}", &visits)
+            .replace("{enriched}", &enriched),
+    );
+    let producer = TestProducer::new();
+    let customer = |id: i64, name: &str, country: &str| {
+        producer.send(
+            &customers,
+            &json!({"id": id}).to_string(),
+            &json!({"id": id, "name": name, "country": country}).to_string(),
+        )
+    };
+    customer(1, "ada", "ch");
+    customer(2, "bob", "de");
+    customer(3, "cy", "ch");
+    producer.flush();
+    let process = deployment.start();
+    deployment.wait_for_table(
+        "shop.customers",
+        &[
+            json!({"id": 1, "name": "ada", "country": "ch"}),
+            json!({"id": 2, "name": "bob", "country": "de"}),
+            json!({"id": 3, "name": "cy", "country": "ch"}),
+        ],
+    );
+    let mut output = TopicReader::new(&enriched);
+    let mut visit = 0;
+    let mut locals = |country: &str, output: &mut TopicReader| -> Vec<Value> {
+        visit += 1;
+        let id = visit;
+        producer.send(
+            &visits,
+            &id.to_string(),
+            &json!({"visit": id, "country": country}).to_string(),
+        );
+        producer.flush();
+        // Every output of a visit is produced before the next visit's (ordered), so the
+        // next visit's first record marks the end of this one's.
+        let marker = json!({"visit": id + 1000, "country": "none"}).to_string();
+        producer.send(&visits, "marker", &marker);
+        producer.flush();
+        output.read_until(&format!("visit {id} done"), |r| {
+            r.iter().any(|r| r.value["visit"] == id + 1000)
+        });
+        let mut got: Vec<Value> = output
+            .records
+            .iter()
+            .filter(|r| r.value["visit"] == id)
+            .map(|r| r.value.clone())
+            .collect();
+        got.sort_by_key(|v| v["local_id"].as_i64());
+        got
+    };
+    assert_eq!(
+        locals("ch", &mut output),
+        vec![
+            json!({"visit": 1, "country": "ch", "local_id": 1, "local_name": "ada"}),
+            json!({"visit": 1, "country": "ch", "local_id": 3, "local_name": "cy"}),
+        ]
+    );
+    assert_eq!(
+        locals("fr", &mut output),
+        vec![json!({"visit": 2, "country": "fr", "local_id": null, "local_name": null})],
+        "LEFT join: no match gives nulls"
+    );
+    // Ada moves to Germany: the index drops her from ch and adds her to de.
+    customer(1, "ada", "de");
+    producer.flush();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let ch = locals("ch", &mut output);
+        if ch.len() == 1 {
+            assert_eq!(ch[0]["local_name"], "cy");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the index never followed the move: {ch:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let de: Vec<Value> = locals("de", &mut output)
+        .into_iter()
+        .map(|v| v["local_name"].clone())
+        .collect();
+    assert_eq!(de, vec![json!("ada"), json!("bob")]);
+    process.terminate();
+}

@@ -32,13 +32,22 @@ pub async fn run(path: &Path) -> Result<Outcome> {
             let _ = tokio::signal::ctrl_c().await;
         }
     };
-    tokio::select! {
-        _ = stop => tracing::info!("stopping"),
-        exit = running.next_exit() => {
-            if let Some((name, Err(e))) = exit {
-                tracing::error!(pipeline = %name, error = %e, "pipeline failed; stopping the others");
-                let _ = running.shutdown().await;
-                return Err(e);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => {
+                tracing::info!("stopping");
+                break;
+            }
+            exit = running.next_exit() => match exit {
+                Some((name, Err(e))) => {
+                    tracing::error!(pipeline = %name, error = %e, "pipeline failed; stopping the others");
+                    let _ = running.shutdown().await;
+                    return Err(e);
+                }
+                // A task that is done (e.g. a full cache finished loading).
+                Some((_, Ok(()))) => {}
+                None => break,
             }
         }
     }

@@ -4,6 +4,7 @@
 //! the rows of the files that changed.
 
 mod changes;
+pub mod full;
 mod partial;
 mod partition;
 
@@ -14,11 +15,13 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 pub use changes::{ChangedKeys, changed_keys};
+pub use full::FullCache;
 pub use partial::{PartialCache, PartialOptions, estimated_bytes};
 pub use partition::{PartitionChoice, newest_partition};
 
 use crate::error::{Error, Result};
 use crate::lsm::lookup::{PointLookup, SnapshotDelta};
+use crate::lsm::reader::{ScanFilter, scan};
 use crate::table::binary_row;
 use crate::table::datum::{Datum, Row};
 use crate::table::types::DataType;
@@ -55,6 +58,8 @@ impl JoinMetrics {
 /// How a join caches.
 #[derive(Debug, Clone)]
 pub enum Strategy {
+    /// The whole table (or the selected partition) in memory.
+    Full,
     Partial(PartialOptions),
     None,
 }
@@ -80,6 +85,8 @@ enum KeyPart {
 }
 
 enum Cache {
+    /// Swapped whole on a (re)load, so lookups never see a half-loaded table.
+    Full(RwLock<Arc<FullCache>>),
     Partial(PartialCache),
     None,
 }
@@ -88,6 +95,9 @@ enum Cache {
 pub struct LookupTable {
     point: Arc<PointLookup>,
     projection: Vec<usize>,
+    /// Table columns of the join key (a secondary index's columns when not the primary key).
+    key_columns: Vec<usize>,
+    /// Where each primary-key value comes from; empty for secondary-index joins.
     key_parts: Vec<KeyPart>,
     key_types: Vec<DataType>,
     partition_choice: Option<PartitionChoice>,
@@ -123,25 +133,21 @@ impl LookupTable {
             };
             let from_join = spec.key_columns.iter().position(|&c| c == column);
             let from_partition = partition_indices.iter().position(|&c| c == column);
-            key_parts.push(match (from_join, from_partition, &spec.partition) {
-                (Some(i), _, _) => KeyPart::Join(i),
-                (None, Some(i), Some(_)) => KeyPart::Partition(i),
-                _ => {
-                    return Err(Error::Config(format!(
-                        "a join on {} must give primary-key column `{name}`",
-                        table.identifier()
-                    )));
-                }
-            });
+            match (from_join, from_partition, &spec.partition) {
+                (Some(i), _, _) => key_parts.push(KeyPart::Join(i)),
+                (None, Some(i), Some(_)) => key_parts.push(KeyPart::Partition(i)),
+                _ => break,
+            }
         }
-        if spec.key_columns.len()
-            != key_parts
-                .iter()
-                .filter(|p| matches!(p, KeyPart::Join(_)))
-                .count()
-        {
+        let by_primary_key = key_parts.len() == schema.primary_keys.len()
+            && spec.key_columns.len()
+                == key_parts
+                    .iter()
+                    .filter(|p| matches!(p, KeyPart::Join(_)))
+                    .count();
+        if !by_primary_key && !matches!(spec.strategy, Strategy::Full) {
             return Err(Error::Config(format!(
-                "a join on {} may only name primary-key columns unless cache = \"full\"",
+                "a join on {} by columns other than its primary key needs cache = \"full\"",
                 table.identifier()
             )));
         }
@@ -154,23 +160,44 @@ impl LookupTable {
             Some(PartitionChoice::Fixed(values)) => Some(Arc::new(values.clone())),
             _ => None,
         };
-        let cache = match &spec.strategy {
-            Strategy::Partial(options) => Cache::Partial(PartialCache::new(options)),
-            Strategy::None => Cache::None,
+        let (cache, ready) = match &spec.strategy {
+            Strategy::Full => {
+                let secondary = if by_primary_key {
+                    Vec::new()
+                } else {
+                    vec![spec.key_columns.clone()]
+                };
+                let full = FullCache::new(schema.clone(), secondary)?;
+                // Not ready until the first load.
+                (Cache::Full(RwLock::new(Arc::new(full))), false)
+            }
+            Strategy::Partial(options) => (Cache::Partial(PartialCache::new(options)), true),
+            Strategy::None => (Cache::None, true),
         };
         let lookup = LookupTable {
             key_types: schema.types_of(&key_indices),
             point,
             projection: spec.projection,
-            key_parts,
+            key_columns: spec.key_columns,
+            key_parts: if by_primary_key {
+                key_parts
+            } else {
+                Vec::new()
+            },
             partition_choice: spec.partition,
             partition: RwLock::new(partition),
             cache,
             metrics: Arc::new(JoinMetrics::default()),
-            ready: watch::Sender::new(true),
+            ready: watch::Sender::new(ready),
         };
         lookup.select_newest_partition()?;
         Ok(lookup)
+    }
+
+    /// Whether the join key is the primary key (else: a `full` cache's secondary index,
+    /// which may match several rows).
+    pub fn by_primary_key(&self) -> bool {
+        !self.key_parts.is_empty()
     }
 
     pub fn metrics(&self) -> &Arc<JoinMetrics> {
@@ -217,13 +244,15 @@ impl LookupTable {
         )
     }
 
-    /// The projected row of the join key (values of the spec's `key_columns`).
+    /// The projected row of the join key (values of the spec's `key_columns`), for joins
+    /// by primary key.
     pub async fn get(&self, join_key: &[Datum]) -> Result<Option<Arc<Row>>> {
         let Some(key) = self.primary_key(join_key) else {
             return Ok(None);
         };
         match &self.cache {
             Cache::None => Ok(self.point.get(&key).await?.map(|r| self.project(r))),
+            Cache::Full(full) => Ok(self.full(full).get(&key, &self.projection)?.map(Arc::new)),
             Cache::Partial(cache) => {
                 let cache_key = binary_row::encode(&key, &self.key_types)?;
                 if let Some(hit) = cache.get(&cache_key) {
@@ -235,6 +264,105 @@ impl LookupTable {
                 Ok(row)
             }
         }
+    }
+
+    /// Every projected row whose join columns equal `join_key`, in primary-key order, for
+    /// joins on other columns (`full` caches only).
+    pub fn get_all(&self, join_key: &[Datum]) -> Result<Vec<Row>> {
+        match &self.cache {
+            Cache::Full(full) => self.full(full).get_by(0, join_key, &self.projection),
+            _ => Err(Error::Config(
+                "joins on non-primary-key columns need cache = \"full\"".into(),
+            )),
+        }
+    }
+
+    fn full(&self, full: &RwLock<Arc<FullCache>>) -> Arc<FullCache> {
+        full.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Loads the `full` cache from the snapshot the point lookups read (only the selected
+    /// partition when there is one) and swaps it in. A no-op for other strategies.
+    async fn load_full(&self) -> Result<()> {
+        let Cache::Full(slot) = &self.cache else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let table = self.point.table();
+        let fresh = FullCache::new(
+            table.schema().clone(),
+            if self.by_primary_key() {
+                Vec::new()
+            } else {
+                vec![self.key_columns.clone()]
+            },
+        )?;
+        let partition = self
+            .partition
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let wanted_partition = self.partition_choice.is_some();
+        if let Some(id) = self.point.snapshot_id()
+            && (!wanted_partition || partition.is_some())
+        {
+            let snapshot = table.snapshot(id).await?;
+            let mut filter = ScanFilter::default();
+            if let Some(values) = &partition {
+                for (&column, value) in table.schema().partition_indices().iter().zip(values.iter())
+                {
+                    filter.equals.push((column, value.clone()));
+                }
+            }
+            for row in scan(table, Some(&snapshot), &filter).await? {
+                fresh.upsert(&row)?;
+            }
+        }
+        let rows = fresh.len() as u64;
+        let bytes = fresh.memory_bytes() as u64;
+        *slot.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(fresh);
+        let took = started.elapsed();
+        self.metrics
+            .load_millis
+            .store(took.as_millis() as u64, Ordering::Relaxed);
+        self.metrics.cache_rows.store(rows, Ordering::Relaxed);
+        self.metrics.cache_bytes.store(bytes, Ordering::Relaxed);
+        self.ready.send_replace(true);
+        tracing::info!(
+            table = %table.identifier(),
+            rows,
+            bytes,
+            took_ms = took.as_millis() as u64,
+            "full lookup cache loaded"
+        );
+        Ok(())
+    }
+
+    /// Whether a primary key lies in the selected partition (always, without one).
+    fn in_selected_partition(&self, key: &[Datum]) -> bool {
+        let partition = self
+            .partition
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if self.partition_choice.is_none() {
+            return true;
+        }
+        let Some(values) = partition else {
+            return false;
+        };
+        let schema = self.point.table().schema();
+        schema
+            .partition_keys
+            .iter()
+            .zip(values.iter())
+            .all(|(name, value)| {
+                schema
+                    .primary_keys
+                    .iter()
+                    .position(|k| k == name)
+                    .is_some_and(|i| key.get(i) == Some(value))
+            })
     }
 
     /// Follows `max_pt()` to the newest partition; returns whether it changed.
@@ -257,7 +385,7 @@ impl LookupTable {
     }
 
     /// Brings the cache in step with a refresh of the point lookups.
-    fn apply(&self, delta: &SnapshotDelta, changed: &ChangedKeys) -> Result<()> {
+    async fn apply(&self, delta: &SnapshotDelta, changed: &ChangedKeys) -> Result<()> {
         match &self.cache {
             Cache::None => {}
             Cache::Partial(cache) => {
@@ -272,6 +400,34 @@ impl LookupTable {
                 self.metrics
                     .cache_bytes
                     .store(cache.weighted_size(), Ordering::Relaxed);
+            }
+            Cache::Full(slot) => {
+                if delta.reload {
+                    self.load_full().await?;
+                } else {
+                    // The new current rows of the changed keys, merged by the table's
+                    // engine exactly as a point lookup sees them.
+                    let keys: Vec<Vec<Datum>> = changed
+                        .keys
+                        .iter()
+                        .map(|(_, key)| key.clone())
+                        .filter(|key| self.in_selected_partition(key))
+                        .collect();
+                    let rows = self.point.get_many(&keys).await?;
+                    let full = self.full(slot);
+                    for (key, row) in keys.iter().zip(rows) {
+                        match row {
+                            Some(row) => full.upsert(&row)?,
+                            None => full.remove(key)?,
+                        }
+                    }
+                    self.metrics
+                        .cache_rows
+                        .store(full.len() as u64, Ordering::Relaxed);
+                    self.metrics
+                        .cache_bytes
+                        .store(full.memory_bytes() as u64, Ordering::Relaxed);
+                }
             }
         }
         self.metrics
@@ -309,6 +465,16 @@ impl TableLookups {
         &self.joins
     }
 
+    /// Loads the `full` caches (in the background at start; the joins report ready when
+    /// done).
+    pub async fn load(&self) -> Result<()> {
+        let _one_at_a_time = self.refreshing.lock().await;
+        for join in &self.joins {
+            join.load_full().await?;
+        }
+        Ok(())
+    }
+
     /// Moves to the table's latest snapshot and updates every join's cache from the
     /// rows that changed. Returns whether the snapshot moved.
     pub async fn refresh(&self) -> Result<bool> {
@@ -323,7 +489,7 @@ impl TableLookups {
             changed_keys(self.point.table(), &delta.changed_files).await?
         };
         for join in &self.joins {
-            join.apply(&delta, &changed)?;
+            join.apply(&delta, &changed).await?;
         }
         tracing::debug!(
             table = %self.point.table().identifier(),
@@ -336,12 +502,16 @@ impl TableLookups {
         Ok(true)
     }
 
-    /// Moves `max_pt()` joins to the newest partition of the snapshot they read. Runs on
-    /// its own interval, not on every refresh: a partition that just appeared is usually
-    /// still filling, and joining against it early would miss.
-    pub fn refresh_partitions(&self) -> Result<()> {
+    /// Moves `max_pt()` joins to the newest partition of the snapshot they read (a
+    /// `full` cache reloads). Runs on its own interval, not on every refresh: a partition
+    /// that just appeared is usually still filling, and joining against it early would
+    /// miss.
+    pub async fn refresh_partitions(&self) -> Result<()> {
+        let _one_at_a_time = self.refreshing.lock().await;
         for join in &self.joins {
-            join.select_newest_partition()?;
+            if join.select_newest_partition()? {
+                join.load_full().await?;
+            }
         }
         Ok(())
     }

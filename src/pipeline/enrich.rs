@@ -25,7 +25,7 @@ use crate::config::{EnrichConfig, JoinConfig, JoinKind, KafkaConfig};
 use crate::error::{Error, Result};
 use crate::lookup::{JoinMetrics, LookupTable};
 use crate::observe::PipelineMetrics;
-use crate::table::datum::{Datum, datum_from_json, datum_to_json};
+use crate::table::datum::{Datum, Row, datum_from_json, datum_to_json};
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 
@@ -103,14 +103,6 @@ pub struct Join {
     wait: Option<(Arc<CdcProgress>, Duration)>,
 }
 
-/// What a join did to a fact.
-#[derive(Debug, PartialEq, Eq)]
-pub enum JoinOutcome {
-    Matched,
-    /// No row (or no key); LEFT joins fill nulls.
-    Missed,
-}
-
 impl Join {
     pub fn new(
         config: &JoinConfig,
@@ -152,17 +144,21 @@ impl Join {
         Ok(Some(key))
     }
 
-    /// Adds the joined columns to `fact` (nulls when there is no match). `timestamp_ms`
-    /// is the fact's Kafka timestamp, which `wait_for_cdc` compares with the CDC progress.
+    /// Joins `fact` and pushes the result to `out`: one fact per matching row (a join by
+    /// primary key matches at most one; a join on other columns may match several, as in
+    /// Flink), the fact with nulls when nothing matches and the join is LEFT, nothing when
+    /// it is INNER. `timestamp_ms` is the fact's Kafka timestamp, which `wait_for_cdc`
+    /// compares with the CDC progress.
     pub async fn apply(
         &self,
-        fact: &mut Map<String, Value>,
+        fact: Map<String, Value>,
         timestamp_ms: Option<i64>,
         metrics: &PipelineMetrics,
-    ) -> std::result::Result<JoinOutcome, String> {
+        out: &mut Vec<Map<String, Value>>,
+    ) -> std::result::Result<(), String> {
         let join_metrics = self.lookup.metrics();
-        let row = match self.key(fact)? {
-            None => None,
+        let rows: Vec<Arc<Row>> = match self.key(&fact)? {
+            None => Vec::new(),
             Some(key) => {
                 if let (Some((progress, max_wait)), Some(ts)) = (&self.wait, timestamp_ms)
                     && !progress.covers(ts)
@@ -172,41 +168,69 @@ impl Join {
                         JoinMetrics::add(&join_metrics.wait_timeouts, 1);
                     }
                 }
-                let mut row = self.lookup.get(&key).await.map_err(|e| e.to_string())?;
+                let mut rows = self.find(&key).await?;
                 if let Some((delay, attempts)) = self.retry {
                     let mut attempt = 1;
-                    while row.is_none() && attempt < attempts {
+                    while rows.is_empty() && attempt < attempts {
                         PipelineMetrics::add(&metrics.join_retries, 1);
                         JoinMetrics::add(&join_metrics.retries, 1);
                         // Refreshes run on commits and on the refresh interval; a retry
                         // only looks again.
                         tokio::time::sleep(delay).await;
-                        row = self.lookup.get(&key).await.map_err(|e| e.to_string())?;
+                        rows = self.find(&key).await?;
                         attempt += 1;
                     }
                 }
-                row
+                rows
             }
         };
-        if row.is_some() {
-            PipelineMetrics::add(&metrics.join_hits, 1);
-            JoinMetrics::add(&join_metrics.hits, 1);
-        } else {
+        if rows.is_empty() {
             PipelineMetrics::add(&metrics.join_misses, 1);
             JoinMetrics::add(&join_metrics.misses, 1);
+            if self.kind == JoinKind::Left {
+                out.push(self.with_columns(fact, None));
+            }
+            return Ok(());
         }
+        PipelineMetrics::add(&metrics.join_hits, 1);
+        JoinMetrics::add(&join_metrics.hits, 1);
+        let last = rows.len() - 1;
+        let mut fact = Some(fact);
+        for (i, row) in rows.iter().enumerate() {
+            let base = if i == last {
+                fact.take().unwrap_or_default()
+            } else {
+                fact.clone().unwrap_or_default()
+            };
+            out.push(self.with_columns(base, Some(row)));
+        }
+        Ok(())
+    }
+
+    /// The matching rows (projected): at most one by primary key, any number otherwise.
+    async fn find(&self, key: &[Datum]) -> std::result::Result<Vec<Arc<Row>>, String> {
+        if self.lookup.by_primary_key() {
+            let row = self.lookup.get(key).await.map_err(|e| e.to_string())?;
+            Ok(row.into_iter().collect())
+        } else {
+            let rows = self.lookup.get_all(key).map_err(|e| e.to_string())?;
+            Ok(rows.into_iter().map(Arc::new).collect())
+        }
+    }
+
+    /// The fact with the joined columns added (nulls without a row).
+    fn with_columns(
+        &self,
+        mut fact: Map<String, Value>,
+        row: Option<&Arc<Row>>,
+    ) -> Map<String, Value> {
         for (i, (name, ty)) in self.outputs.iter().enumerate() {
             let value = row
-                .as_ref()
                 .and_then(|r| r.get(i))
                 .map_or(Value::Null, |d| datum_to_json(d, ty));
             fact.insert(name.clone(), value);
         }
-        Ok(if row.is_some() {
-            JoinOutcome::Matched
-        } else {
-            JoinOutcome::Missed
-        })
+        fact
     }
 
     pub fn kind(&self) -> JoinKind {
@@ -277,12 +301,12 @@ struct Enricher {
     metrics: Arc<PipelineMetrics>,
 }
 
-/// A fact whose lookups finished: what to produce (`Ok(None)`: dropped), or why it is a
+/// An output record: key (`None`: the fact's own) and payload.
+type Output = (Option<Vec<u8>>, Vec<u8>);
+
+/// A fact whose lookups finished: what to produce (nothing: dropped), or why it is a
 /// dead letter.
-type Enriched = (
-    OwnedMessage,
-    std::result::Result<Option<(Option<Vec<u8>>, Vec<u8>)>, String>,
-);
+type Enriched = (OwnedMessage, std::result::Result<Vec<Output>, String>);
 
 impl Enricher {
     async fn enrich(self: Arc<Self>, message: OwnedMessage) -> Enriched {
@@ -375,7 +399,8 @@ pub async fn run(
         encoder,
         metrics: metrics.clone(),
     });
-    let mut deliveries = FuturesUnordered::new();
+    let mut deliveries: FuturesUnordered<BoxFuture<'static, Result<(String, i32, i64)>>> =
+        FuturesUnordered::new();
     let mut offsets = OffsetTracker::default();
     let mut commit_tick = tokio::time::interval(Duration::from_secs(1));
     let mut stored = false;
@@ -396,20 +421,19 @@ pub async fn run(
             Some((message, result)) = lookups.next() => {
                 let position = (message.topic().to_string(), message.partition(), message.offset());
                 match result {
-                    Ok(Some((key, payload))) => {
-                        let delivery = produce(&producer, &config.output.topic, &message, key, payload)?;
-                        let m = metrics.clone();
-                        deliveries.push(async move {
-                            match delivery.await {
-                                Ok(Ok(_)) => { PipelineMetrics::add(&m.records_out, 1); Ok(position) }
-                                Ok(Err((e, _))) => Err(Error::Kafka(format!("delivery failed: {e}"))),
-                                Err(_) => Err(Error::Kafka("delivery was cancelled".into())),
-                            }
-                        }.boxed());
-                    }
-                    Ok(None) => {
+                    Ok(outputs) if outputs.is_empty() => {
                         PipelineMetrics::add(&metrics.dropped, 1);
                         deliveries.push(futures::future::ready(Ok(position)).boxed());
+                    }
+                    Ok(outputs) => {
+                        let sent = produce_all(&producer, &config.output.topic, &message, outputs)?;
+                        let m = metrics.clone();
+                        deliveries.push(async move {
+                            let n = sent.len() as u64;
+                            await_deliveries(sent).await?;
+                            PipelineMetrics::add(&m.records_out, n);
+                            Ok(position)
+                        }.boxed());
                     }
                     Err(reason) => {
                         PipelineMetrics::add(&metrics.dead_lettered, 1);
@@ -442,19 +466,19 @@ pub async fn run(
             message.offset(),
         );
         match result {
-            Ok(Some((key, payload))) => {
-                let delivery = produce(&producer, &config.output.topic, &message, key, payload)?;
+            Ok(outputs) if outputs.is_empty() => {
+                deliveries.push(futures::future::ready(Ok(position)).boxed())
+            }
+            Ok(outputs) => {
+                let sent = produce_all(&producer, &config.output.topic, &message, outputs)?;
                 deliveries.push(
                     async move {
-                        match delivery.await {
-                            Ok(Ok(_)) => Ok(position),
-                            _ => Err(Error::Kafka("delivery failed during shutdown".into())),
-                        }
+                        await_deliveries(sent).await?;
+                        Ok(position)
                     }
                     .boxed(),
                 );
             }
-            Ok(None) => deliveries.push(futures::future::ready(Ok(position)).boxed()),
             Err(reason) => {
                 dead_letters.send(&config.name, &message, &reason).await?;
                 deliveries.push(futures::future::ready(Ok(position)).boxed());
@@ -474,6 +498,31 @@ pub async fn run(
     }
     if stored && let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
         tracing::warn!(pipeline = %config.name, error = %e, "final offset commit failed");
+    }
+    Ok(())
+}
+
+/// Sends every output record of a fact.
+fn produce_all(
+    producer: &FutureProducer,
+    topic: &str,
+    message: &OwnedMessage,
+    outputs: Vec<Output>,
+) -> Result<Vec<DeliveryFuture>> {
+    outputs
+        .into_iter()
+        .map(|(key, payload)| produce(producer, topic, message, key, payload))
+        .collect()
+}
+
+/// Waits until the broker acknowledged every record.
+async fn await_deliveries(sent: Vec<DeliveryFuture>) -> Result<()> {
+    for delivery in sent {
+        match delivery.await {
+            Ok(Ok(_)) => {}
+            Ok(Err((e, _))) => return Err(Error::Kafka(format!("delivery failed: {e}"))),
+            Err(_) => return Err(Error::Kafka("delivery was cancelled".into())),
+        }
     }
     Ok(())
 }
@@ -531,8 +580,9 @@ fn store(
     }
 }
 
-/// Decodes and joins one fact; `Ok(None)` when an INNER join dropped it; `Err` is a bad
-/// record for the dead-letter topic.
+/// Decodes and joins one fact: the records to produce (none when an INNER join dropped
+/// it, several when a join matched several rows); `Err` is a bad record for the
+/// dead-letter topic.
 async fn enrich_one(
     record: &KafkaRecord<'_>,
     decoder: &FactDecoder,
@@ -540,27 +590,34 @@ async fn enrich_one(
     encoder: &OutputEncoder,
     config: &EnrichConfig,
     metrics: &PipelineMetrics,
-) -> std::result::Result<Option<(Option<Vec<u8>>, Vec<u8>)>, String> {
+) -> std::result::Result<Vec<Output>, String> {
     decoder.prepare(record).await.map_err(|e| e.to_string())?;
-    let Some(mut fact) = decoder.decode(record).map_err(|e| e.to_string())? else {
+    let Some(fact) = decoder.decode(record).map_err(|e| e.to_string())? else {
         // A tombstone carries no fact.
-        return Ok(None);
+        return Ok(Vec::new());
     };
+    let mut facts = vec![fact];
     for join in joins {
-        let outcome = join.apply(&mut fact, record.timestamp_ms, metrics).await?;
-        if outcome == JoinOutcome::Missed && join.kind() == JoinKind::Inner {
-            return Ok(None);
+        let mut joined = Vec::with_capacity(facts.len());
+        for fact in facts {
+            join.apply(fact, record.timestamp_ms, metrics, &mut joined)
+                .await?;
         }
+        facts = joined;
     }
-    let key = match &config.output.key {
-        Some(path) => lookup_path(&fact, path).map(|v| match v {
-            Value::String(s) => s.clone().into_bytes(),
-            other => other.to_string().into_bytes(),
-        }),
-        None => None,
-    };
-    let payload = encoder.encode(&fact).map_err(|e| e.to_string())?;
-    Ok(Some((key, payload)))
+    facts
+        .iter()
+        .map(|fact| {
+            let key = config.output.key.as_ref().and_then(|path| {
+                lookup_path(fact, path).map(|v| match v {
+                    Value::String(s) => s.clone().into_bytes(),
+                    other => other.to_string().into_bytes(),
+                })
+            });
+            let payload = encoder.encode(fact).map_err(|e| e.to_string())?;
+            Ok((key, payload))
+        })
+        .collect()
 }
 
 /// Join fields per table, for the pipeline summary.

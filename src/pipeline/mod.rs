@@ -240,7 +240,8 @@ struct JoinedTable {
 fn lookup_strategy(join: &crate::config::JoinConfig) -> Strategy {
     match join.cache {
         CacheKind::None => Strategy::None,
-        CacheKind::Partial | CacheKind::Full => Strategy::Partial(PartialOptions {
+        CacheKind::Full => Strategy::Full,
+        CacheKind::Partial => Strategy::Partial(PartialOptions {
             max_rows: join.cache_max_rows,
             max_bytes: join.cache_max_bytes,
             expire_after_write: join.cache_expire_after_write,
@@ -376,6 +377,13 @@ pub async fn start(config: Config) -> Result<Running> {
         })
         .collect();
 
+    // `full` caches load in the background; their pipelines start consuming once loaded.
+    for (table_name, (lookups, _)) in &lookup_tables {
+        let lookups = lookups.clone();
+        let name = format!("load {table_name}");
+        tasks.spawn(async move { (name, lookups.load().await) });
+    }
+
     // CDC: one sink (writer) per table, fed by all of that table's pipelines.
     let mut by_table: BTreeMap<String, Vec<crate::config::CdcConfig>> = BTreeMap::new();
     for c in &config.cdc {
@@ -470,7 +478,7 @@ pub async fn start(config: Config) -> Result<Running> {
                         }
                     }
                     _ = partition_tick.tick(), if partition_interval.is_some() => {
-                        if let Err(e) = lookups.refresh_partitions() {
+                        if let Err(e) = lookups.refresh_partitions().await {
                             tracing::warn!(table = %table_name, error = %e, "partition refresh failed; retrying later");
                         }
                     }

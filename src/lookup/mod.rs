@@ -194,6 +194,17 @@ impl LookupTable {
         Ok(lookup)
     }
 
+    /// Rows, heap bytes and the rows' total BinaryRow bytes of a `full` cache.
+    pub fn full_cache_size(&self) -> Option<(usize, usize, usize)> {
+        match &self.cache {
+            Cache::Full(slot) => {
+                let full = self.full(slot);
+                Some((full.len(), full.memory_bytes(), full.binary_row_bytes()))
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the join key is the primary key (else: a `full` cache's secondary index,
     /// which may match several rows).
     pub fn by_primary_key(&self) -> bool {

@@ -67,6 +67,11 @@ impl LookupTable {
         &self.lookup
     }
 
+    /// Keys held by the cache, misses included (approximate; 0 without a cache). Metrics.
+    pub fn cached_rows(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| c.entry_count())
+    }
+
     /// The current row of `key` (primary-key values in `primary_keys` order).
     pub async fn get(&self, key: &[Datum]) -> Result<Option<Arc<Row>>> {
         let Some(cache) = &self.cache else {

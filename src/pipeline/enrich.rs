@@ -179,6 +179,13 @@ pub async fn run(
 ) -> Result<()> {
     let consumer: StreamConsumer =
         crate::kafka::consumer(&kafka, &format!("{}-{}", kafka.group_id, config.name))?;
+    let consumer = Arc::new(consumer);
+    let _watch = crate::kafka::watch::spawn(
+        &config.name,
+        &consumer,
+        metrics.clone(),
+        &kafka.bootstrap_servers,
+    );
     let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
     consumer
         .subscribe(&topics)
@@ -291,8 +298,12 @@ async fn enrich_one(
         // A tombstone carries no fact.
         return Ok(None);
     };
-    for join in joins {
+    for (i, join) in joins.iter().enumerate() {
+        let started = std::time::Instant::now();
         let outcome = join.apply(&mut fact, metrics).await?;
+        if let Some(m) = metrics.joins.get(i) {
+            m.record(outcome == JoinOutcome::Matched, started.elapsed());
+        }
         if outcome == JoinOutcome::Missed && join.kind() == JoinKind::Inner {
             return Ok(None);
         }

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::lookup::{CacheOptions, LookupTable};
 use crate::lsm::lookup::{LookupOptions, PointLookup};
 use crate::lsm::merge::{Admission, MergeEngine};
-use crate::observe::PipelineMetrics;
+use crate::observe::{JoinMetrics, PipelineKind, PipelineMetrics, Registry};
 use crate::table::options::{MergeEngineKind, TableOptions};
 use crate::table::schema::TableSchema;
 use crate::table::{Table, TableIdentifier, Warehouse};
@@ -232,9 +232,15 @@ pub struct Running {
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<(String, Result<()>)>,
     metrics: BTreeMap<String, Arc<PipelineMetrics>>,
+    registry: Arc<Registry>,
 }
 
 impl Running {
+    /// The pipelines' metrics and readiness, as the HTTP endpoint serves them.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
     /// Counters of every pipeline, by name.
     pub fn metrics(&self) -> &BTreeMap<String, Arc<PipelineMetrics>> {
         &self.metrics
@@ -253,8 +259,11 @@ impl Running {
     }
 
     /// Stops every pipeline: consumers stop, sinks commit what they have, enrichers
-    /// deliver what is in flight and commit offsets. Returns the first error.
+    /// finish the fact in hand, deliver what is in flight and commit offsets. Returns the
+    /// first error. Dropping the future part-way aborts the remaining tasks, which is safe
+    /// for the tables: a commit publishes its snapshot atomically or not at all.
     pub async fn shutdown(mut self) -> Result<()> {
+        self.registry.set_stopping();
         self.shutdown.send_replace(true);
         let mut first_error = None;
         while let Some(exit) = self.next_exit().await {
@@ -269,6 +278,12 @@ impl Running {
 
 /// Builds and starts every pipeline of `config`.
 pub async fn start(config: Config) -> Result<Running> {
+    start_with(config, Arc::new(Registry::default())).await
+}
+
+/// [`start`], registering every pipeline's metrics in `registry` (served by the HTTP
+/// endpoint while this runs); marks the registry started at the end.
+pub async fn start_with(config: Config, registry: Arc<Registry>) -> Result<Running> {
     let warehouse = Warehouse::from_uri(&config.warehouse.uri, &config.warehouse.options)?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -293,8 +308,10 @@ pub async fn start(config: Config) -> Result<Running> {
     let mut point_lookups: BTreeMap<String, Arc<PointLookup>> = BTreeMap::new();
     let mut lookup_tables: BTreeMap<String, Vec<Arc<LookupTable>>> = BTreeMap::new();
     let mut enrich_joins = Vec::new();
+    let mut enrich_join_metrics = Vec::new();
     for e in &config.enrich {
         let mut joins = Vec::new();
+        let mut join_metrics = Vec::new();
         for j in &e.join {
             let t = table(&j.table)?;
             let point = match point_lookups.get(&j.table) {
@@ -315,6 +332,12 @@ pub async fn start(config: Config) -> Result<Running> {
                 expire_after_access: j.cache_expire_after_access,
             };
             let lookup = Arc::new(LookupTable::new(point, &cache));
+            let mut m = JoinMetrics::new(&j.table);
+            if cache.max_rows > 0 {
+                let cached = lookup.clone();
+                m = m.with_cache_rows(move || cached.cached_rows());
+            }
+            join_metrics.push(m);
             lookup_tables
                 .entry(j.table.clone())
                 .or_default()
@@ -322,6 +345,7 @@ pub async fn start(config: Config) -> Result<Running> {
             joins.push(enrich::Join::new(j, t.schema(), lookup)?);
         }
         enrich_joins.push(joins);
+        enrich_join_metrics.push(join_metrics);
     }
 
     // CDC: one sink (writer) per table, fed by all of that table's pipelines.
@@ -336,6 +360,7 @@ pub async fn start(config: Config) -> Result<Running> {
             .map(|c| {
                 let m = Arc::new(PipelineMetrics::default());
                 metrics.insert(c.name.clone(), m.clone());
+                registry.register(&c.name, PipelineKind::Cdc, Some(&table_name), m.clone());
                 (c.clone(), m)
             })
             .collect();
@@ -413,9 +438,15 @@ pub async fn start(config: Config) -> Result<Running> {
         });
     }
 
-    for (e, joins) in config.enrich.iter().zip(enrich_joins) {
-        let m = Arc::new(PipelineMetrics::default());
+    for ((e, joins), join_metrics) in config
+        .enrich
+        .iter()
+        .zip(enrich_joins)
+        .zip(enrich_join_metrics)
+    {
+        let m = Arc::new(PipelineMetrics::with_joins(join_metrics));
         metrics.insert(e.name.clone(), m.clone());
+        registry.register(&e.name, PipelineKind::Enrich, None, m.clone());
         let decoder = fact_decoder(e)?;
         let encoder = output_encoder(&e.output)?;
         let dead = DeadLetters::new(e.dead_letter_topic.clone(), producer.clone());
@@ -433,10 +464,12 @@ pub async fn start(config: Config) -> Result<Running> {
         );
         tasks.spawn(async move { (name, run.await) });
     }
+    registry.set_started();
     Ok(Running {
         shutdown: shutdown_tx,
         tasks,
         metrics,
+        registry,
     })
 }
 

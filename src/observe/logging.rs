@@ -2,6 +2,8 @@
 //! `[observe] log_format = "json"`; always on stderr. `LAKEJOIN_LOG` sets the filter
 //! (`info`, `lakejoin=debug,warn`, …).
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
@@ -16,7 +18,9 @@ pub fn init(format: LogFormat, default_filter: &str) {
         EnvFilter::try_from_env(FILTER_ENV).unwrap_or_else(|_| EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colours only on a terminal: not in files, `docker logs` or log collectors.
+        .with_ansi(std::io::stderr().is_terminal());
     let installed = match format {
         LogFormat::Human => builder.try_init(),
         LogFormat::Json => builder

@@ -95,8 +95,8 @@ pub async fn report(registry: Arc<Registry>, interval: Duration, mut stop: watch
                 PipelineKind::Cdc => tracing::info!(
                     pipeline = %p.name,
                     table = p.table.as_deref().unwrap_or(""),
-                    consumed_per_s = format!("{:.1}", progress.consumed_per_s),
-                    rows_per_s = format!("{:.1}", progress.rows_per_s),
+                    consumed_per_s = %format!("{:.1}", progress.consumed_per_s),
+                    rows_per_s = %format!("{:.1}", progress.rows_per_s),
                     commits = progress.commits,
                     snapshot = PipelineMetrics::get(&p.metrics.snapshot_id),
                     lag,
@@ -105,8 +105,8 @@ pub async fn report(registry: Arc<Registry>, interval: Duration, mut stop: watch
                 ),
                 PipelineKind::Enrich => tracing::info!(
                     pipeline = %p.name,
-                    consumed_per_s = format!("{:.1}", progress.consumed_per_s),
-                    produced_per_s = format!("{:.1}", progress.produced_per_s),
+                    consumed_per_s = %format!("{:.1}", progress.consumed_per_s),
+                    produced_per_s = %format!("{:.1}", progress.produced_per_s),
                     lag,
                     hit_rate = %percent(progress.hit_rate),
                     dead_lettered = progress.dead_lettered,

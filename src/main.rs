@@ -22,11 +22,13 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(cli.run());
     match &result {
-        // Exit now: what is still running (a pipeline mid-commit, a blocked client call)
-        // is abandoned; table commits are atomic, so that is safe.
-        Ok(Outcome::Interrupted) => runtime.shutdown_background(),
-        // Give closing clients (leaving consumer groups) a moment, not forever.
-        _ => runtime.shutdown_timeout(std::time::Duration::from_secs(5)),
+        // Everything stopped; a client call still blocked on a worker thread (a metadata
+        // request to an absent broker) gets a moment, not forever.
+        Ok(Outcome::Success) => runtime.shutdown_timeout(std::time::Duration::from_secs(1)),
+        // Exit now (second signal, shutdown timeout, failure): what still runs (a pipeline
+        // mid-commit, a blocked client call) is abandoned; table commits are atomic, so
+        // that is safe.
+        _ => runtime.shutdown_background(),
     }
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,

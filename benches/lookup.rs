@@ -44,7 +44,12 @@ async fn measure(lookup: &LookupTable, ids: &[i64], label: &str) {
     let t = Instant::now();
     let mut hits = 0usize;
     for &id in ids {
-        if lookup.get(&[Datum::BigInt(id)]).await.expect("get").is_some() {
+        if lookup
+            .get(&[Datum::BigInt(id)])
+            .await
+            .expect("get")
+            .is_some()
+        {
             hits += 1;
         }
     }
@@ -83,16 +88,24 @@ fn main() {
     println!("table: {rows} rows × 8 columns, 4 buckets, fully compacted, local disk");
     rt.block_on(async {
         let table = Arc::new(
-            Table::create(&wh, &TableIdentifier::parse("bench.customers").expect("id"), schema())
-                .await
-                .expect("create"),
+            Table::create(
+                &wh,
+                &TableIdentifier::parse("bench.customers").expect("id"),
+                schema(),
+            )
+            .await
+            .expect("create"),
         );
-        let mut w = TableWriter::new(table.clone(), "bench").await.expect("writer");
+        let mut w = TableWriter::new(table.clone(), "bench")
+            .await
+            .expect("writer");
         for id in 0..rows {
             w.write(RowKind::Insert, row(id, 0)).expect("write");
         }
         w.commit(BTreeMap::new()).await.expect("commit");
-        full_compact(&table, "bench-compact").await.expect("compact");
+        full_compact(&table, "bench-compact")
+            .await
+            .expect("compact");
 
         // full: load, memory, hits.
         let (full_lookups, full) = join(&table, Strategy::Full).await;
@@ -141,7 +154,9 @@ fn main() {
         measure(&none, &keys(20_000, rows, 17), "none   ").await;
 
         // A commit that changes 10,000 rows; each strategy applies it.
-        let mut w = TableWriter::new(table.clone(), "bench").await.expect("writer");
+        let mut w = TableWriter::new(table.clone(), "bench")
+            .await
+            .expect("writer");
         for id in keys(10_000, rows, 19) {
             w.write(RowKind::Insert, row(id, 1)).expect("write");
         }

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
-use support::broker::{self, Deployment, TestProducer, TopicReader, unique, wait_until};
+use support::broker::{
+    self, Deployment, LakejoinProcess, TestProducer, TopicReader, tail, unique, wait_until,
+};
 
 fn debezium(op: &str, id: i64, name: &str, country: &str, ts: i64) -> String {
     let row = json!({"id": id, "name": name, "country": country, "updated_at": ts});
@@ -375,6 +377,113 @@ fn three_topics_fill_a_wide_table_that_pypaimon_reads() {
     );
 }
 
+/// A random stream of customer upserts/deletes, payments for a sum-aggregation table, and
+/// orders, with the table states and order ids it must produce.
+struct Model {
+    /// (topic, key, payload); an empty payload is a tombstone.
+    changes: Vec<(String, String, String)>,
+    customer_model: BTreeMap<i64, Option<Value>>,
+    /// customer id → (amount, payments).
+    totals: BTreeMap<i64, (i64, i64)>,
+    order_ids: Vec<i64>,
+}
+
+impl Model {
+    fn generate(
+        rng: &mut StdRng,
+        steps: i64,
+        customers_count: i64,
+        customers: &str,
+        payments: &str,
+        orders: &str,
+    ) -> Self {
+        let mut model = Model {
+            changes: Vec::new(),
+            customer_model: BTreeMap::new(),
+            totals: BTreeMap::new(),
+            order_ids: Vec::new(),
+        };
+        for step in 0..steps {
+            let id = rng.random_range(0..customers_count);
+            match step % 4 {
+                0 => {
+                    let key = json!({"id": id}).to_string();
+                    if rng.random_bool(0.1) {
+                        model.customer_model.insert(id, None);
+                        model
+                            .changes
+                            .push((customers.to_owned(), key, String::new()));
+                    } else {
+                        let row =
+                            json!({"id": id, "name": format!("c{id}-v{step}"), "version": step});
+                        model.customer_model.insert(id, Some(row.clone()));
+                        model
+                            .changes
+                            .push((customers.to_owned(), key, row.to_string()));
+                    }
+                }
+                1 | 2 => {
+                    let amount = rng.random_range(1..1000_i64);
+                    let total = model.totals.entry(id).or_default();
+                    total.0 += amount;
+                    total.1 += 1;
+                    model.changes.push((
+                        payments.to_owned(),
+                        id.to_string(),
+                        json!({"customer_id": id, "amount": amount, "payments": 1}).to_string(),
+                    ));
+                }
+                _ => {
+                    model.order_ids.push(step);
+                    model.changes.push((
+                        orders.to_owned(),
+                        step.to_string(),
+                        json!({"order_id": step, "customer_id": id}).to_string(),
+                    ));
+                }
+            }
+        }
+        model
+    }
+
+    /// Streams the changes from a thread, 100 at a time with pauses; the flag turns false
+    /// when everything is acknowledged.
+    fn stream(&self) -> (std::thread::JoinHandle<()>, Arc<AtomicBool>) {
+        let producing = Arc::new(AtomicBool::new(true));
+        let changes = self.changes.clone();
+        let flag = producing.clone();
+        let thread = std::thread::spawn(move || {
+            let producer = TestProducer::new();
+            for chunk in changes.chunks(100) {
+                for (topic, key, payload) in chunk {
+                    if payload.is_empty() {
+                        producer.send_tombstone(topic, key);
+                    } else {
+                        producer.send(topic, key, payload);
+                    }
+                }
+                producer.flush();
+                std::thread::sleep(Duration::from_millis(60));
+            }
+            flag.store(false, Ordering::SeqCst);
+        });
+        (thread, producing)
+    }
+
+    fn expected_customers(&self) -> Vec<Value> {
+        self.customer_model.values().flatten().cloned().collect()
+    }
+
+    fn expected_totals(&self) -> Vec<Value> {
+        self.totals
+            .iter()
+            .map(|(id, (amount, payments))| {
+                json!({"customer_id": id, "amount": amount, "payments": payments})
+            })
+            .collect()
+    }
+}
+
 const CRASH: &str = r#"
 [kafka]
 bootstrap_servers = "{bootstrap}"
@@ -469,64 +578,8 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
 
     // The model, computed before anything is produced; the producer thread streams it.
     let mut rng = StdRng::seed_from_u64(0x1a4e_7015);
-    let mut changes: Vec<(String, String, String)> = Vec::new(); // (topic, key, payload)
-    let mut customer_model: BTreeMap<i64, Option<Value>> = BTreeMap::new();
-    let mut totals: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
-    let mut order_ids = Vec::new();
-    for step in 0..24_000_i64 {
-        let id = rng.random_range(0..CUSTOMERS);
-        match step % 4 {
-            0 => {
-                let key = json!({"id": id}).to_string();
-                if rng.random_bool(0.1) {
-                    customer_model.insert(id, None);
-                    changes.push((customers.clone(), key, String::new()));
-                } else {
-                    let row = json!({"id": id, "name": format!("c{id}-v{step}"), "version": step});
-                    customer_model.insert(id, Some(row.clone()));
-                    changes.push((customers.clone(), key, row.to_string()));
-                }
-            }
-            1 | 2 => {
-                let amount = rng.random_range(1..1000_i64);
-                let total = totals.entry(id).or_default();
-                total.0 += amount;
-                total.1 += 1;
-                changes.push((
-                    payments.clone(),
-                    id.to_string(),
-                    json!({"customer_id": id, "amount": amount, "payments": 1}).to_string(),
-                ));
-            }
-            _ => {
-                order_ids.push(step);
-                changes.push((
-                    orders.clone(),
-                    step.to_string(),
-                    json!({"order_id": step, "customer_id": id}).to_string(),
-                ));
-            }
-        }
-    }
-    let producing = Arc::new(AtomicBool::new(true));
-    let producer_thread = {
-        let producing = producing.clone();
-        std::thread::spawn(move || {
-            let producer = TestProducer::new();
-            for chunk in changes.chunks(100) {
-                for (topic, key, payload) in chunk {
-                    if payload.is_empty() {
-                        producer.send_tombstone(topic, key);
-                    } else {
-                        producer.send(topic, key, payload);
-                    }
-                }
-                producer.flush();
-                std::thread::sleep(Duration::from_millis(60));
-            }
-            producing.store(false, Ordering::SeqCst);
-        })
-    };
+    let model = Model::generate(&mut rng, 24_000, CUSTOMERS, &customers, &payments, &orders);
+    let (producer_thread, producing) = model.stream();
 
     // Each run is killed at a random moment after it made progress (a table commit), so
     // every kill lands mid-stream: while consuming, writing files, committing or producing.
@@ -555,17 +608,12 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
     producer_thread.join().expect("producer thread");
 
     let process = deployment.start();
-    let expected_customers: Vec<Value> = customer_model.into_values().flatten().collect();
-    let expected_totals: Vec<Value> = totals
-        .iter()
-        .map(|(id, (amount, payments))| {
-            json!({"customer_id": id, "amount": amount, "payments": payments})
-        })
-        .collect();
+    let expected_customers = model.expected_customers();
+    let expected_totals = model.expected_totals();
     deployment.wait_for_table("shop.totals", &expected_totals);
     deployment.wait_for_table("shop.customers", &expected_customers);
 
-    let wanted: BTreeSet<i64> = order_ids.iter().copied().collect();
+    let wanted: BTreeSet<i64> = model.order_ids.iter().copied().collect();
     output.read_until("every order arrived", |records| {
         let seen: BTreeSet<i64> = records
             .iter()
@@ -602,4 +650,455 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
         wanted.len(),
         records.len()
     );
+}
+
+/// `[observe]` and `[run]` of the graceful-shutdown test: progress lines every second.
+const GRACEFUL: &str = r#"
+[observe]
+listen = "127.0.0.1:0"
+progress_interval = "1s"
+
+[run]
+shutdown_timeout = "60s"
+"#;
+
+/// SIGTERM at random moments while changes and facts stream in, restarting each time:
+/// every run exits 0 after committing, and a restart replays nothing after the last
+/// commit and loses nothing: the sum-aggregation table read by pypaimon equals the model
+/// (a change applied twice or lost would show in the totals), and every order is in the
+/// output exactly once. The first run also serves metrics, health and progress lines.
+#[test]
+fn sigterm_commits_so_a_restart_replays_nothing_and_loses_nothing() {
+    const CUSTOMERS: i64 = 100;
+    const STOPS: usize = 3;
+    let customers = unique("customers");
+    let payments = unique("payments");
+    let orders = unique("orders");
+    let enriched = unique("orders-enriched");
+    broker::create_topics(&[
+        (&customers, 2),
+        (&payments, 2),
+        (&orders, 2),
+        (&enriched, 2),
+    ]);
+    let deployment = Deployment::new(
+        &(CRASH
+            .replace("{group}", &unique("graceful"))
+            .replace("{customers}", &customers)
+            .replace("{payments}", &payments)
+            .replace("{orders}", &orders)
+            .replace("{enriched}", &enriched)
+            + GRACEFUL),
+    );
+    let mut rng = StdRng::seed_from_u64(0x5167_7e12);
+    let model = Model::generate(&mut rng, 12_000, CUSTOMERS, &customers, &payments, &orders);
+    let (producer_thread, producing) = model.stream();
+
+    let mut output = TopicReader::new(&enriched);
+    for stop in 0..STOPS {
+        let before = deployment.snapshot_count("shop.totals");
+        let produced_before = output.records.len();
+        let mut process = deployment.start();
+        if stop == 0 {
+            check_endpoint_and_progress(&mut process);
+        }
+        wait_until(
+            "the run committed and produced, or the stream ended",
+            || {
+                output.poll_for(Duration::from_millis(50));
+                (deployment.snapshot_count("shop.totals") > before
+                    && output.records.len() > produced_before)
+                    || !producing.load(Ordering::SeqCst)
+            },
+        );
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..1_500)));
+        process.assert_alive();
+        let log = process.terminate();
+        assert!(log.contains("stopped cleanly"), "{}", tail(&log, 40));
+    }
+    producer_thread.join().expect("producer thread");
+
+    let process = deployment.start();
+    let expected_totals = model.expected_totals();
+    let expected_customers = model.expected_customers();
+    deployment.wait_for_table("shop.totals", &expected_totals);
+    deployment.wait_for_table("shop.customers", &expected_customers);
+    let wanted: BTreeSet<i64> = model.order_ids.iter().copied().collect();
+    output.read_until("every order arrived", |records| {
+        let seen: BTreeSet<i64> = records
+            .iter()
+            .filter_map(|r| r.value["order_id"].as_i64())
+            .collect();
+        wanted.is_subset(&seen)
+    });
+    process.terminate();
+
+    assert_eq!(
+        deployment.pypaimon("shop.totals"),
+        expected_totals,
+        "pypaimon: totals"
+    );
+    assert_eq!(
+        deployment.pypaimon("shop.customers"),
+        expected_customers,
+        "pypaimon: customers"
+    );
+    let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
+    for record in output.drain(Duration::from_secs(1)) {
+        *counts
+            .entry(record.value["order_id"].as_i64().expect("order_id"))
+            .or_default() += 1;
+    }
+    let twice: Vec<(&i64, &usize)> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "orders produced more than once across SIGTERM restarts: {twice:?}"
+    );
+    assert_eq!(counts.keys().copied().collect::<BTreeSet<i64>>(), wanted);
+}
+
+/// The running process answers /health/live, turns ready, exposes its metrics, and logs
+/// progress lines.
+fn check_endpoint_and_progress(process: &mut LakejoinProcess) {
+    let address = process.endpoint();
+    assert_eq!(
+        broker::http_get(address, "/health/live"),
+        Some((200, "live\n".to_owned()))
+    );
+    wait_until("/health/ready answers 200", || {
+        broker::http_get(address, "/health/ready").is_some_and(|(status, _)| status == 200)
+    });
+    let mut last = String::new();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some((200, text)) = broker::http_get(address, "/metrics") {
+            let value = |series: &str| broker::metric(&text, series).unwrap_or(0.0);
+            if value(r#"lakejoin_commits_total{pipeline="payments-cdc",kind="cdc"}"#) > 0.0
+                && value(
+                    r#"lakejoin_table_snapshot_id{pipeline="payments-cdc",table="shop.totals"}"#,
+                ) > 0.0
+                && value(r#"lakejoin_commit_duration_seconds_count{pipeline="payments-cdc"}"#) > 0.0
+                && value(
+                    r#"lakejoin_records_produced_total{pipeline="orders-enriched",kind="enrich"}"#,
+                ) > 0.0
+                && value(
+                    r#"lakejoin_lookup_hits_total{pipeline="orders-enriched",join="0",table="shop.customers"}"#,
+                ) + value(
+                    r#"lakejoin_lookup_misses_total{pipeline="orders-enriched",join="0",table="shop.customers"}"#,
+                ) > 0.0
+                && value(
+                    r#"lakejoin_lookup_duration_seconds_count{pipeline="orders-enriched",join="0",table="shop.customers"}"#,
+                ) > 0.0
+                && text.contains(r#"lakejoin_consumer_lag{pipeline="orders-enriched",topic=""#)
+                && value("lakejoin_ready") == 1.0
+            {
+                break;
+            }
+            last = text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the metrics never showed commits, lookups and lag:\n{last}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let progress = process.wait_for_log("progress pipeline=orders-enriched");
+    assert!(
+        progress.contains("consumed_per_s=")
+            && progress.contains("lag=")
+            && progress.contains("hit_rate="),
+        "{progress}"
+    );
+    let cdc = process.wait_for_log("progress pipeline=payments-cdc");
+    assert!(
+        cdc.contains("commits=") && cdc.contains("snapshot="),
+        "{cdc}"
+    );
+}
+
+/// A config whose broker is not up yet, with JSON logs.
+const LATE_BROKER: &str = r#"
+[kafka]
+bootstrap_servers = "{bootstrap}"
+group_id = "{group}"
+
+[kafka.properties]
+# Find the broker and the topics soon after they appear.
+"reconnect.backoff.max.ms" = "1000"
+"topic.metadata.refresh.interval.ms" = "1000"
+
+[warehouse]
+uri = "{warehouse}"
+
+[observe]
+listen = "127.0.0.1:0"
+log_format = "json"
+
+[[table]]
+name = "shop.customers"
+columns = [
+  { name = "id", type = "INT" },
+  { name = "name", type = "STRING" },
+  { name = "country", type = "STRING" },
+  { name = "updated_at", type = "BIGINT" },
+]
+primary_key = ["id"]
+buckets = 2
+sequence_field = ["updated_at"]
+
+[[cdc]]
+name = "customers-cdc"
+topics = ["{customers}"]
+format = "debezium-json"
+table = "shop.customers"
+commit_interval = "200ms"
+
+[[enrich]]
+name = "orders-enriched"
+topics = ["{orders}"]
+output = { topic = "{enriched}", key = "order_id" }
+
+[[enrich.join]]
+table = "shop.customers"
+on = { customer_id = "id" }
+select = ["name"]
+prefix = "customer_"
+"#;
+
+/// `lakejoin run` started while no broker listens keeps running: it logs (as JSON) that
+/// the broker is unavailable, retries, stays live but not ready, and starts working once a
+/// broker comes up on that address. Uses a tansu broker of its own (`TANSU`), since the
+/// shared one cannot be stopped.
+#[test]
+fn a_broker_that_is_down_at_start_is_waited_for() {
+    let Some(tansu) = broker::Tansu::binary() else {
+        eprintln!(
+            "skipped: TANSU is not set (scripts/test.sh sets it); this test starts and stops \
+             a broker of its own"
+        );
+        return;
+    };
+    let port = broker::free_port();
+    let bootstrap = format!("127.0.0.1:{port}");
+    let customers = unique("customers");
+    let orders = unique("orders");
+    let enriched = unique("orders-enriched");
+    let deployment = Deployment::on(
+        &bootstrap,
+        &LATE_BROKER
+            .replace("{group}", &unique("late"))
+            .replace("{customers}", &customers)
+            .replace("{orders}", &orders)
+            .replace("{enriched}", &enriched),
+    );
+    let mut process = deployment.start();
+    let address = process.endpoint();
+
+    // Retries with a clear (JSON) log line, and does not exit.
+    let line = process.wait_for_log("cannot read topic metadata");
+    let event: Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON log line: {line}: {e}"));
+    assert_eq!(event["level"], "WARN", "{event}");
+    assert_eq!(event["pipeline"], "customers-cdc", "{event}");
+    assert_eq!(event["bootstrap"], bootstrap.as_str(), "{event}");
+    assert!(
+        event["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Kafka broker unavailable")),
+        "{event}"
+    );
+    wait_until("a second attempt was logged", || {
+        process
+            .log_text()
+            .lines()
+            .filter(|l| l.contains("cannot read topic metadata"))
+            .count()
+            >= 2
+    });
+    process.assert_alive();
+    assert_eq!(
+        broker::http_get(address, "/health/live").map(|(status, _)| status),
+        Some(200)
+    );
+    let (status, body) = broker::http_get(address, "/health/ready").expect("an answer");
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("pipeline customers-cdc: no Kafka partitions assigned yet"),
+        "{body}"
+    );
+
+    // The broker comes up (empty: tansu keeps topics in memory).
+    let _broker = broker::Tansu::start(&tansu, port, &deployment.dir.path().join("tansu.log"));
+    broker::create_topics_on(&bootstrap, &[(&customers, 2), (&orders, 2), (&enriched, 2)]);
+    let producer = TestProducer::on(&bootstrap);
+    producer.send(&customers, "1", &debezium("c", 1, "ada", "ch", 10));
+    producer.send(&customers, "2", &debezium("c", 2, "bob", "de", 10));
+    producer.flush();
+    deployment.wait_for_table(
+        "shop.customers",
+        &[
+            customer_row(1, "ada", "ch", 10),
+            customer_row(2, "bob", "de", 10),
+        ],
+    );
+    process.wait_for_log("available again");
+    for id in 1..=3 {
+        producer.send(
+            &orders,
+            &id.to_string(),
+            &json!({"order_id": id, "customer_id": id}).to_string(),
+        );
+    }
+    producer.flush();
+    let mut output = TopicReader::on(&bootstrap, &enriched);
+    output.read_at_least(3);
+    let names: BTreeMap<i64, Value> = output
+        .records
+        .iter()
+        .map(|r| {
+            (
+                r.value["order_id"].as_i64().expect("order_id"),
+                r.value["customer_name"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        BTreeMap::from([(1, json!("ada")), (2, json!("bob")), (3, Value::Null)])
+    );
+    wait_until("/health/ready answers 200", || {
+        broker::http_get(address, "/health/ready").is_some_and(|(status, _)| status == 200)
+    });
+    process.terminate();
+}
+
+/// A join that retries a miss for a long time, so a fact for an unknown customer keeps
+/// the shutdown waiting for its lookup.
+const STUCK: &str = r#"
+[kafka]
+bootstrap_servers = "{bootstrap}"
+group_id = "{group}"
+
+[kafka.properties]
+# A process that exits at once does not leave the group; restarts rejoin sooner.
+"session.timeout.ms" = "6000"
+"heartbeat.interval.ms" = "500"
+
+[warehouse]
+uri = "{warehouse}"
+
+[run]
+shutdown_timeout = "120s"
+
+[[table]]
+name = "shop.customers"
+columns = [
+  { name = "id", type = "INT" },
+  { name = "name", type = "STRING" },
+  { name = "country", type = "STRING" },
+  { name = "updated_at", type = "BIGINT" },
+]
+primary_key = ["id"]
+buckets = 1
+sequence_field = ["updated_at"]
+
+[[cdc]]
+name = "customers-cdc"
+topics = ["{customers}"]
+format = "debezium-json"
+table = "shop.customers"
+commit_interval = "200ms"
+
+[[enrich]]
+name = "orders-enriched"
+topics = ["{orders}"]
+output = { topic = "{enriched}", key = "order_id" }
+
+[[enrich.join]]
+table = "shop.customers"
+on = { customer_id = "id" }
+select = ["name"]
+prefix = "customer_"
+retry = { on = "miss", delay = "1s", max_attempts = 100000 }
+"#;
+
+/// A graceful stop waits for the lookup in hand; a second SIGTERM exits at once (130),
+/// and `run.shutdown_timeout` bounds the wait (exit 2). Neither loses the fact: its offset
+/// was never committed, so it is enriched once its customer arrives.
+#[test]
+fn a_second_signal_or_the_shutdown_timeout_ends_a_stuck_shutdown() {
+    let customers = unique("customers");
+    let orders = unique("orders");
+    let enriched = unique("orders-enriched");
+    broker::create_topics(&[(&customers, 1), (&orders, 1), (&enriched, 1)]);
+    let deployment = Deployment::new(
+        &STUCK
+            .replace("{group}", &unique("stuck"))
+            .replace("{customers}", &customers)
+            .replace("{orders}", &orders)
+            .replace("{enriched}", &enriched),
+    );
+    let producer = TestProducer::new();
+    producer.send(
+        &orders,
+        "1",
+        &json!({"order_id": 1, "customer_id": 7}).to_string(),
+    );
+    producer.flush();
+    let retrying = |process: &mut LakejoinProcess| {
+        let address = process.endpoint();
+        wait_until("the lookup of customer 7 retries", || {
+            broker::http_get(address, "/metrics").is_some_and(|(_, text)| {
+                broker::metric(
+                    &text,
+                    r#"lakejoin_lookup_retries_total{pipeline="orders-enriched",kind="enrich"}"#,
+                )
+                .is_some_and(|n| n > 0.0)
+            })
+        });
+    };
+
+    let mut process = deployment.start();
+    retrying(&mut process);
+    process.signal("TERM");
+    process.wait_for_log("stopping: consumers stop");
+    assert_eq!(
+        process.wait_exit(Duration::from_secs(2)),
+        None,
+        "the graceful stop waits for the lookup in hand"
+    );
+    process.signal("TERM");
+    let status = process
+        .wait_exit(Duration::from_secs(10))
+        .expect("a second SIGTERM exits at once");
+    assert_eq!(status.code(), Some(130), "{}", process.log_text());
+    assert!(
+        process
+            .log_text()
+            .contains("second signal: exiting at once")
+    );
+
+    let mut process = deployment.start_with_env(&[("LAKEJOIN__RUN__SHUTDOWN_TIMEOUT", "1s")]);
+    retrying(&mut process);
+    process.signal("TERM");
+    let status = process
+        .wait_exit(Duration::from_secs(20))
+        .expect("the shutdown timeout ends the wait");
+    assert_eq!(status.code(), Some(2), "{}", process.log_text());
+    assert!(
+        process
+            .log_text()
+            .contains("shutdown did not finish within run.shutdown_timeout"),
+        "{}",
+        process.log_text()
+    );
+
+    // Nothing was lost: once customer 7 exists the order comes out enriched.
+    producer.send(&customers, "7", &debezium("c", 7, "gus", "se", 10));
+    producer.flush();
+    let process = deployment.start();
+    let mut output = TopicReader::new(&enriched);
+    output.read_at_least(1);
+    assert_eq!(output.records[0].value["customer_name"], "gus");
+    process.terminate();
 }

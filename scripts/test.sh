@@ -11,7 +11,9 @@
 #   PYTHON            interpreter used to create .venv (default: python3.11)
 #   KAFKA_BOOTSTRAP   run the Kafka integration tests against this broker (for example the
 #                     one in docker/docker-compose.yml) instead of starting tansu
-#   TANSU             use this tansu binary instead of the cached one
+#   TANSU             use this tansu binary instead of the cached one; exported for the
+#                     integration test that starts and stops a broker of its own (skipped
+#                     when KAFKA_BOOTSTRAP is given and no tansu is installed)
 
 set -euo pipefail
 
@@ -66,9 +68,11 @@ TANSU_PID=""
 ensure_tansu() {
     if [[ -n "${TANSU:-}" ]]; then
         [[ -x "${TANSU}" ]] || fail "TANSU=${TANSU} is not an executable"
+        export TANSU
         return
     fi
     TANSU="${TANSU_ROOT}/bin/tansu"
+    export TANSU
     if [[ -x "${TANSU}" ]]; then
         log "tansu ${TANSU_VERSION}: ${TANSU}"
         return
@@ -96,6 +100,14 @@ stop_broker() {
 ensure_broker() {
     if [[ -n "${KAFKA_BOOTSTRAP:-}" ]]; then
         log "Kafka broker for the integration tests: ${KAFKA_BOOTSTRAP} (from KAFKA_BOOTSTRAP)"
+        # The broker-outage test needs a tansu of its own; use one if installed, never build it.
+        if [[ -n "${TANSU:-}" ]]; then
+            ensure_tansu
+        elif [[ -x "${TANSU_ROOT}/bin/tansu" ]]; then
+            export TANSU="${TANSU_ROOT}/bin/tansu"
+        else
+            log "no tansu installed: the broker-outage test is skipped"
+        fi
         return
     fi
     ensure_tansu

@@ -7,13 +7,9 @@ use lakejoin::cli::{Cli, Outcome};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("LAKEJOIN_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    if !cli.sets_up_logging() {
+        lakejoin::observe::logging::init(lakejoin::config::LogFormat::Human, "warn");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -24,9 +20,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match runtime.block_on(cli.run()) {
+    let result = runtime.block_on(cli.run());
+    match &result {
+        // Everything stopped; a client call still blocked on a worker thread (a metadata
+        // request to an absent broker) gets a moment, not forever.
+        Ok(Outcome::Success) => runtime.shutdown_timeout(std::time::Duration::from_secs(1)),
+        // Exit now (second signal, shutdown timeout, failure): what still runs (a pipeline
+        // mid-commit, a blocked client call) is abandoned; table commits are atomic, so
+        // that is safe.
+        _ => runtime.shutdown_background(),
+    }
+    match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
-        Ok(Outcome::NotFound) => ExitCode::from(1),
+        Ok(Outcome::NotFound | Outcome::Unhealthy) => ExitCode::from(1),
+        Ok(Outcome::Interrupted) => ExitCode::from(130),
         Err(e) => {
             eprintln!("error: {e}");
             // 1: the input or configuration is wrong; 2: something failed while running.

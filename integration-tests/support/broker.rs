@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,7 +38,12 @@ pub fn unique(base: &str) -> String {
 
 /// Creates the topics (`(name, partitions)`) and waits until their metadata is visible.
 pub fn create_topics(topics: &[(&str, i32)]) {
-    let bootstrap = bootstrap();
+    create_topics_on(&bootstrap(), topics);
+}
+
+/// [`create_topics`] on the broker at `bootstrap`.
+pub fn create_topics_on(bootstrap: &str, topics: &[(&str, i32)]) {
+    let bootstrap = bootstrap.to_owned();
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .create()
@@ -95,8 +102,13 @@ pub struct TestProducer {
 
 impl TestProducer {
     pub fn new() -> Self {
+        Self::on(&bootstrap())
+    }
+
+    /// A producer to the broker at `bootstrap`.
+    pub fn on(bootstrap: &str) -> Self {
         let producer = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap())
+            .set("bootstrap.servers", bootstrap)
             .set("enable.idempotence", "true")
             .set("linger.ms", "5")
             .create()
@@ -168,8 +180,13 @@ pub struct TopicReader {
 
 impl TopicReader {
     pub fn new(topic: &str) -> Self {
+        Self::on(&bootstrap(), topic)
+    }
+
+    /// A reader of `topic` on the broker at `bootstrap`.
+    pub fn on(bootstrap: &str, topic: &str) -> Self {
         let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", bootstrap())
+            .set("bootstrap.servers", bootstrap)
             .set("group.id", unique("reader"))
             .set("enable.auto.commit", "false")
             .create()
@@ -284,12 +301,21 @@ pub struct Deployment {
 }
 
 impl Deployment {
-    /// Writes `config` (with `{bootstrap}` and `{warehouse}` filled in) to a file.
+    /// Writes `config` (with `{bootstrap}` and `{warehouse}` filled in) to a file. Without
+    /// an `[observe]` section the endpoint listens on a free port (tests run in parallel).
     pub fn new(config: &str) -> Self {
+        Self::on(&bootstrap(), config)
+    }
+
+    /// [`Deployment::new`] against the broker at `bootstrap`.
+    pub fn on(bootstrap: &str, config: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let text = config
-            .replace("{bootstrap}", &bootstrap())
+        let mut text = config
+            .replace("{bootstrap}", bootstrap)
             .replace("{warehouse}", &dir.path().join("wh").display().to_string());
+        if !text.contains("[observe]") {
+            text.push_str("\n[observe]\nlisten = \"127.0.0.1:0\"\n");
+        }
         let path = dir.path().join("connectors.toml");
         std::fs::write(&path, text).expect("write config");
         Deployment { dir, config: path }
@@ -300,7 +326,11 @@ impl Deployment {
     }
 
     pub fn start(&self) -> LakejoinProcess {
-        LakejoinProcess::start(&self.config, &self.dir.path().join("lakejoin.log"))
+        self.start_with_env(&[])
+    }
+
+    pub fn start_with_env(&self, env: &[(&str, &str)]) -> LakejoinProcess {
+        LakejoinProcess::start_with_env(&self.config, &self.dir.path().join("lakejoin.log"), env)
     }
 
     /// The rows of `table` as `lakejoin table scan` prints them; `None` while the table does
@@ -373,7 +403,7 @@ impl Deployment {
     }
 }
 
-fn tail(text: &str, lines: usize) -> String {
+pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
@@ -383,20 +413,29 @@ fn tail(text: &str, lines: usize) -> String {
 pub struct LakejoinProcess {
     child: Option<Child>,
     log: PathBuf,
+    /// Length of the log file when this process started (restarts append to it).
+    log_start: usize,
 }
 
 impl LakejoinProcess {
     pub fn start(config: &Path, log: &Path) -> Self {
+        Self::start_with_env(config, log, &[])
+    }
+
+    /// [`LakejoinProcess::start`] with extra environment variables (config overrides).
+    pub fn start_with_env(config: &Path, log: &Path, env: &[(&str, &str)]) -> Self {
         let log_file = File::options()
             .create(true)
             .append(true)
             .open(log)
             .expect("log file");
+        let log_start = std::fs::metadata(log).map_or(0, |m| m.len() as usize);
         let child = Command::new(super::lakejoin_bin())
             .args(["run", "-c"])
             .arg(config)
             .env("RUST_LOG", "lakejoin=debug,info")
             .env("RUST_BACKTRACE", "1")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("log file"))
             .stderr(log_file)
@@ -405,11 +444,44 @@ impl LakejoinProcess {
         LakejoinProcess {
             child: Some(child),
             log: log.to_owned(),
+            log_start,
         }
     }
 
+    /// What this process logged (not the runs before it in the same file).
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        let all = std::fs::read(&self.log).unwrap_or_default();
+        String::from_utf8_lossy(all.get(self.log_start..).unwrap_or_default()).into_owned()
+    }
+
+    /// Waits until the log has a line containing `needle` (panics with the log after
+    /// 90 s, or when the process exits first); returns that line.
+    pub fn wait_for_log(&mut self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if let Some(line) = self.log_text().lines().find(|l| l.contains(needle)) {
+                return line.to_owned();
+            }
+            self.assert_alive();
+            assert!(
+                Instant::now() < deadline,
+                "no log line with {needle:?} within 90 s:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The address of the metrics and health endpoint, from the start-up log line (the
+    /// test configs listen on port 0).
+    pub fn endpoint(&mut self) -> SocketAddr {
+        let line = self.wait_for_log("metrics on http://");
+        let start = line.find("metrics on http://").expect("found") + "metrics on http://".len();
+        let rest = &line[start..];
+        let end = rest.find('/').expect("a path after the address");
+        rest[..end]
+            .parse()
+            .unwrap_or_else(|e| panic!("endpoint address in {line:?}: {e}"))
     }
 
     /// Panics (with the log) when the process has exited.
@@ -425,6 +497,32 @@ impl LakejoinProcess {
         let mut child = self.child.take().expect("running");
         child.kill().expect("kill -9");
         child.wait().expect("wait");
+    }
+
+    /// Sends `signal` (`TERM`, `INT`) without waiting.
+    pub fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("running");
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    /// Waits up to `timeout` for the process to exit; its exit status, `None` if it runs on.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut().expect("running");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// SIGTERM, then waits for a clean exit; returns the log.
@@ -466,5 +564,102 @@ impl Drop for LakejoinProcess {
                 eprintln!("--- lakejoin run log ---\n{}", self.log_text());
             }
         }
+    }
+}
+
+/// `GET path` on `address`: the status code and body; `None` when nothing answers.
+pub fn http_get(address: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, body.to_owned()))
+}
+
+/// The value of the sample `series` (name and labels, exactly as exposed) in a
+/// Prometheus text exposition.
+pub fn metric(exposition: &str, series: &str) -> Option<f64> {
+    exposition.lines().find_map(|line| {
+        line.strip_prefix(series)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|value| value.parse().ok())
+    })
+}
+
+/// A loopback port nobody listens on (free when this returns).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A tansu broker of this test's own (binary from `TANSU`, as `scripts/test.sh` exports
+/// it), with in-memory storage, on a loopback port; killed when dropped.
+pub struct Tansu {
+    child: Child,
+    pub bootstrap: String,
+}
+
+impl Tansu {
+    /// The tansu binary, or `None` when `TANSU` is not set (a run against an external
+    /// broker such as docker-compose's Kafka, which a test cannot stop and start).
+    pub fn binary() -> Option<PathBuf> {
+        std::env::var_os("TANSU").map(PathBuf::from)
+    }
+
+    /// Starts tansu on `port` and waits until it accepts connections.
+    pub fn start(binary: &Path, port: u16, log: &Path) -> Self {
+        let url = format!("tcp://127.0.0.1:{port}");
+        let log_file = File::options()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("tansu log file");
+        let child = Command::new(binary)
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", "memory://tansu/"])
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("log file"))
+            .stderr(log_file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+        let mut tansu = Tansu {
+            child,
+            bootstrap: format!("127.0.0.1:{port}"),
+        };
+        let address: SocketAddr = tansu.bootstrap.parse().expect("address");
+        wait_until("tansu accepts connections", || {
+            if let Some(status) = tansu.child.try_wait().expect("try_wait") {
+                panic!(
+                    "tansu exited with {status}:\n{}",
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+            }
+            TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok()
+        });
+        tansu
+    }
+}
+
+impl Drop for Tansu {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

@@ -1,4 +1,4 @@
-//! Command-line interface: `lakejoin table …` (and later `run`, `validate`, `demo`).
+//! Command-line interface: `lakejoin run`, `validate`, `health`, `demo`, `table …`.
 
 mod demo;
 mod run;
@@ -29,6 +29,22 @@ pub enum Command {
         #[arg(short = 'c', long = "config", default_value = "connectors.toml")]
         config: std::path::PathBuf,
     },
+    /// Ask a running `lakejoin run` whether it is live (or ready): exit 0 when it is,
+    /// 1 when not. For container health checks.
+    Health {
+        /// Config file whose `[observe] listen` address is checked.
+        #[arg(short = 'c', long = "config", default_value = "connectors.toml")]
+        config: std::path::PathBuf,
+        /// Check this host:port instead of the config's.
+        #[arg(long)]
+        address: Option<String>,
+        /// Check readiness (/health/ready) instead of liveness (/health/live).
+        #[arg(long)]
+        ready: bool,
+        /// How long to wait for the answer.
+        #[arg(long, default_value = "5s", value_parser = parse_duration)]
+        timeout: std::time::Duration,
+    },
     /// The orders/customers scenario on an in-process mock Kafka; no services needed.
     Demo {
         /// How long to run, e.g. 20s, 2m.
@@ -48,6 +64,10 @@ pub enum Outcome {
     Success,
     /// The command ran but found nothing (e.g. `table get` of an absent key): exit 1.
     NotFound,
+    /// `health`: the process is not live (or not ready): exit 1.
+    Unhealthy,
+    /// `run` stopped at once on a second signal: exit 130.
+    Interrupted,
 }
 
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
@@ -55,11 +75,22 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 }
 
 impl Cli {
+    /// Whether the command sets up logging itself (`run`, from its config file).
+    pub fn sets_up_logging(&self) -> bool {
+        matches!(self.command, Command::Run { .. })
+    }
+
     pub async fn run(self) -> crate::Result<Outcome> {
         match self.command {
             Command::Table { command } => command.run().await,
             Command::Run { config } => run::run(&config).await,
             Command::Validate { config } => run::validate(&config),
+            Command::Health {
+                config,
+                address,
+                ready,
+                timeout,
+            } => run::health(&config, address.as_deref(), ready, timeout).await,
             Command::Demo { duration } => demo::run(duration).await,
         }
     }

@@ -30,6 +30,16 @@ pub const CDC_FORMATS: [&str; 7] = [
     "avro",
     "debezium-avro",
 ];
+/// Top-level sections of `connectors.toml`.
+pub const SECTIONS: [&str; 7] = [
+    "kafka",
+    "warehouse",
+    "table",
+    "cdc",
+    "enrich",
+    "observe",
+    "run",
+];
 /// Formats of fact and output records.
 pub const FACT_FORMATS: [&str; 2] = ["json", "avro"];
 
@@ -83,7 +93,7 @@ fn from_value(origin: &str, value: Value) -> Result<Config> {
         )));
     };
     for key in top.keys() {
-        if !["kafka", "warehouse", "table", "cdc", "enrich"].contains(&key.as_str()) {
+        if !SECTIONS.contains(&key.as_str()) {
             problems.push(format!("{key}: unknown section"));
         }
     }
@@ -92,6 +102,11 @@ fn from_value(origin: &str, value: Value) -> Result<Config> {
     let tables: Vec<TableConfig> = list(&mut top, "table", &mut problems);
     let cdc: Vec<CdcConfig> = list(&mut top, "cdc", &mut problems);
     let enrich: Vec<EnrichConfig> = list(&mut top, "enrich", &mut problems);
+    // Optional sections: when one fails to parse its problems are reported (so no config
+    // comes out) and the default only stands in for the checks of the other sections.
+    let observe: ObserveConfig =
+        section(&mut top, "observe", &mut problems, false).unwrap_or_default();
+    let run: RunConfig = section(&mut top, "run", &mut problems, false).unwrap_or_default();
     let config = match (kafka, warehouse) {
         (Some(kafka), Some(warehouse)) => Some(Config {
             kafka,
@@ -99,6 +114,8 @@ fn from_value(origin: &str, value: Value) -> Result<Config> {
             tables,
             cdc,
             enrich,
+            observe,
+            run,
         }),
         _ => None,
     };
@@ -186,6 +203,24 @@ fn list<T: DeserializeOwned>(
     }
 }
 
+impl ObserveConfig {
+    /// `listen` as a socket address (`host:port` with an IP address; `localhost` is
+    /// accepted for the loopback address).
+    pub fn listen_address(&self) -> std::result::Result<std::net::SocketAddr, String> {
+        let text = self.listen.trim();
+        let resolved = match text.strip_prefix("localhost:") {
+            Some(port) => format!("127.0.0.1:{port}"),
+            None => text.to_string(),
+        };
+        resolved.parse().map_err(|_| {
+            format!(
+                "`{}` is not an address like 127.0.0.1:9464 or 0.0.0.0:9464",
+                self.listen
+            )
+        })
+    }
+}
+
 impl TableConfig {
     /// The Paimon schema this entry declares.
     pub fn to_schema(&self) -> Result<TableSchema> {
@@ -236,6 +271,15 @@ impl Config {
         }
         if self.warehouse.uri.trim().is_empty() {
             problems.push("warehouse.uri: must not be empty".into());
+        }
+        if let Err(e) = self.observe.listen_address() {
+            problems.push(format!("observe.listen: {e}"));
+        }
+        if self.observe.progress_interval.is_zero() {
+            problems.push("observe.progress_interval: must be greater than zero".into());
+        }
+        if self.run.shutdown_timeout.is_zero() {
+            problems.push("run.shutdown_timeout: must be greater than zero".into());
         }
         let mut schemas: BTreeMap<String, TableSchema> = BTreeMap::new();
         for (i, t) in self.tables.iter().enumerate() {

@@ -19,6 +19,67 @@ pub struct Config {
     pub cdc: Vec<CdcConfig>,
     #[serde(default)]
     pub enrich: Vec<EnrichConfig>,
+    /// `[observe]` (optional).
+    #[serde(default)]
+    pub observe: ObserveConfig,
+    /// `[run]` (optional).
+    #[serde(default)]
+    pub run: RunConfig,
+}
+
+/// `[observe]`: the HTTP endpoint (`/metrics`, `/health/live`, `/health/ready`), log
+/// format and progress lines.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct ObserveConfig {
+    /// `host:port` of the HTTP endpoint. Loopback by default, so nothing is exposed unless
+    /// configured (`0.0.0.0:9464` in a container); port 0 picks a free port.
+    pub listen: String,
+    /// `human` (default) or `json` (one JSON object per line).
+    pub log_format: LogFormat,
+    /// One progress line per pipeline this often (default 10s).
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub progress_interval: Duration,
+}
+
+impl Default for ObserveConfig {
+    fn default() -> Self {
+        ObserveConfig {
+            listen: DEFAULT_LISTEN.into(),
+            log_format: LogFormat::default(),
+            progress_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Default `[observe] listen`.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+
+/// How log lines are written (to stderr).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Human,
+    Json,
+}
+
+/// `[run]`: the lifecycle of `lakejoin run`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct RunConfig {
+    /// After SIGTERM/SIGINT, pipelines have this long (default 30s) to finish in-flight
+    /// work, commit tables and offsets; then the process exits anyway.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub shutdown_timeout: Duration,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
 }
 
 /// `[kafka]`: typed settings plus librdkafka properties passed verbatim.

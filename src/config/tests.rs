@@ -290,3 +290,96 @@ fn lookup_options_have_defaults_and_are_validated() {
         "{err}"
     );
 }
+
+#[test]
+fn observe_and_run_default_to_a_loopback_endpoint_and_human_logs() {
+    let c = from_toml("c.toml", GOOD).unwrap();
+    assert_eq!(c.observe, ObserveConfig::default());
+    assert_eq!(c.observe.listen, "127.0.0.1:9464");
+    assert!(c.observe.listen_address().unwrap().ip().is_loopback());
+    assert_eq!(c.observe.log_format, LogFormat::Human);
+    assert_eq!(
+        c.observe.progress_interval,
+        std::time::Duration::from_secs(10)
+    );
+    assert_eq!(c.run.shutdown_timeout, std::time::Duration::from_secs(30));
+}
+
+#[test]
+fn observe_and_run_sections_are_read() {
+    let text = format!(
+        "{GOOD}\n[observe]\nlisten = \"0.0.0.0:9500\"\nlog_format = \"json\"\nprogress_interval = \"1 min\"\n\n[run]\nshutdown_timeout = \"5s\"\n"
+    );
+    let c = from_toml("c.toml", &text).unwrap();
+    assert_eq!(
+        c.observe.listen_address().unwrap(),
+        "0.0.0.0:9500".parse().unwrap()
+    );
+    assert_eq!(c.observe.log_format, LogFormat::Json);
+    assert_eq!(
+        c.observe.progress_interval,
+        std::time::Duration::from_secs(60)
+    );
+    assert_eq!(c.run.shutdown_timeout, std::time::Duration::from_secs(5));
+    let local = GOOD.to_string() + "\n[observe]\nlisten = \"localhost:0\"\n";
+    let c = from_toml("c.toml", &local).unwrap();
+    assert_eq!(
+        c.observe.listen_address().unwrap(),
+        "127.0.0.1:0".parse().unwrap()
+    );
+}
+
+#[test]
+fn observe_and_run_problems_name_their_keys() {
+    let text = format!(
+        "{GOOD}\n[observe]\ncolour = 1\nlisten = \"everywhere\"\nlog_format = \"xml\"\n\n[run]\nshutdown_timeout = \"0s\"\n\n[telemetry]\nx = 1\n"
+    );
+    let err = from_toml("connectors.toml", &text).unwrap_err().to_string();
+    let has = |needle: &str| {
+        err.lines()
+            .any(|l| l.starts_with("connectors.toml: ") && l.contains(needle))
+    };
+    assert!(has("observe.colour: unknown key"), "{err}");
+    assert!(has("observe.log_format: unknown variant `xml`"), "{err}");
+    assert!(
+        has("run.shutdown_timeout: must be greater than zero"),
+        "{err}"
+    );
+    assert!(has("telemetry: unknown section"), "{err}");
+    // With the format fixed, the address and interval are checked too.
+    let text = format!("{GOOD}\n[observe]\nlisten = \"everywhere\"\nprogress_interval = \"0ms\"\n");
+    let err = from_toml("connectors.toml", &text).unwrap_err().to_string();
+    assert!(
+        err.contains("connectors.toml: observe.listen: `everywhere` is not an address"),
+        "{err}"
+    );
+    assert!(
+        err.contains("connectors.toml: observe.progress_interval: must be greater than zero"),
+        "{err}"
+    );
+}
+
+#[test]
+fn observe_listen_is_overridden_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("connectors.toml");
+    std::fs::write(&path, GOOD).unwrap();
+    let env = config::Map::from([
+        (
+            "LAKEJOIN__OBSERVE__LISTEN".to_string(),
+            "0.0.0.0:9464".to_string(),
+        ),
+        (
+            "LAKEJOIN__OBSERVE__LOG_FORMAT".to_string(),
+            "json".to_string(),
+        ),
+        (
+            "LAKEJOIN__RUN__SHUTDOWN_TIMEOUT".to_string(),
+            "45s".to_string(),
+        ),
+    ]);
+    let c = load_with_env(&path, Some(env)).unwrap();
+    assert_eq!(c.observe.listen, "0.0.0.0:9464");
+    assert_eq!(c.observe.log_format, LogFormat::Json);
+    assert_eq!(c.run.shutdown_timeout, std::time::Duration::from_secs(45));
+}

@@ -1,5 +1,11 @@
 //! Kafka clients built from `[kafka]`: typed fields plus librdkafka properties passed
 //! through verbatim (SASL/SSL work through them; their values are never logged).
+//!
+//! An unreachable broker is waited for, never fatal: librdkafka reconnects with backoff,
+//! produced records wait for delivery without a deadline, the CDC assignment retries
+//! ([`partitions_with_retry`]), and [`watch`] logs when the broker goes away and comes back.
+
+pub mod watch;
 
 use std::time::Duration;
 
@@ -12,6 +18,10 @@ use crate::error::{Error, Result};
 
 /// How long metadata requests wait for the broker.
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one attempt of a retried request waits for the broker.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// First and longest wait between attempts of [`partitions_with_retry`].
+pub const RETRY_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
 
 fn base_config(kafka: &KafkaConfig) -> ClientConfig {
     let mut config = ClientConfig::new();
@@ -46,11 +56,14 @@ pub fn consumer(kafka: &KafkaConfig, group_id: &str) -> Result<StreamConsumer> {
         .map_err(|e| kafka_error("creating the Kafka consumer", e))
 }
 
-/// An idempotent producer (no duplicates from internal retries).
+/// An idempotent producer (no duplicates from internal retries). Records wait for
+/// delivery as long as the broker is away (`message.timeout.ms = 0`): offsets are only
+/// committed after delivery, so a long outage stalls the pipeline instead of failing it.
 pub fn producer(kafka: &KafkaConfig) -> Result<FutureProducer> {
     let mut config = base_config(kafka);
     config
         .set("enable.idempotence", "true")
+        .set("message.timeout.ms", "0")
         .set("acks", "all")
         .set("linger.ms", "5")
         .set("compression.type", "lz4");
@@ -61,9 +74,9 @@ pub fn producer(kafka: &KafkaConfig) -> Result<FutureProducer> {
 }
 
 /// Partition ids of `topic` (blocking metadata call; run it off the async workers).
-pub fn partitions(consumer: &StreamConsumer, topic: &str) -> Result<Vec<i32>> {
+pub fn partitions(consumer: &StreamConsumer, topic: &str, timeout: Duration) -> Result<Vec<i32>> {
     let metadata = consumer
-        .fetch_metadata(Some(topic), METADATA_TIMEOUT)
+        .fetch_metadata(Some(topic), timeout)
         .map_err(|e| Error::Kafka(format!("fetching metadata of topic {topic}: {e}")))?;
     let Some(t) = metadata.topics().iter().find(|t| t.name() == topic) else {
         return Err(Error::Config(format!("topic {topic} does not exist")));
@@ -72,4 +85,59 @@ pub fn partitions(consumer: &StreamConsumer, topic: &str) -> Result<Vec<i32>> {
         return Err(Error::Config(format!("topic {topic}: {err:?}")));
     }
     Ok(t.partitions().iter().map(|p| p.id()).collect())
+}
+
+/// Partition ids of `topic`, retried with backoff while the broker is unreachable or the
+/// topic does not exist yet (one log line per attempt says which); `None` when `stop`
+/// fires first.
+pub async fn partitions_with_retry(
+    consumer: &std::sync::Arc<StreamConsumer>,
+    topic: &str,
+    pipeline: &str,
+    bootstrap: &str,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<Vec<i32>>> {
+    let mut backoff = RETRY_BACKOFF.0;
+    let mut failed = false;
+    loop {
+        let c = consumer.clone();
+        let t = topic.to_string();
+        let attempt = tokio::task::spawn_blocking(move || partitions(&c, &t, ATTEMPT_TIMEOUT));
+        let result = tokio::select! {
+            r = attempt => r.map_err(|e| Error::Kafka(format!("metadata task failed: {e}")))?,
+            _ = stop.changed() => return Ok(None),
+        };
+        let error = match result {
+            Ok(partitions) if !partitions.is_empty() => {
+                if failed {
+                    tracing::info!(
+                        pipeline,
+                        topic,
+                        bootstrap,
+                        "Kafka topic metadata available again; assigning partitions"
+                    );
+                }
+                return Ok(Some(partitions));
+            }
+            Ok(_) => Error::Config(format!("topic {topic} has no partitions")),
+            Err(e) => e,
+        };
+        failed = true;
+        let retry_in = format!("{}s", backoff.as_secs());
+        match error {
+            Error::Kafka(_) => tracing::warn!(
+                pipeline, topic, bootstrap, error = %error, retry_in,
+                "Kafka broker unavailable: cannot read topic metadata; retrying"
+            ),
+            _ => tracing::warn!(
+                pipeline, topic, bootstrap, error = %error, retry_in,
+                "Kafka topic not available (yet); retrying"
+            ),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = stop.changed() => return Ok(None),
+        }
+        backoff = (backoff * 2).min(RETRY_BACKOFF.1);
+    }
 }

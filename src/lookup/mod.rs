@@ -26,11 +26,10 @@ use crate::table::binary_row;
 use crate::table::datum::{Datum, Row};
 use crate::table::types::DataType;
 
-/// Counters and gauges of one join.
+/// Counters and gauges of one join's lookups (hits, misses and latency are counted per
+/// fact by the pipeline's `observe::LookupMetrics`).
 #[derive(Debug, Default)]
-pub struct JoinMetrics {
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
+pub struct LookupMetrics {
     pub retries: AtomicU64,
     /// Facts held by `wait_for_cdc`, and those released by `max_wait` instead.
     pub waits: AtomicU64,
@@ -45,7 +44,7 @@ pub struct JoinMetrics {
     pub load_millis: AtomicU64,
 }
 
-impl JoinMetrics {
+impl LookupMetrics {
     pub fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
@@ -104,7 +103,7 @@ pub struct LookupTable {
     /// The selected partition's values (`None` while `max_pt()` finds no partition).
     partition: RwLock<Option<Arc<Row>>>,
     cache: Cache,
-    metrics: Arc<JoinMetrics>,
+    metrics: Arc<LookupMetrics>,
     ready: watch::Sender<bool>,
 }
 
@@ -187,11 +186,20 @@ impl LookupTable {
             partition_choice: spec.partition,
             partition: RwLock::new(partition),
             cache,
-            metrics: Arc::new(JoinMetrics::default()),
+            metrics: Arc::new(LookupMetrics::default()),
             ready: watch::Sender::new(ready),
         };
         lookup.select_newest_partition()?;
         Ok(lookup)
+    }
+
+    /// Rows (misses included for `partial`; 0 for `none`) the cache holds. Metrics.
+    pub fn cached_rows(&self) -> u64 {
+        match &self.cache {
+            Cache::Full(slot) => self.full(slot).len() as u64,
+            Cache::Partial(cache) => cache.entry_count(),
+            Cache::None => 0,
+        }
     }
 
     /// Rows, heap bytes and the rows' total BinaryRow bytes of a `full` cache.
@@ -211,7 +219,7 @@ impl LookupTable {
         !self.key_parts.is_empty()
     }
 
-    pub fn metrics(&self) -> &Arc<JoinMetrics> {
+    pub fn metrics(&self) -> &Arc<LookupMetrics> {
         &self.metrics
     }
 
@@ -444,7 +452,7 @@ impl LookupTable {
         self.metrics
             .snapshot_id
             .store(delta.to.unwrap_or(0), Ordering::Relaxed);
-        JoinMetrics::add(&self.metrics.refreshes, 1);
+        LookupMetrics::add(&self.metrics.refreshes, 1);
         if let Some(commit) = delta.commit_time_millis {
             let lag = chrono::Utc::now().timestamp_millis().saturating_sub(commit);
             self.metrics

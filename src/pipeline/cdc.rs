@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{Consumer, StreamConsumer};
@@ -91,6 +92,12 @@ impl TableSink {
                     offsets.insert(pipeline.to_string(), parsed);
                 }
             }
+        }
+        for (_, m) in pipelines {
+            m.snapshot_id.store(
+                last.as_ref().map_or(0, |s| s.id.max(0) as u64),
+                Ordering::Relaxed,
+            );
         }
         let writer = TableWriter::new(table, commit_user).await?;
         let (tx, rx) = watch::channel(None);
@@ -208,10 +215,15 @@ impl TableSink {
             let text = serde_json::to_string(offsets).map_err(|e| Error::json("offsets", e))?;
             properties.insert(format!("{OFFSETS_PROPERTY_PREFIX}{pipeline}"), text);
         }
+        let started = Instant::now();
         if let Some(snapshot) = self.writer.commit(properties).await? {
+            let elapsed = started.elapsed();
             tracing::debug!(table = %self.writer.table().identifier(), snapshot = snapshot.id, rows = self.pending_changes, "committed");
             for m in self.metrics.values() {
                 PipelineMetrics::add(&m.commits, 1);
+                m.commit_latency.observe(elapsed);
+                m.snapshot_id
+                    .store(snapshot.id.max(0) as u64, Ordering::Relaxed);
             }
             let mut positions = Vec::new();
             for (pipeline, offsets) in &self.offsets {
@@ -259,11 +271,18 @@ pub async fn run_consumer(
     // come from the table, not from a consumer group.
     let mut assignment = TopicPartitionList::new();
     for topic in &config.topics {
-        let c = consumer.clone();
-        let t = topic.clone();
-        let partitions = tokio::task::spawn_blocking(move || crate::kafka::partitions(&c, &t))
-            .await
-            .map_err(|e| Error::Kafka(format!("metadata task failed: {e}")))??;
+        // Waits (logging why) while the broker is unreachable or the topic is missing.
+        let Some(partitions) = crate::kafka::partitions_with_retry(
+            &consumer,
+            topic,
+            &config.name,
+            &kafka.bootstrap_servers,
+            &mut shutdown,
+        )
+        .await?
+        else {
+            return Ok(());
+        };
         for p in partitions {
             let offset = match resume.get(topic).and_then(|m| m.get(&p)) {
                 Some(next) => Offset::Offset(*next),
@@ -305,6 +324,12 @@ pub async fn run_consumer(
             shutdown.clone(),
         );
     }
+    let _watch = crate::kafka::watch::spawn(
+        &config.name,
+        &consumer,
+        metrics.clone(),
+        &kafka.bootstrap_servers,
+    );
     let validator = super::RowValidator::new(&table)?;
     loop {
         tokio::select! {

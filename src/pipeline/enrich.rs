@@ -23,7 +23,7 @@ use super::progress::CdcProgress;
 use crate::codec::{FactDecoder, KafkaRecord, OutputEncoder, lookup_path};
 use crate::config::{EnrichConfig, JoinConfig, JoinKind, KafkaConfig};
 use crate::error::{Error, Result};
-use crate::lookup::{JoinMetrics, LookupTable};
+use crate::lookup::{LookupMetrics, LookupTable};
 use crate::observe::PipelineMetrics;
 use crate::table::datum::{Datum, Row, datum_from_json, datum_to_json};
 use crate::table::schema::TableSchema;
@@ -147,7 +147,7 @@ impl Join {
     /// Joins `fact` and pushes the result to `out`: one fact per matching row (a join by
     /// primary key matches at most one; a join on other columns may match several, as in
     /// Flink), the fact with nulls when nothing matches and the join is LEFT, nothing when
-    /// it is INNER. `timestamp_ms` is the fact's Kafka timestamp, which `wait_for_cdc`
+    /// it is INNER. Returns whether a row matched. `timestamp_ms` is the fact's Kafka timestamp, which `wait_for_cdc`
     /// compares with the CDC progress.
     pub async fn apply(
         &self,
@@ -155,7 +155,7 @@ impl Join {
         timestamp_ms: Option<i64>,
         metrics: &PipelineMetrics,
         out: &mut Vec<Map<String, Value>>,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<bool, String> {
         let join_metrics = self.lookup.metrics();
         let rows: Vec<Arc<Row>> = match self.key(&fact)? {
             None => Vec::new(),
@@ -163,9 +163,9 @@ impl Join {
                 if let (Some((progress, max_wait)), Some(ts)) = (&self.wait, timestamp_ms)
                     && !progress.covers(ts)
                 {
-                    JoinMetrics::add(&join_metrics.waits, 1);
+                    LookupMetrics::add(&join_metrics.waits, 1);
                     if !progress.wait_for(ts, *max_wait).await {
-                        JoinMetrics::add(&join_metrics.wait_timeouts, 1);
+                        LookupMetrics::add(&join_metrics.wait_timeouts, 1);
                     }
                 }
                 let mut rows = self.find(&key).await?;
@@ -173,7 +173,7 @@ impl Join {
                     let mut attempt = 1;
                     while rows.is_empty() && attempt < attempts {
                         PipelineMetrics::add(&metrics.join_retries, 1);
-                        JoinMetrics::add(&join_metrics.retries, 1);
+                        LookupMetrics::add(&join_metrics.retries, 1);
                         // Refreshes run on commits and on the refresh interval; a retry
                         // only looks again.
                         tokio::time::sleep(delay).await;
@@ -186,14 +186,12 @@ impl Join {
         };
         if rows.is_empty() {
             PipelineMetrics::add(&metrics.join_misses, 1);
-            JoinMetrics::add(&join_metrics.misses, 1);
             if self.kind == JoinKind::Left {
                 out.push(self.with_columns(fact, None));
             }
-            return Ok(());
+            return Ok(false);
         }
         PipelineMetrics::add(&metrics.join_hits, 1);
-        JoinMetrics::add(&join_metrics.hits, 1);
         let last = rows.len() - 1;
         let mut fact = Some(fact);
         for (i, row) in rows.iter().enumerate() {
@@ -204,7 +202,7 @@ impl Join {
             };
             out.push(self.with_columns(base, Some(row)));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The matching rows (projected): at most one by primary key, any number otherwise.
@@ -382,6 +380,13 @@ pub async fn run(
     }
     let consumer: StreamConsumer =
         crate::kafka::consumer(&kafka, &format!("{}-{}", kafka.group_id, config.name))?;
+    let consumer = Arc::new(consumer);
+    let _watch = crate::kafka::watch::spawn(
+        &config.name,
+        &consumer,
+        metrics.clone(),
+        &kafka.bootstrap_servers,
+    );
     let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
     consumer
         .subscribe(&topics)
@@ -597,11 +602,16 @@ async fn enrich_one(
         return Ok(Vec::new());
     };
     let mut facts = vec![fact];
-    for join in joins {
+    for (i, join) in joins.iter().enumerate() {
         let mut joined = Vec::with_capacity(facts.len());
         for fact in facts {
-            join.apply(fact, record.timestamp_ms, metrics, &mut joined)
+            let started = std::time::Instant::now();
+            let matched = join
+                .apply(fact, record.timestamp_ms, metrics, &mut joined)
                 .await?;
+            if let Some(m) = metrics.joins.get(i) {
+                m.record(matched, started.elapsed());
+            }
         }
         facts = joined;
     }

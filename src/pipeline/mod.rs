@@ -24,7 +24,7 @@ use crate::lookup::{
 };
 use crate::lsm::lookup::{LookupOptions, PointLookup};
 use crate::lsm::merge::{Admission, MergeEngine};
-use crate::observe::PipelineMetrics;
+use crate::observe::{JoinMetrics, PipelineKind, PipelineMetrics, Registry};
 use crate::table::options::{MergeEngineKind, TableOptions};
 use crate::table::schema::TableSchema;
 use crate::table::{Table, TableIdentifier, Warehouse};
@@ -256,9 +256,15 @@ pub struct Running {
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<(String, Result<()>)>,
     metrics: BTreeMap<String, Arc<PipelineMetrics>>,
+    registry: Arc<Registry>,
 }
 
 impl Running {
+    /// The pipelines' metrics and readiness, as the HTTP endpoint serves them.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
     /// Counters of every pipeline, by name.
     pub fn metrics(&self) -> &BTreeMap<String, Arc<PipelineMetrics>> {
         &self.metrics
@@ -277,8 +283,11 @@ impl Running {
     }
 
     /// Stops every pipeline: consumers stop, sinks commit what they have, enrichers
-    /// deliver what is in flight and commit offsets. Returns the first error.
+    /// finish the fact in hand, deliver what is in flight and commit offsets. Returns the
+    /// first error. Dropping the future part-way aborts the remaining tasks, which is safe
+    /// for the tables: a commit publishes its snapshot atomically or not at all.
     pub async fn shutdown(mut self) -> Result<()> {
+        self.registry.set_stopping();
         self.shutdown.send_replace(true);
         let mut first_error = None;
         while let Some(exit) = self.next_exit().await {
@@ -293,6 +302,12 @@ impl Running {
 
 /// Builds and starts every pipeline of `config`.
 pub async fn start(config: Config) -> Result<Running> {
+    start_with(config, Arc::new(Registry::default())).await
+}
+
+/// [`start`], registering every pipeline's metrics in `registry` (served by the HTTP
+/// endpoint while this runs); marks the registry started at the end.
+pub async fn start_with(config: Config, registry: Arc<Registry>) -> Result<Running> {
     let warehouse = Warehouse::from_uri(&config.warehouse.uri, &config.warehouse.options)?;
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -324,8 +339,10 @@ pub async fn start(config: Config) -> Result<Running> {
     // Lookups: one point lookup per joined table, one lookup table (cache) per join.
     let mut joined: BTreeMap<String, JoinedTable> = BTreeMap::new();
     let mut enrich_joins = Vec::new();
+    let mut enrich_join_metrics = Vec::new();
     for e in &config.enrich {
         let mut joins = Vec::new();
+        let mut join_metrics = Vec::new();
         for j in &e.join {
             let t = table(&j.table)?;
             let entry = match joined.entry(j.table.clone()) {
@@ -360,6 +377,7 @@ pub async fn start(config: Config) -> Result<Running> {
             };
             let lookup = Arc::new(LookupTable::new(entry.point.clone(), spec)?);
             entry.joins.push(lookup.clone());
+            join_metrics.push(JoinMetrics::new(&j.table).with_lookup(lookup.clone()));
             joins.push(enrich::Join::new(
                 j,
                 plan,
@@ -368,6 +386,7 @@ pub async fn start(config: Config) -> Result<Running> {
             ));
         }
         enrich_joins.push(joins);
+        enrich_join_metrics.push(join_metrics);
     }
     let lookup_tables: BTreeMap<String, (Arc<TableLookups>, JoinedTable)> = joined
         .into_iter()
@@ -381,7 +400,15 @@ pub async fn start(config: Config) -> Result<Running> {
     for (table_name, (lookups, _)) in &lookup_tables {
         let lookups = lookups.clone();
         let name = format!("load {table_name}");
-        tasks.spawn(async move { (name, lookups.load().await) });
+        let mut stop = shutdown_rx.clone();
+        // Stays until shutdown: a pipeline task that ends on its own stops the process.
+        tasks.spawn(async move {
+            if let Err(e) = lookups.load().await {
+                return (name, Err(e));
+            }
+            let _ = stop.changed().await;
+            (name, Ok(()))
+        });
     }
 
     // CDC: one sink (writer) per table, fed by all of that table's pipelines.
@@ -396,6 +423,7 @@ pub async fn start(config: Config) -> Result<Running> {
             .map(|c| {
                 let m = Arc::new(PipelineMetrics::default());
                 metrics.insert(c.name.clone(), m.clone());
+                registry.register(&c.name, PipelineKind::Cdc, Some(&table_name), m.clone());
                 (c.clone(), m)
             })
             .collect();
@@ -489,9 +517,15 @@ pub async fn start(config: Config) -> Result<Running> {
         });
     }
 
-    for (e, joins) in config.enrich.iter().zip(enrich_joins) {
-        let m = Arc::new(PipelineMetrics::default());
+    for ((e, joins), join_metrics) in config
+        .enrich
+        .iter()
+        .zip(enrich_joins)
+        .zip(enrich_join_metrics)
+    {
+        let m = Arc::new(PipelineMetrics::with_joins(join_metrics));
         metrics.insert(e.name.clone(), m.clone());
+        registry.register(&e.name, PipelineKind::Enrich, None, m.clone());
         let decoder = fact_decoder(e)?;
         let encoder = output_encoder(&e.output)?;
         let dead = DeadLetters::new(e.dead_letter_topic.clone(), producer.clone());
@@ -509,10 +543,12 @@ pub async fn start(config: Config) -> Result<Running> {
         );
         tasks.spawn(async move { (name, run.await) });
     }
+    registry.set_started();
     Ok(Running {
         shutdown: shutdown_tx,
         tasks,
         metrics,
+        registry,
     })
 }
 

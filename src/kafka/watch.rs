@@ -1,0 +1,155 @@
+//! Watches a pipeline's consumer off the hot path: whether it has partitions (readiness),
+//! its lag per partition (high watermark minus position), and whether the broker answers
+//! (a clear log line when it goes away and when it is back).
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::{Offset, TopicPartitionList};
+
+use crate::error::{Error, Result};
+use crate::observe::{AbortOnDrop, PartitionLag, PipelineMetrics};
+
+/// How often the assignment is checked (a local call).
+pub const ASSIGNMENT_INTERVAL: Duration = Duration::from_secs(1);
+/// How often lag is measured (requests to the broker).
+pub const LAG_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What one look at a consumer found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerSample {
+    pub assigned: bool,
+    pub lag: Vec<PartitionLag>,
+}
+
+fn kafka(what: &str, e: rdkafka::error::KafkaError) -> Error {
+    Error::Kafka(format!("{what}: {e}"))
+}
+
+/// Measures the lag of every assigned partition (blocking: run it off the async
+/// workers). Without a position yet (nothing consumed since start) the committed offset
+/// counts; partitions with neither are left out. Without an assignment it only checks
+/// that the broker answers.
+pub fn sample(consumer: &StreamConsumer, timeout: Duration) -> Result<ConsumerSample> {
+    let assignment = consumer
+        .assignment()
+        .map_err(|e| kafka("reading the assignment", e))?;
+    if assignment.count() == 0 {
+        let subscription = consumer
+            .subscription()
+            .map_err(|e| kafka("reading the subscription", e))?;
+        if let Some(topic) = subscription.elements().first() {
+            consumer
+                .fetch_metadata(Some(topic.topic()), timeout)
+                .map_err(|e| kafka("fetching metadata", e))?;
+        }
+        return Ok(ConsumerSample {
+            assigned: false,
+            lag: Vec::new(),
+        });
+    }
+    let positions = consumer
+        .position()
+        .map_err(|e| kafka("reading positions", e))?;
+    let mut known: Vec<(String, i32, i64)> = Vec::new();
+    let mut unknown = TopicPartitionList::new();
+    for e in positions.elements() {
+        match e.offset() {
+            Offset::Offset(n) => known.push((e.topic().to_string(), e.partition(), n)),
+            _ => {
+                unknown.add_partition(e.topic(), e.partition());
+            }
+        }
+    }
+    if unknown.count() > 0 {
+        let committed = consumer
+            .committed_offsets(unknown, timeout)
+            .map_err(|e| kafka("reading committed offsets", e))?;
+        for e in committed.elements() {
+            if let Offset::Offset(n) = e.offset() {
+                known.push((e.topic().to_string(), e.partition(), n));
+            }
+        }
+    }
+    let mut lag = Vec::with_capacity(known.len());
+    for (topic, partition, position) in known {
+        let (_, high) = consumer
+            .fetch_watermarks(&topic, partition, timeout)
+            .map_err(|e| kafka(&format!("fetching watermarks of {topic}/{partition}"), e))?;
+        lag.push(PartitionLag {
+            topic,
+            partition,
+            lag: (high - position).max(0),
+        });
+    }
+    lag.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    Ok(ConsumerSample {
+        assigned: true,
+        lag,
+    })
+}
+
+/// Starts watching `consumer` for `pipeline`; stops when the guard is dropped or the
+/// consumer is gone. Holds the consumer only while measuring, so the pipeline's own drop
+/// closes it (and leaves the group) promptly.
+pub fn spawn(
+    pipeline: &str,
+    consumer: &Arc<StreamConsumer>,
+    metrics: Arc<PipelineMetrics>,
+    bootstrap: &str,
+) -> AbortOnDrop {
+    let pipeline = pipeline.to_string();
+    let bootstrap = bootstrap.to_string();
+    let consumer: Weak<StreamConsumer> = Arc::downgrade(consumer);
+    AbortOnDrop(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(ASSIGNMENT_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_sample: Option<Instant> = None;
+        let mut broker_down = false;
+        loop {
+            tick.tick().await;
+            let Some(c) = consumer.upgrade() else { return };
+            let assigned = c.assignment().map(|a| a.count() > 0).unwrap_or(false);
+            metrics
+                .assigned
+                .store(assigned, std::sync::atomic::Ordering::Relaxed);
+            drop(c);
+            if last_sample.is_some_and(|at| at.elapsed() < LAG_INTERVAL) {
+                continue;
+            }
+            last_sample = Some(Instant::now());
+            let weak = consumer.clone();
+            let measured = tokio::task::spawn_blocking(move || {
+                weak.upgrade().map(|c| sample(&c, super::ATTEMPT_TIMEOUT))
+            })
+            .await;
+            match measured {
+                Ok(Some(Ok(s))) => {
+                    if broker_down {
+                        tracing::info!(pipeline = %pipeline, bootstrap = %bootstrap, "Kafka broker reachable again");
+                        broker_down = false;
+                    }
+                    metrics
+                        .assigned
+                        .store(s.assigned, std::sync::atomic::Ordering::Relaxed);
+                    metrics.set_lag(s.lag);
+                }
+                Ok(Some(Err(e))) => {
+                    if !broker_down {
+                        tracing::warn!(
+                            pipeline = %pipeline, bootstrap = %bootstrap, error = %e,
+                            "Kafka broker unavailable; waiting for it (the client reconnects with backoff, \
+                             consuming and producing resume when it is back)"
+                        );
+                        broker_down = true;
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::debug!(pipeline = %pipeline, error = %e, "lag sampling task failed")
+                }
+            }
+        }
+    }))
+}

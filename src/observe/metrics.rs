@@ -1,0 +1,848 @@
+//! Pipeline metrics: counters, gauges and fixed-bucket histograms on atomics (no lock is
+//! taken where records flow), a registry of the running pipelines, readiness, and the
+//! Prometheus text exposition format.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use crate::lookup::{LookupMetrics, LookupTable};
+
+/// Upper bounds (seconds) of the latency histograms' buckets, from 100 µs (a cached
+/// lookup) to 10 s (a large commit to object storage); `+Inf` follows.
+pub const LATENCY_BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// A latency histogram with the fixed [`LATENCY_BUCKETS`]: one atomic per bucket and one
+/// for the sum, so `observe` never blocks.
+#[derive(Debug)]
+pub struct Histogram {
+    /// Per-bucket (not cumulative) counts; the last one is `+Inf`.
+    buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum_nanos: AtomicU64::new(0),
+        }
+    }
+}
+
+/// What a histogram held at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramSnapshot {
+    /// Cumulative counts per bucket of [`LATENCY_BUCKETS`], then `+Inf` (= the count).
+    pub cumulative: Vec<u64>,
+    pub sum_seconds: f64,
+}
+
+impl HistogramSnapshot {
+    pub fn count(&self) -> u64 {
+        self.cumulative.last().copied().unwrap_or(0)
+    }
+}
+
+impl Histogram {
+    pub fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let index = LATENCY_BUCKETS
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.buckets[index].fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        let mut total = 0;
+        let cumulative = self
+            .buckets
+            .iter()
+            .map(|b| {
+                total += b.load(Ordering::Relaxed);
+                total
+            })
+            .collect();
+        HistogramSnapshot {
+            cumulative,
+            sum_seconds: self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9,
+        }
+    }
+}
+
+/// Consumer lag of one partition: records in the partition not yet consumed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: i32,
+    pub lag: i64,
+}
+
+/// Counters of one join of an enrich pipeline.
+pub struct JoinMetrics {
+    /// The joined table.
+    pub table: String,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    /// Time a fact spends in this join (cache, table read, retries).
+    pub latency: Histogram,
+    /// Whether the join's cache is ready to serve. Strategies that must load a whole
+    /// table before serving (`cache = "full"`) set it to false until loaded; readiness
+    /// waits for it.
+    pub cache_loaded: AtomicBool,
+    /// Rows held by the join's cache, read when metrics are scraped.
+    cache_rows: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
+    /// The join's lookups: readiness, cache size and their own counters.
+    lookup: Option<Arc<LookupTable>>,
+}
+
+impl std::fmt::Debug for JoinMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinMetrics")
+            .field("table", &self.table)
+            .field("hits", &self.hits)
+            .field("misses", &self.misses)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JoinMetrics {
+    pub fn new(table: &str) -> Self {
+        JoinMetrics {
+            table: table.to_string(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            latency: Histogram::default(),
+            cache_loaded: AtomicBool::new(true),
+            cache_rows: None,
+            lookup: None,
+        }
+    }
+
+    /// Reports readiness, cache size and lookup counters of `lookup`.
+    pub fn with_lookup(mut self, lookup: Arc<LookupTable>) -> Self {
+        let cached = lookup.clone();
+        self.cache_rows = Some(Box::new(move || cached.cached_rows()));
+        self.lookup = Some(lookup);
+        self
+    }
+
+    /// Whether the join can serve lookups (a `full` cache has loaded).
+    pub fn is_loaded(&self) -> bool {
+        self.cache_loaded.load(Ordering::Relaxed)
+            && self.lookup.as_ref().is_none_or(|l| l.is_ready())
+    }
+
+    pub fn lookup_metrics(&self) -> Option<&Arc<LookupMetrics>> {
+        self.lookup.as_ref().map(|l| l.metrics())
+    }
+
+    /// Reports the cache size through `rows` (called on each scrape, never on the hot path).
+    pub fn with_cache_rows(mut self, rows: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+        self.cache_rows = Some(Box::new(rows));
+        self
+    }
+
+    /// One fact went through the join.
+    pub fn record(&self, matched: bool, elapsed: Duration) {
+        let counter = if matched { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.latency.observe(elapsed);
+    }
+
+    pub fn cache_rows(&self) -> Option<u64> {
+        self.cache_rows.as_ref().map(|rows| rows())
+    }
+}
+
+/// Counters of one pipeline.
+#[derive(Debug, Default)]
+pub struct PipelineMetrics {
+    pub records_in: AtomicU64,
+    pub records_out: AtomicU64,
+    /// Records sent to the dead-letter topic (or only logged without one).
+    pub dead_lettered: AtomicU64,
+    /// Facts dropped by an INNER join without a match.
+    pub dropped: AtomicU64,
+    pub join_hits: AtomicU64,
+    pub join_misses: AtomicU64,
+    pub join_retries: AtomicU64,
+    /// Table commits (CDC).
+    pub commits: AtomicU64,
+    pub rows_written: AtomicU64,
+    /// Duration of table commits (CDC).
+    pub commit_latency: Histogram,
+    /// Id of the last snapshot committed to the pipeline's table (CDC; 0: none yet).
+    pub snapshot_id: AtomicU64,
+    /// Per join, in configuration order (enrich).
+    pub joins: Vec<JoinMetrics>,
+    /// Whether the consumer has partitions assigned (sampled off the hot path).
+    pub assigned: AtomicBool,
+    /// Lag per assigned partition (sampled off the hot path).
+    lag: Mutex<Vec<PartitionLag>>,
+}
+
+impl PipelineMetrics {
+    /// Metrics of an enrich pipeline with these joins.
+    pub fn with_joins(joins: Vec<JoinMetrics>) -> Self {
+        PipelineMetrics {
+            joins,
+            ..PipelineMetrics::default()
+        }
+    }
+
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    /// Share of join lookups that found a row, 0..=1 (1 when there were none).
+    pub fn hit_rate(&self) -> f64 {
+        let hits = Self::get(&self.join_hits) as f64;
+        let total = hits + Self::get(&self.join_misses) as f64;
+        if total == 0.0 { 1.0 } else { hits / total }
+    }
+
+    pub fn set_lag(&self, lag: Vec<PartitionLag>) {
+        *self.lag.lock().unwrap_or_else(|e| e.into_inner()) = lag;
+    }
+
+    pub fn lag(&self) -> Vec<PartitionLag> {
+        self.lag.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Sum of the partitions' lag (0 before the first sample).
+    pub fn total_lag(&self) -> i64 {
+        self.lag().iter().map(|p| p.lag).sum()
+    }
+}
+
+/// What a pipeline does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PipelineKind {
+    Cdc,
+    Enrich,
+}
+
+impl PipelineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PipelineKind::Cdc => "cdc",
+            PipelineKind::Enrich => "enrich",
+        }
+    }
+}
+
+/// A registered pipeline.
+#[derive(Debug, Clone)]
+pub struct PipelineEntry {
+    pub name: String,
+    pub kind: PipelineKind,
+    /// The table a CDC pipeline writes.
+    pub table: Option<String>,
+    pub metrics: Arc<PipelineMetrics>,
+}
+
+/// The pipelines of one `lakejoin run` and its lifecycle state, shared with the HTTP
+/// endpoint. One per process run, passed explicitly (no global state).
+#[derive(Debug, Default)]
+pub struct Registry {
+    pipelines: RwLock<Vec<PipelineEntry>>,
+    started: AtomicBool,
+    stopping: AtomicBool,
+}
+
+impl Registry {
+    /// Adds a pipeline (done once, while starting).
+    pub fn register(
+        &self,
+        name: &str,
+        kind: PipelineKind,
+        table: Option<&str>,
+        metrics: Arc<PipelineMetrics>,
+    ) {
+        self.pipelines
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(PipelineEntry {
+                name: name.to_string(),
+                kind,
+                table: table.map(str::to_string),
+                metrics,
+            });
+    }
+
+    pub fn pipelines(&self) -> Vec<PipelineEntry> {
+        self.pipelines
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Every pipeline is built and running.
+    pub fn set_started(&self) {
+        self.started.store(true, Ordering::SeqCst);
+    }
+
+    /// A graceful shutdown began: no longer ready.
+    pub fn set_stopping(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// `Ok` when every pipeline is running with its consumer assigned and its caches
+    /// loaded; otherwise every reason it is not.
+    pub fn readiness(&self) -> std::result::Result<(), Vec<String>> {
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err(vec!["shutting down".into()]);
+        }
+        if !self.started.load(Ordering::SeqCst) {
+            return Err(vec!["starting: opening tables and pipelines".into()]);
+        }
+        let mut reasons = Vec::new();
+        for p in self.pipelines() {
+            if !p.metrics.assigned.load(Ordering::Relaxed) {
+                reasons.push(format!(
+                    "pipeline {}: no Kafka partitions assigned yet",
+                    p.name
+                ));
+            }
+            for (i, join) in p.metrics.joins.iter().enumerate() {
+                if !join.is_loaded() {
+                    reasons.push(format!(
+                        "pipeline {}: join[{i}] ({}): cache still loading",
+                        p.name, join.table
+                    ));
+                }
+            }
+        }
+        if reasons.is_empty() {
+            Ok(())
+        } else {
+            Err(reasons)
+        }
+    }
+
+    /// Every metric in the Prometheus text exposition format (version 0.0.4).
+    pub fn render(&self) -> String {
+        let pipelines = self.pipelines();
+        let mut out = Exposition::default();
+        out.family(
+            "lakejoin_build_info",
+            "gauge",
+            "Always 1; the version label tells the lakejoin version.",
+        );
+        out.sample(
+            "lakejoin_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))],
+            1,
+        );
+        out.family(
+            "lakejoin_ready",
+            "gauge",
+            "1 when /health/ready answers 200 (every consumer assigned, caches loaded).",
+        );
+        out.sample("lakejoin_ready", &[], u64::from(self.readiness().is_ok()));
+
+        let counter = |out: &mut Exposition,
+                       name: &str,
+                       help: &str,
+                       kinds: &[PipelineKind],
+                       get: fn(&PipelineMetrics) -> &AtomicU64| {
+            out.family(name, "counter", help);
+            for p in pipelines.iter().filter(|p| kinds.contains(&p.kind)) {
+                out.sample(
+                    name,
+                    &[("pipeline", &p.name), ("kind", p.kind.as_str())],
+                    PipelineMetrics::get(get(&p.metrics)),
+                );
+            }
+        };
+        use PipelineKind::{Cdc, Enrich};
+        counter(
+            &mut out,
+            "lakejoin_records_consumed_total",
+            "Kafka records consumed.",
+            &[Cdc, Enrich],
+            |m| &m.records_in,
+        );
+        counter(
+            &mut out,
+            "lakejoin_records_dead_lettered_total",
+            "Bad records sent to the dead-letter topic (or logged without one).",
+            &[Cdc, Enrich],
+            |m| &m.dead_lettered,
+        );
+        counter(
+            &mut out,
+            "lakejoin_records_produced_total",
+            "Enriched records acknowledged by the broker.",
+            &[Enrich],
+            |m| &m.records_out,
+        );
+        counter(
+            &mut out,
+            "lakejoin_records_dropped_total",
+            "Facts dropped by an INNER join without a match.",
+            &[Enrich],
+            |m| &m.dropped,
+        );
+        counter(
+            &mut out,
+            "lakejoin_lookup_retries_total",
+            "Lookups retried after a miss (retry on = \"miss\").",
+            &[Enrich],
+            |m| &m.join_retries,
+        );
+        counter(
+            &mut out,
+            "lakejoin_rows_written_total",
+            "Row changes handed to the table writer.",
+            &[Cdc],
+            |m| &m.rows_written,
+        );
+        counter(
+            &mut out,
+            "lakejoin_commits_total",
+            "Table commits (snapshots with the consumed offsets).",
+            &[Cdc],
+            |m| &m.commits,
+        );
+
+        out.family(
+            "lakejoin_commit_duration_seconds",
+            "histogram",
+            "Duration of table commits: flush, manifests, snapshot.",
+        );
+        for p in pipelines.iter().filter(|p| p.kind == Cdc) {
+            out.histogram(
+                "lakejoin_commit_duration_seconds",
+                &[("pipeline", &p.name)],
+                &p.metrics.commit_latency.snapshot(),
+            );
+        }
+        out.family(
+            "lakejoin_table_snapshot_id",
+            "gauge",
+            "Id of the last snapshot this process committed to the table (0: none yet).",
+        );
+        for p in pipelines.iter().filter(|p| p.kind == Cdc) {
+            out.sample(
+                "lakejoin_table_snapshot_id",
+                &[
+                    ("pipeline", &p.name),
+                    ("table", p.table.as_deref().unwrap_or("")),
+                ],
+                PipelineMetrics::get(&p.metrics.snapshot_id),
+            );
+        }
+
+        let joins: Vec<(&PipelineEntry, String, &JoinMetrics)> = pipelines
+            .iter()
+            .flat_map(|p| {
+                p.metrics
+                    .joins
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, j)| (p, i.to_string(), j))
+            })
+            .collect();
+        let join_labels = |p: &'_ PipelineEntry, i: &'_ str, j: &'_ JoinMetrics| {
+            [
+                ("pipeline", p.name.clone()),
+                ("join", i.to_string()),
+                ("table", j.table.clone()),
+            ]
+        };
+        for (name, help, get) in [
+            (
+                "lakejoin_lookup_hits_total",
+                "Facts whose join found a row.",
+                (|j| &j.hits) as fn(&JoinMetrics) -> &AtomicU64,
+            ),
+            (
+                "lakejoin_lookup_misses_total",
+                "Facts whose join found no row (or had no key).",
+                |j| &j.misses,
+            ),
+        ] {
+            out.family(name, "counter", help);
+            for (p, i, j) in &joins {
+                let labels = join_labels(p, i, j);
+                out.sample(name, &borrow(&labels), PipelineMetrics::get(get(j)));
+            }
+        }
+        out.family(
+            "lakejoin_lookup_duration_seconds",
+            "histogram",
+            "Time a fact spends in one join: cache, table read and retries.",
+        );
+        for (p, i, j) in &joins {
+            let labels = join_labels(p, i, j);
+            out.histogram(
+                "lakejoin_lookup_duration_seconds",
+                &borrow(&labels),
+                &j.latency.snapshot(),
+            );
+        }
+        for (name, kind, help, get) in [
+            (
+                "lakejoin_lookup_retries_total",
+                "counter",
+                "Lookups repeated after a miss (retry).",
+                (|m| &m.retries) as fn(&LookupMetrics) -> &AtomicU64,
+            ),
+            (
+                "lakejoin_lookup_waits_total",
+                "counter",
+                "Facts held by wait_for_cdc until the dimension caught up.",
+                |m| &m.waits,
+            ),
+            (
+                "lakejoin_lookup_wait_timeouts_total",
+                "counter",
+                "Facts released by max_wait before the dimension caught up.",
+                |m| &m.wait_timeouts,
+            ),
+            (
+                "lakejoin_lookup_refreshes_total",
+                "counter",
+                "Snapshots the join's cache moved to.",
+                |m| &m.refreshes,
+            ),
+            (
+                "lakejoin_lookup_cache_bytes",
+                "gauge",
+                "Bytes held by the join's cache (full: measured; partial: estimated).",
+                |m| &m.cache_bytes,
+            ),
+            (
+                "lakejoin_lookup_refresh_lag_milliseconds",
+                "gauge",
+                "At the last refresh, how long after its commit the newest snapshot became visible.",
+                |m| &m.refresh_lag_millis,
+            ),
+            (
+                "lakejoin_lookup_load_milliseconds",
+                "gauge",
+                "Time the full cache took to load (last load).",
+                |m| &m.load_millis,
+            ),
+        ] {
+            out.family(name, kind, help);
+            for (p, i, j) in &joins {
+                if let Some(m) = j.lookup_metrics() {
+                    let labels = join_labels(p, i, j);
+                    out.sample(name, &borrow(&labels), PipelineMetrics::get(get(m)));
+                }
+            }
+        }
+        out.family(
+            "lakejoin_lookup_snapshot_id",
+            "gauge",
+            "Snapshot of the joined table the join reads.",
+        );
+        for (p, i, j) in &joins {
+            if let Some(m) = j.lookup_metrics() {
+                let labels = join_labels(p, i, j);
+                let id = m.snapshot_id.load(Ordering::Relaxed).max(0) as u64;
+                out.sample("lakejoin_lookup_snapshot_id", &borrow(&labels), id);
+            }
+        }
+        out.family(
+            "lakejoin_lookup_cache_rows",
+            "gauge",
+            "Keys (hits and misses) held by the join's cache.",
+        );
+        for (p, i, j) in &joins {
+            if let Some(rows) = j.cache_rows() {
+                let labels = join_labels(p, i, j);
+                out.sample("lakejoin_lookup_cache_rows", &borrow(&labels), rows);
+            }
+        }
+
+        out.family(
+            "lakejoin_consumer_assigned",
+            "gauge",
+            "1 when the pipeline's consumer has Kafka partitions assigned.",
+        );
+        for p in &pipelines {
+            out.sample(
+                "lakejoin_consumer_assigned",
+                &[("pipeline", &p.name)],
+                u64::from(p.metrics.assigned.load(Ordering::Relaxed)),
+            );
+        }
+        out.family(
+            "lakejoin_consumer_lag",
+            "gauge",
+            "Records in the partition after the consumer's position (high watermark minus position).",
+        );
+        for p in &pipelines {
+            for lag in p.metrics.lag() {
+                out.sample(
+                    "lakejoin_consumer_lag",
+                    &[
+                        ("pipeline", &p.name),
+                        ("topic", &lag.topic),
+                        ("partition", &lag.partition.to_string()),
+                    ],
+                    lag.lag,
+                );
+            }
+        }
+        out.text
+    }
+}
+
+fn borrow<'a, const N: usize>(
+    labels: &'a [(&'static str, String); N],
+) -> [(&'static str, &'a str); N] {
+    std::array::from_fn(|i| (labels[i].0, labels[i].1.as_str()))
+}
+
+/// Writes metric families in the Prometheus text format.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.text.push_str(name);
+        write_labels(&mut self.text, labels);
+        let _ = writeln!(self.text, " {value}");
+    }
+
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &HistogramSnapshot) {
+        let bucket = format!("{name}_bucket");
+        for (i, count) in h.cumulative.iter().enumerate() {
+            let le = LATENCY_BUCKETS
+                .get(i)
+                .map_or_else(|| "+Inf".to_string(), |b| b.to_string());
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket, &with_le, count);
+        }
+        self.sample(&format!("{name}_sum"), labels, h.sum_seconds);
+        self.sample(&format!("{name}_count"), labels, h.count());
+    }
+}
+
+fn write_labels(out: &mut String, labels: &[(&str, &str)]) {
+    if labels.is_empty() {
+        return;
+    }
+    out.push('{');
+    for (i, (key, value)) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{key}=\"{}\"", escape_label(value));
+    }
+    out.push('}');
+}
+
+/// Label values escape `\`, `"` and newlines.
+pub fn escape_label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Help text escapes `\` and newlines.
+fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_count_into_fixed_buckets() {
+        let h = Histogram::default();
+        h.observe(Duration::from_micros(50)); // ≤ 0.0001
+        h.observe(Duration::from_micros(100)); // ≤ 0.0001 (bounds are inclusive)
+        h.observe(Duration::from_millis(3)); // ≤ 0.005
+        h.observe(Duration::from_secs(60)); // +Inf
+        let s = h.snapshot();
+        assert_eq!(s.cumulative.len(), LATENCY_BUCKETS.len() + 1);
+        assert_eq!(s.cumulative[0], 2);
+        assert_eq!(s.cumulative[4], 2, "≤ 0.0025");
+        assert_eq!(s.cumulative[5], 3, "≤ 0.005");
+        assert_eq!(s.cumulative[LATENCY_BUCKETS.len() - 1], 3, "≤ 10");
+        assert_eq!(s.count(), 4);
+        assert!((s.sum_seconds - 60.00315).abs() < 1e-9, "{}", s.sum_seconds);
+    }
+
+    #[test]
+    fn histograms_take_concurrent_observations_without_losing_any() {
+        let h = Arc::new(Histogram::default());
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let h = h.clone();
+                std::thread::spawn(move || {
+                    for i in 0..10_000u64 {
+                        h.observe(Duration::from_micros((i * (t + 1)) % 20_000));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(h.snapshot().count(), 40_000);
+    }
+
+    fn registry() -> Registry {
+        let registry = Registry::default();
+        let cdc = Arc::new(PipelineMetrics::default());
+        PipelineMetrics::add(&cdc.records_in, 7);
+        PipelineMetrics::add(&cdc.commits, 2);
+        cdc.snapshot_id.store(12, Ordering::Relaxed);
+        cdc.commit_latency.observe(Duration::from_millis(40));
+        cdc.assigned.store(true, Ordering::Relaxed);
+        cdc.set_lag(vec![
+            PartitionLag {
+                topic: "customers".into(),
+                partition: 0,
+                lag: 3,
+            },
+            PartitionLag {
+                topic: "customers".into(),
+                partition: 1,
+                lag: 0,
+            },
+        ]);
+        registry.register(
+            "customers-cdc",
+            PipelineKind::Cdc,
+            Some("shop.customers"),
+            cdc,
+        );
+        let join = JoinMetrics::new("shop.customers").with_cache_rows(|| 42);
+        join.record(true, Duration::from_micros(200));
+        join.record(false, Duration::from_millis(2));
+        let enrich = Arc::new(PipelineMetrics::with_joins(vec![join]));
+        PipelineMetrics::add(&enrich.records_in, 5);
+        PipelineMetrics::add(&enrich.records_out, 4);
+        registry.register("orders \"enriched\"", PipelineKind::Enrich, None, enrich);
+        registry
+    }
+
+    #[test]
+    fn the_exposition_has_every_family_once_with_help_type_and_labelled_samples() {
+        let text = registry().render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(text.ends_with('\n'));
+        for expected in [
+            "# TYPE lakejoin_records_consumed_total counter",
+            "lakejoin_records_consumed_total{pipeline=\"customers-cdc\",kind=\"cdc\"} 7",
+            "lakejoin_records_consumed_total{pipeline=\"orders \\\"enriched\\\"\",kind=\"enrich\"} 5",
+            "lakejoin_records_produced_total{pipeline=\"orders \\\"enriched\\\"\",kind=\"enrich\"} 4",
+            "lakejoin_commits_total{pipeline=\"customers-cdc\",kind=\"cdc\"} 2",
+            "lakejoin_table_snapshot_id{pipeline=\"customers-cdc\",table=\"shop.customers\"} 12",
+            "# TYPE lakejoin_commit_duration_seconds histogram",
+            "lakejoin_commit_duration_seconds_bucket{pipeline=\"customers-cdc\",le=\"0.025\"} 0",
+            "lakejoin_commit_duration_seconds_bucket{pipeline=\"customers-cdc\",le=\"0.05\"} 1",
+            "lakejoin_commit_duration_seconds_bucket{pipeline=\"customers-cdc\",le=\"+Inf\"} 1",
+            "lakejoin_commit_duration_seconds_sum{pipeline=\"customers-cdc\"} 0.04",
+            "lakejoin_commit_duration_seconds_count{pipeline=\"customers-cdc\"} 1",
+            "lakejoin_lookup_hits_total{pipeline=\"orders \\\"enriched\\\"\",join=\"0\",table=\"shop.customers\"} 1",
+            "lakejoin_lookup_misses_total{pipeline=\"orders \\\"enriched\\\"\",join=\"0\",table=\"shop.customers\"} 1",
+            "lakejoin_lookup_duration_seconds_bucket{pipeline=\"orders \\\"enriched\\\"\",join=\"0\",table=\"shop.customers\",le=\"0.00025\"} 1",
+            "lakejoin_lookup_duration_seconds_count{pipeline=\"orders \\\"enriched\\\"\",join=\"0\",table=\"shop.customers\"} 2",
+            "lakejoin_lookup_cache_rows{pipeline=\"orders \\\"enriched\\\"\",join=\"0\",table=\"shop.customers\"} 42",
+            "lakejoin_consumer_lag{pipeline=\"customers-cdc\",topic=\"customers\",partition=\"0\"} 3",
+            "lakejoin_consumer_assigned{pipeline=\"orders \\\"enriched\\\"\"} 0",
+            "lakejoin_ready 0",
+        ] {
+            assert!(lines.contains(&expected), "missing {expected:?} in\n{text}");
+        }
+        // CDC-only families have no enrich samples and vice versa.
+        assert!(!text.contains("lakejoin_commits_total{pipeline=\"orders"));
+        assert!(!text.contains("lakejoin_records_produced_total{pipeline=\"customers-cdc\""));
+        // Every family: HELP then TYPE, once, and its samples right after (contiguous).
+        let mut seen = std::collections::HashSet::new();
+        let mut current = String::new();
+        for (i, line) in lines.iter().enumerate() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap();
+                assert!(seen.insert(name.to_string()), "{name} twice");
+                assert!(lines[i + 1].starts_with(&format!("# TYPE {name} ")));
+                current = name.to_string();
+            } else if !line.starts_with('#') {
+                let sample = line.split(['{', ' ']).next().unwrap();
+                let family = sample
+                    .strip_suffix("_bucket")
+                    .or_else(|| sample.strip_suffix("_sum"))
+                    .or_else(|| sample.strip_suffix("_count"))
+                    .filter(|f| *f == current)
+                    .unwrap_or(sample);
+                assert_eq!(family, current, "{line} outside its family");
+                let value = line.rsplit(' ').next().unwrap();
+                assert!(value.parse::<f64>().is_ok(), "{line}: value {value}");
+            }
+        }
+        // Buckets are cumulative and end with +Inf = count.
+        let buckets: Vec<u64> = lines
+            .iter()
+            .filter(|l| l.starts_with("lakejoin_lookup_duration_seconds_bucket"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(buckets.len(), LATENCY_BUCKETS.len() + 1);
+        assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+        assert_eq!(*buckets.last().unwrap(), 2);
+    }
+
+    #[test]
+    fn readiness_waits_for_start_assignment_and_caches_and_ends_at_shutdown() {
+        let registry = registry();
+        let reasons = registry.readiness().unwrap_err();
+        assert_eq!(reasons, vec!["starting: opening tables and pipelines"]);
+        registry.set_started();
+        let reasons = registry.readiness().unwrap_err();
+        assert_eq!(
+            reasons,
+            vec!["pipeline orders \"enriched\": no Kafka partitions assigned yet"]
+        );
+        let pipelines = registry.pipelines();
+        let enrich = &pipelines[1].metrics;
+        enrich.assigned.store(true, Ordering::Relaxed);
+        enrich.joins[0].cache_loaded.store(false, Ordering::Relaxed);
+        let reasons = registry.readiness().unwrap_err();
+        assert!(reasons[0].contains("join[0] (shop.customers): cache still loading"));
+        enrich.joins[0].cache_loaded.store(true, Ordering::Relaxed);
+        assert_eq!(registry.readiness(), Ok(()));
+        assert!(registry.render().lines().any(|l| l == "lakejoin_ready 1"));
+        registry.set_stopping();
+        assert_eq!(registry.readiness().unwrap_err(), vec!["shutting down"]);
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+    }
+}

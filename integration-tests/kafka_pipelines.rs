@@ -1051,7 +1051,7 @@ fn a_second_signal_or_the_shutdown_timeout_ends_a_stuck_shutdown() {
             broker::http_get(address, "/metrics").is_some_and(|(_, text)| {
                 broker::metric(
                     &text,
-                    r#"lakejoin_lookup_retries_total{pipeline="orders-enriched",kind="enrich"}"#,
+                    r#"lakejoin_lookup_retries_total{pipeline="orders-enriched",join="0",table="shop.customers"}"#,
                 )
                 .is_some_and(|n| n > 0.0)
             })

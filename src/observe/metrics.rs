@@ -398,13 +398,6 @@ impl Registry {
         );
         counter(
             &mut out,
-            "lakejoin_lookup_retries_total",
-            "Lookups retried after a miss (retry on = \"miss\").",
-            &[Enrich],
-            |m| &m.join_retries,
-        );
-        counter(
-            &mut out,
             "lakejoin_rows_written_total",
             "Row changes handed to the table writer.",
             &[Cdc],

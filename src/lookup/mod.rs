@@ -8,6 +8,7 @@ pub mod full;
 mod partial;
 mod partition;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -98,6 +99,8 @@ pub struct LookupTable {
     key_columns: Vec<usize>,
     /// Where each primary-key value comes from; empty for secondary-index joins.
     key_parts: Vec<KeyPart>,
+    /// `key_parts` is the join key itself, in order (no partition values to add).
+    join_key_is_primary_key: bool,
     key_types: Vec<DataType>,
     partition_choice: Option<PartitionChoice>,
     /// The selected partition's values (`None` while `max_pt()` finds no partition).
@@ -173,7 +176,13 @@ impl LookupTable {
             Strategy::Partial(options) => (Cache::Partial(PartialCache::new(options)), true),
             Strategy::None => (Cache::None, true),
         };
+        let join_key_is_primary_key = by_primary_key
+            && key_parts
+                .iter()
+                .enumerate()
+                .all(|(i, p)| matches!(p, KeyPart::Join(j) if *j == i));
         let lookup = LookupTable {
+            join_key_is_primary_key,
             key_types: schema.types_of(&key_indices),
             point,
             projection: spec.projection,
@@ -235,7 +244,11 @@ impl LookupTable {
     }
 
     /// The full primary key for a join key; `None` when no partition is selected yet.
-    fn primary_key(&self, join_key: &[Datum]) -> Option<Vec<Datum>> {
+    fn primary_key<'k>(&self, join_key: &'k [Datum]) -> Option<Cow<'k, [Datum]>> {
+        // The common case: the join key is the primary key, in key order.
+        if self.join_key_is_primary_key {
+            return Some(Cow::Borrowed(join_key));
+        }
         let partition = self
             .partition
             .read()
@@ -247,7 +260,8 @@ impl LookupTable {
                 KeyPart::Join(i) => join_key.get(*i).cloned(),
                 KeyPart::Partition(i) => partition.as_ref().and_then(|p| p.get(*i).cloned()),
             })
-            .collect()
+            .collect::<Option<Vec<Datum>>>()
+            .map(Cow::Owned)
     }
 
     fn project(&self, row: Row) -> Arc<Row> {

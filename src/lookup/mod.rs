@@ -2,6 +2,8 @@
 //! fresh from this process's commits (immediately) and from other writers' snapshots
 //! (every refresh interval).
 
+pub mod full;
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -113,6 +113,21 @@ pub fn deserialize(bytes: &[u8], types: &[DataType]) -> Result<Row> {
 
 /// Decodes BinaryRow bytes (no arity prefix) whose fields have `types`. Never panics.
 pub fn decode(body: &[u8], types: &[DataType]) -> Result<Row> {
+    decode_fields(body, types, 0..types.len())
+}
+
+/// Decodes only the fields at `positions` (in that order, repeats allowed) of BinaryRow
+/// bytes whose fields have `types` (all of them, in row order), so a lookup decodes just
+/// the columns it selects. Never panics: a position past the row is `Error::Format`.
+pub fn decode_projected(body: &[u8], types: &[DataType], positions: &[usize]) -> Result<Row> {
+    decode_fields(body, types, positions.iter().copied())
+}
+
+fn decode_fields(
+    body: &[u8],
+    types: &[DataType],
+    positions: impl ExactSizeIterator<Item = usize>,
+) -> Result<Row> {
     let n = types.len();
     let width = null_bits_width(n);
     let fixed_len = n
@@ -125,17 +140,68 @@ pub fn decode(body: &[u8], types: &[DataType]) -> Result<Row> {
             body.len()
         )));
     }
-    let mut row = Vec::with_capacity(n);
-    for (i, ty) in types.iter().enumerate() {
+    let mut row = Vec::with_capacity(positions.len());
+    for i in positions {
+        let ty = types.get(i).ok_or_else(|| {
+            Error::format(format!("field {i} is out of range for a row of {n} fields"))
+        })?;
         if is_null_at(body, i) {
             row.push(Datum::Null);
             continue;
         }
-        let slot_at = width + 8 * i;
-        let slot_bytes = read_array::<8>(body, slot_at)?;
-        row.push(decode_field(body, slot_bytes, ty, i)?);
+        row.push(decode_field(body, width + 8 * i, ty, i)?);
     }
     Ok(row)
+}
+
+/// A non-null field's value as bytes that are equal exactly when the values are, to
+/// compare and hash fields in place without decoding them. Images are canonical for rows
+/// written by [`encode`] (unused slot bytes zero, minimal DECIMAL bytes), whatever the
+/// row's arity or the field's position. Like BinaryRow equality, floating-point values
+/// compare by their bits (`-0.0 != 0.0`, a NaN equals the same NaN), and TIMESTAMP(p <= 3)
+/// by its stored milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldImage<'a> {
+    /// The slot of fixed-size values, the nano-of-millisecond of TIMESTAMP(p > 3), else 0.
+    pub word: u64,
+    /// The bytes of strings, byte arrays and DECIMAL(p > 18), the epoch-millisecond bytes
+    /// of TIMESTAMP(p > 3); empty for fixed-size values.
+    pub bytes: &'a [u8],
+}
+
+/// The image of field `pos` (of type `ty`) of BinaryRow bytes with `arity` fields, `None`
+/// when the field is null. Never panics: bad positions and bytes are `Error::Format`.
+pub fn field_image<'a>(
+    body: &'a [u8],
+    arity: usize,
+    pos: usize,
+    ty: &DataType,
+) -> Result<Option<FieldImage<'a>>> {
+    if pos >= arity {
+        return Err(Error::format(format!(
+            "field {pos} is out of range for a row of {arity} fields"
+        )));
+    }
+    let slot_at = null_bits_width(arity) + 8 * pos;
+    let slot = u64::from_le_bytes(read_array::<8>(body, slot_at)?);
+    if is_null_at(body, pos) {
+        return Ok(None);
+    }
+    let (word, bytes) = match ty {
+        DataType::Char(_) | DataType::Varchar(_) | DataType::Binary(_) | DataType::Varbinary(_) => {
+            (0, var_len_bytes(body, slot_at, slot, pos)?)
+        }
+        DataType::Decimal { precision, .. } if *precision > MAX_COMPACT_DECIMAL_PRECISION => {
+            (0, var_slice(body, slot >> 32, slot & 0xFFFF_FFFF, pos)?)
+        }
+        DataType::Timestamp(p) | DataType::TimestampLtz(p)
+            if *p > MAX_COMPACT_TIMESTAMP_PRECISION =>
+        {
+            (slot & 0xFFFF_FFFF, var_slice(body, slot >> 32, 8, pos)?)
+        }
+        _ => (slot, &[][..]),
+    };
+    Ok(Some(FieldImage { word, bytes }))
 }
 
 fn is_null_at(body: &[u8], pos: usize) -> bool {
@@ -170,7 +236,9 @@ fn var_slice(body: &[u8], offset: u64, len: u64, field: usize) -> Result<&[u8]> 
         })
 }
 
-fn decode_field(body: &[u8], slot_bytes: [u8; 8], ty: &DataType, field: usize) -> Result<Datum> {
+/// Decodes the non-null field `field` whose slot starts at `slot_at`.
+fn decode_field(body: &[u8], slot_at: usize, ty: &DataType, field: usize) -> Result<Datum> {
+    let slot_bytes = read_array::<8>(body, slot_at)?;
     let slot = u64::from_le_bytes(slot_bytes);
     let [b0, b1, b2, b3, ..] = slot_bytes;
     let low4 = [b0, b1, b2, b3];
@@ -202,13 +270,13 @@ fn decode_field(body: &[u8], slot_bytes: [u8; 8], ty: &DataType, field: usize) -
             Datum::Decimal(unscaled)
         }
         DataType::Char(_) | DataType::Varchar(_) => {
-            let bytes = var_len_bytes(body, slot, &slot_bytes, field)?;
+            let bytes = var_len_bytes(body, slot_at, slot, field)?;
             let text = std::str::from_utf8(bytes)
                 .map_err(|e| Error::format(format!("field {field}: string is not UTF-8: {e}")))?;
             Datum::String(text.to_owned())
         }
         DataType::Binary(_) | DataType::Varbinary(_) => {
-            Datum::Bytes(var_len_bytes(body, slot, &slot_bytes, field)?.to_vec())
+            Datum::Bytes(var_len_bytes(body, slot_at, slot, field)?.to_vec())
         }
         DataType::Timestamp(p) | DataType::TimestampLtz(p) => {
             if *p <= MAX_COMPACT_TIMESTAMP_PRECISION {
@@ -234,23 +302,17 @@ fn decode_field(body: &[u8], slot_bytes: [u8; 8], ty: &DataType, field: usize) -
     })
 }
 
-/// Bytes of a string/binary field: inline in the slot (mark bit set) or in the variable part.
-fn var_len_bytes<'a>(
-    body: &'a [u8],
-    slot: u64,
-    slot_bytes: &'a [u8; 8],
-    field: usize,
-) -> Result<&'a [u8]> {
+/// Bytes of a string/binary field whose slot (value `slot`) starts at `slot_at`: inline
+/// in the slot (mark bit set) or in the variable part.
+fn var_len_bytes(body: &[u8], slot_at: usize, slot: u64, field: usize) -> Result<&[u8]> {
     if slot & INLINE_MARK != 0 {
         let len = ((slot >> 56) & 0x7F) as usize;
-        slot_bytes
-            .get(..len)
-            .filter(|_| len <= MAX_INLINE_LEN)
-            .ok_or_else(|| {
-                Error::format(format!(
-                    "field {field}: inline value of {len} bytes (at most 7 fit a slot)"
-                ))
-            })
+        if len > MAX_INLINE_LEN {
+            return Err(Error::format(format!(
+                "field {field}: inline value of {len} bytes (at most 7 fit a slot)"
+            )));
+        }
+        var_slice(body, slot_at as u64, len as u64, field)
     } else {
         var_slice(body, slot >> 32, slot & 0xFFFF_FFFF, field)
     }
@@ -771,6 +833,78 @@ mod tests {
         assert!(deserialize(&bad_dec, &ty).is_err());
     }
 
+    #[test]
+    fn decode_projected_reads_only_the_selected_fields() {
+        let types = [DataType::Int, STRING, DataType::Double, STRING];
+        let values = [
+            Datum::Int(7),
+            Datum::String("a string longer than seven bytes".into()),
+            Datum::Null,
+            Datum::String("short".into()),
+        ];
+        let body = encode(&values, &types).unwrap();
+        assert_eq!(
+            decode_projected(&body, &types, &[3, 0, 2, 3]).unwrap(),
+            vec![
+                values[3].clone(),
+                values[0].clone(),
+                Datum::Null,
+                values[3].clone()
+            ]
+        );
+        assert_eq!(decode_projected(&body, &types, &[]).unwrap(), vec![]);
+        let err = decode_projected(&body, &types, &[4]).unwrap_err();
+        assert!(matches!(err, Error::Format(_)), "{err}");
+        assert!(decode_projected(&body[..20], &types, &[0]).is_err());
+    }
+
+    #[test]
+    fn field_images_compare_values_across_rows_and_positions() {
+        let big_decimal = DataType::Decimal {
+            precision: 30,
+            scale: 2,
+        };
+        let micros = DataType::Timestamp(6);
+        let types = [STRING, DataType::BigInt, big_decimal, micros, STRING];
+        let ts = Timestamp {
+            millis: 1_700_000_000_123,
+            nanos_of_milli: 456_000,
+        };
+        let values = [
+            Datum::String("abc".into()),
+            Datum::BigInt(-5),
+            Datum::Decimal(-12_345_678_901_234_567_890),
+            Datum::Timestamp(ts),
+            Datum::String("a longer string value".into()),
+        ];
+        let row = encode(&values, &types).unwrap();
+        for (i, (value, ty)) in values.iter().zip(&types).enumerate() {
+            // The same value alone in a one-field row has the same image.
+            let alone = encode(std::slice::from_ref(value), &[*ty]).unwrap();
+            let a = field_image(&row, types.len(), i, ty).unwrap().unwrap();
+            let b = field_image(&alone, 1, 0, ty).unwrap().unwrap();
+            assert_eq!(a, b, "field {i}");
+        }
+        let s = field_image(&row, 5, 0, &STRING).unwrap().unwrap();
+        assert_eq!((s.word, s.bytes), (0, &b"abc"[..]));
+        let s = field_image(&row, 5, 4, &STRING).unwrap().unwrap();
+        assert_eq!(s.bytes, b"a longer string value");
+        let t = field_image(&row, 5, 3, &micros).unwrap().unwrap();
+        assert_eq!(t.word, 456_000);
+        assert_eq!(t.bytes, ts.millis.to_le_bytes());
+        // Different values, different images; null has none.
+        let other = encode(&[Datum::String("abd".into())], &[STRING]).unwrap();
+        assert_ne!(
+            field_image(&other, 1, 0, &STRING).unwrap(),
+            field_image(&row, 5, 0, &STRING).unwrap()
+        );
+        let null = encode(&[Datum::Null], &[DataType::Int]).unwrap();
+        assert_eq!(field_image(&null, 1, 0, &DataType::Int).unwrap(), None);
+        // Out of range position or bytes: errors, not panics.
+        assert!(field_image(&row, 5, 5, &STRING).is_err());
+        assert!(field_image(&row[..16], 5, 4, &STRING).is_err());
+    }
+
     fn rows_equal(a: &[Datum], b: &[Datum]) -> bool {
         a.len() == b.len()
             && a.iter().zip(b).all(|(x, y)| match (x, y) {
@@ -866,6 +1000,21 @@ mod tests {
         }
 
         #[test]
+        fn projections_and_images_agree_with_decode((types, values) in row_strategy()) {
+            let body = encode(&values, &types).unwrap();
+            let reversed: Vec<usize> = (0..types.len()).rev().collect();
+            let mut projected = decode_projected(&body, &types, &reversed).unwrap();
+            projected.reverse();
+            prop_assert!(rows_equal(&projected, &values), "{:?} != {:?}", projected, values);
+            for (i, (value, ty)) in values.iter().zip(&types).enumerate() {
+                let alone = encode(std::slice::from_ref(value), &[*ty]).unwrap();
+                let image = field_image(&body, types.len(), i, ty).unwrap();
+                prop_assert_eq!(image, field_image(&alone, 1, 0, ty).unwrap());
+                prop_assert_eq!(image.is_none(), value.is_null());
+            }
+        }
+
+        #[test]
         fn deserialize_never_panics_on_garbage(
             bytes in prop::collection::vec(any::<u8>(), 0..200),
             types in prop::collection::vec(type_strategy(), 0..8),
@@ -873,6 +1022,10 @@ mod tests {
             let _ = deserialize(&bytes, &types);
             let _ = decode(&bytes, &types);
             let _ = arity(&bytes);
+            for (i, ty) in types.iter().enumerate() {
+                let _ = field_image(&bytes, types.len(), i, ty);
+                let _ = decode_projected(&bytes, &types, &[i]);
+            }
         }
 
         #[test]
@@ -889,6 +1042,10 @@ mod tests {
             let _ = deserialize(&bytes, &types);
             let end = cut.index(bytes.len() + 1);
             let _ = deserialize(&bytes[..end], &types);
+            let body = bytes.get(4..end.max(4)).unwrap_or_default();
+            for (i, ty) in types.iter().enumerate() {
+                let _ = field_image(body, types.len(), i, ty);
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The primary keys a refresh changed, read from the files it made visible.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use futures::{StreamExt, TryStreamExt};
 
@@ -11,13 +11,15 @@ use crate::table::manifest::ManifestEntry;
 use crate::table::{IO_CONCURRENCY, Table, binary_row};
 
 /// Distinct primary keys, each serialized (BinaryRow of the key columns, the partial
-/// cache's key) and as values in `primary_keys` order.
+/// cache's key) and as values in `primary_keys` order, with the versions the files hold.
 #[derive(Debug, Default)]
 pub struct ChangedKeys {
     pub keys: Vec<(Vec<u8>, Vec<Datum>)>,
+    /// The versions of `keys[i]` in the files (partition values filled in).
+    pub versions: Vec<Vec<KeyValue>>,
 }
 
-/// Reads the keys of every row in `files`.
+/// Reads the keys and versions of every row in `files`.
 pub async fn changed_keys(table: &Table, files: &[ManifestEntry]) -> Result<ChangedKeys> {
     let schema = table.schema();
     let key_indices: Vec<usize> = schema
@@ -32,23 +34,38 @@ pub async fn changed_keys(table: &Table, files: &[ManifestEntry]) -> Result<Chan
         .buffer_unordered(IO_CONCURRENCY)
         .try_collect()
         .await?;
-    let mut seen = HashSet::new();
+    let mut seen: HashMap<Vec<u8>, usize> = HashMap::new();
     let mut keys = Vec::new();
+    let mut versions: Vec<Vec<KeyValue>> = Vec::new();
     for (rows, partition) in per_file {
         for kv in rows {
-            let mut row = kv.row;
+            let KeyValue {
+                sequence_number,
+                kind,
+                mut row,
+            } = kv;
             // Partition values come from the manifest, not the file (format doc §7.1).
             for (&i, v) in partition_indices.iter().zip(&partition) {
                 row[i] = v.clone();
             }
             let key: Vec<Datum> = key_indices.iter().map(|&i| row[i].clone()).collect();
             let bytes = binary_row::encode(&key, &key_types)?;
-            if seen.insert(bytes.clone()) {
-                keys.push((bytes, key));
+            let version = KeyValue {
+                sequence_number,
+                kind,
+                row,
+            };
+            match seen.get(&bytes) {
+                Some(&i) => versions[i].push(version),
+                None => {
+                    seen.insert(bytes.clone(), keys.len());
+                    keys.push((bytes, key));
+                    versions.push(vec![version]);
+                }
             }
         }
     }
-    Ok(ChangedKeys { keys })
+    Ok(ChangedKeys { keys, versions })
 }
 
 async fn read_file(table: &Table, entry: &ManifestEntry) -> Result<(Vec<KeyValue>, Row)> {

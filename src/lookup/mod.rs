@@ -22,9 +22,11 @@ pub use partition::{PartitionChoice, newest_partition};
 
 use crate::error::{Error, Result};
 use crate::lsm::lookup::{PointLookup, SnapshotDelta};
+use crate::lsm::merge::SequenceOrder;
 use crate::lsm::reader::{ScanFilter, scan};
 use crate::table::binary_row;
 use crate::table::datum::{Datum, Row};
+use crate::table::options::MergeEngineKind;
 use crate::table::types::DataType;
 
 /// Counters and gauges of one join's lookups (hits, misses and latency are counted per
@@ -101,6 +103,9 @@ pub struct LookupTable {
     key_parts: Vec<KeyPart>,
     /// `key_parts` is the join key itself, in order (no partition values to add).
     join_key_is_primary_key: bool,
+    /// For `deduplicate` tables ordered by arrival, the version order: a `full` cache then
+    /// applies changes from the new files without reading the table.
+    deduplicate: Option<SequenceOrder>,
     key_types: Vec<DataType>,
     partition_choice: Option<PartitionChoice>,
     /// The selected partition's values (`None` while `max_pt()` finds no partition).
@@ -181,8 +186,13 @@ impl LookupTable {
                 .iter()
                 .enumerate()
                 .all(|(i, p)| matches!(p, KeyPart::Join(j) if *j == i));
+        let deduplicate = (table.options().merge_engine == MergeEngineKind::Deduplicate
+            && table.options().sequence_fields.is_empty())
+        .then(|| SequenceOrder::new(schema, table.options()))
+        .transpose()?;
         let lookup = LookupTable {
             join_key_is_primary_key,
+            deduplicate,
             key_types: schema.types_of(&key_indices),
             point,
             projection: spec.projection,
@@ -371,6 +381,45 @@ impl LookupTable {
         Ok(())
     }
 
+    /// A `deduplicate` table's changes (ordered by arrival, no `sequence.field`) applied
+    /// from the new files alone: per key the newest version wins and replaces whatever is
+    /// cached, since every version in newly visible files is newer than the cached ones.
+    /// No table read. (With a sequence field an older version may lose to a delete the
+    /// cache no longer remembers, so those tables re-read the changed keys instead.)
+    fn apply_deduplicate(
+        &self,
+        slot: &RwLock<Arc<FullCache>>,
+        order: &SequenceOrder,
+        changed: &ChangedKeys,
+    ) -> Result<()> {
+        let full = self.full(slot);
+        let ignore_delete = self.point.table().options().ignore_delete;
+        for ((_, key), versions) in changed.keys.iter().zip(&changed.versions) {
+            if !self.in_selected_partition(key) {
+                continue;
+            }
+            let newest = versions
+                .iter()
+                .filter(|v| !(ignore_delete && v.kind.is_retract()))
+                .max_by(|a, b| order.compare(a, b));
+            let Some(newest) = newest else {
+                continue;
+            };
+            if newest.kind.is_retract() {
+                full.remove(key)?;
+            } else {
+                full.upsert(&newest.row)?;
+            }
+        }
+        self.metrics
+            .cache_rows
+            .store(full.len() as u64, Ordering::Relaxed);
+        self.metrics
+            .cache_bytes
+            .store(full.memory_bytes() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Whether a primary key lies in the selected partition (always, without one).
     fn in_selected_partition(&self, key: &[Datum]) -> bool {
         let partition = self
@@ -437,6 +486,8 @@ impl LookupTable {
             Cache::Full(slot) => {
                 if delta.reload {
                     self.load_full().await?;
+                } else if let Some(order) = &self.deduplicate {
+                    self.apply_deduplicate(slot, order, changed)?;
                 } else {
                     // The new current rows of the changed keys, merged by the table's
                     // engine exactly as a point lookup sees them.

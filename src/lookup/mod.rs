@@ -295,7 +295,13 @@ impl LookupTable {
         };
         match &self.cache {
             Cache::None => Ok(self.point.get(&key).await?.map(|r| self.project(r))),
-            Cache::Full(full) => Ok(self.full(full).get(&key, &self.projection)?.map(Arc::new)),
+            // The slot's read guard, not a clone of the Arc: two atomic operations fewer
+            // on the hottest path.
+            Cache::Full(full) => Ok(full
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key, &self.projection)?
+                .map(Arc::new)),
             Cache::Partial(cache) => {
                 let cache_key = binary_row::encode(&key, &self.key_types)?;
                 if let Some(hit) = cache.get(&cache_key) {

@@ -141,3 +141,18 @@ pub async fn partitions_with_retry(
         backoff = (backoff * 2).min(RETRY_BACKOFF.1);
     }
 }
+
+/// Logs an error the consumer reported. Broker outages repeat every few milliseconds
+/// while they last and are reported once by the broker watch, so they go to debug;
+/// anything else is a warning.
+pub fn log_consumer_error(pipeline: &str, error: &rdkafka::error::KafkaError) {
+    use rdkafka::types::RDKafkaErrorCode::{AllBrokersDown, BrokerTransportFailure};
+    if matches!(
+        error.rdkafka_error_code(),
+        Some(AllBrokersDown | BrokerTransportFailure)
+    ) {
+        tracing::debug!(pipeline, %error, "Kafka consumer error");
+    } else {
+        tracing::warn!(pipeline, %error, "Kafka consumer error");
+    }
+}

@@ -337,7 +337,7 @@ pub async fn run_consumer(
                 let message = match message {
                     Ok(m) => m,
                     Err(e) => {
-                        tracing::warn!(pipeline = %config.name, error = %e, "Kafka consumer error");
+                        crate::kafka::log_consumer_error(&config.name, &e);
                         continue;
                     }
                 };

@@ -415,7 +415,7 @@ pub async fn run(
                 let message = match message {
                     Ok(m) => m.detach(),
                     Err(e) => {
-                        tracing::warn!(pipeline = %config.name, error = %e, "Kafka consumer error");
+                        crate::kafka::log_consumer_error(&config.name, &e);
                         continue;
                     }
                 };

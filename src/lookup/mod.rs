@@ -57,6 +57,11 @@ impl LookupMetrics {
     }
 }
 
+thread_local! {
+    /// Scratch space for encoding `partial` cache keys on the hit path.
+    static KEY_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// How a join caches.
 #[derive(Debug, Clone)]
 pub enum Strategy {
@@ -303,10 +308,17 @@ impl LookupTable {
                 .get(&key, &self.projection)?
                 .map(Arc::new)),
             Cache::Partial(cache) => {
-                let cache_key = binary_row::encode(&key, &self.key_types)?;
-                if let Some(hit) = cache.get(&cache_key) {
+                // A hit encodes the key into a per-thread buffer; only a miss allocates it.
+                let hit = KEY_BUFFER.with(|buffer| {
+                    let mut buffer = buffer.borrow_mut();
+                    buffer.clear();
+                    binary_row::encode_into(&mut buffer, &key, &self.key_types)
+                        .map(|()| cache.get(buffer.as_slice()))
+                })?;
+                if let Some(hit) = hit {
                     return Ok(hit);
                 }
+                let cache_key = binary_row::encode(&key, &self.key_types)?;
                 let (row, read_at) = self.point.get_pinned(&key).await?;
                 let row = row.map(|r| self.project(r));
                 cache.insert(cache_key, row.clone(), read_at, || self.point.snapshot_id());

@@ -21,7 +21,9 @@ pub struct PartialOptions {
 
 /// Serialized primary key → projected row (`None`: the table has no such key).
 pub struct PartialCache {
-    cache: Cache<Vec<u8>, Option<Arc<Row>>>,
+    /// foldhash instead of moka's default SipHash: keys are short and hashed on every
+    /// lookup; the per-cache random seed keeps the fact stream from choosing collisions.
+    cache: Cache<Vec<u8>, Option<Arc<Row>>, foldhash::fast::RandomState>,
     cache_missing_keys: bool,
     /// Orders "insert what was read at snapshot S" against "invalidate what changed after
     /// S": a refresh holds it exclusively while it invalidates, a lookup shares it while
@@ -50,7 +52,7 @@ impl PartialCache {
             builder = builder.time_to_idle(tti);
         }
         PartialCache {
-            cache: builder.build(),
+            cache: builder.build_with_hasher(foldhash::fast::RandomState::default()),
             cache_missing_keys: options.cache_missing_keys,
             epoch: RwLock::new(()),
         }

@@ -972,6 +972,138 @@ fn a_broker_that_is_down_at_start_is_waited_for() {
     process.terminate();
 }
 
+/// The broker stops mid-run and comes back on the same address with its data (tansu on
+/// moto's S3, as a Kafka broker restarts with its log): lakejoin keeps running, reports
+/// the outage once, and then consumes, commits and produces again, losing nothing.
+#[test]
+fn a_broker_restart_mid_run_is_survived() {
+    let Some(tansu) = broker::Tansu::binary() else {
+        eprintln!(
+            "skipped: TANSU is not set (scripts/test.sh sets it); this test starts and stops \
+             a broker of its own"
+        );
+        return;
+    };
+    let moto = support::moto::Moto::start();
+    moto.create_bucket("tansu");
+    let port = broker::free_port();
+    let bootstrap = format!("127.0.0.1:{port}");
+    let customers = unique("customers");
+    let orders = unique("orders");
+    let enriched = unique("orders-enriched");
+    let deployment = Deployment::on(
+        &bootstrap,
+        &LATE_BROKER
+            .replace("{group}", &unique("restart"))
+            .replace("{customers}", &customers)
+            .replace("{orders}", &orders)
+            .replace("{enriched}", &enriched),
+    );
+    let broker_log = deployment.dir.path().join("tansu.log");
+    let start_broker =
+        || broker::Tansu::start_persistent(&tansu, port, &broker_log, &moto.endpoint, "tansu");
+    let running = start_broker();
+    broker::create_topics_on(&bootstrap, &[(&customers, 2), (&orders, 2), (&enriched, 2)]);
+    let mut process = deployment.start();
+    let address = process.endpoint();
+
+    let producer = TestProducer::on(&bootstrap);
+    producer.send(&customers, "1", &debezium("c", 1, "ada", "ch", 10));
+    producer.send(&customers, "2", &debezium("c", 2, "bob", "de", 10));
+    producer.flush();
+    deployment.wait_for_table(
+        "shop.customers",
+        &[
+            customer_row(1, "ada", "ch", 10),
+            customer_row(2, "bob", "de", 10),
+        ],
+    );
+    for id in 1..=2 {
+        producer.send(
+            &orders,
+            &id.to_string(),
+            &json!({"order_id": id, "customer_id": id}).to_string(),
+        );
+    }
+    producer.flush();
+    drop(producer);
+    TopicReader::on(&bootstrap, &enriched).read_at_least(2);
+
+    // The broker goes away: reported once, and the process stays up.
+    drop(running);
+    process.wait_for_log("Kafka broker unavailable; waiting for it");
+    process.assert_alive();
+    assert_eq!(
+        broker::http_get(address, "/health/live").map(|(status, _)| status),
+        Some(200)
+    );
+
+    // It comes back with its topics; new changes and facts flow again.
+    let _running = start_broker();
+    process.wait_for_log("Kafka broker reachable again");
+    let producer = TestProducer::on(&bootstrap);
+    producer.send(&customers, "1", &debezium("u", 1, "ada lovelace", "uk", 20));
+    producer.flush();
+    deployment.wait_for_table(
+        "shop.customers",
+        &[
+            customer_row(1, "ada lovelace", "uk", 20),
+            customer_row(2, "bob", "de", 10),
+        ],
+    );
+    for id in 3..=4 {
+        producer.send(
+            &orders,
+            &id.to_string(),
+            &json!({"order_id": id, "customer_id": id - 2}).to_string(),
+        );
+    }
+    producer.flush();
+    let mut output = TopicReader::on(&bootstrap, &enriched);
+    output.read_until("orders 1 to 4 enriched", |records| {
+        let ids: BTreeSet<i64> = records
+            .iter()
+            .filter_map(|r| r.value["order_id"].as_i64())
+            .collect();
+        (1..=4).all(|id| ids.contains(&id))
+    });
+    let names: BTreeMap<i64, Value> = output
+        .records
+        .iter()
+        .map(|r| {
+            (
+                r.value["order_id"].as_i64().expect("order_id"),
+                r.value["customer_name"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        BTreeMap::from([
+            (1, json!("ada")),
+            (2, json!("bob")),
+            (3, json!("ada lovelace")),
+            (4, json!("bob")),
+        ])
+    );
+    process.assert_alive();
+    let log = process.terminate();
+    // librdkafka's per-reconnect failures are not repeated at error level.
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(r#""level":"ERROR""#))
+        .collect();
+    assert!(errors.is_empty(), "error lines:\n{}", errors.join("\n"));
+    let outage_lines = log
+        .matches("Kafka broker unavailable; waiting for it")
+        .count();
+    assert!(
+        (1..=2).contains(&outage_lines),
+        "at most one outage line per pipeline, got {outage_lines}:\n{}",
+        tail(&log, 40)
+    );
+}
+
 /// A join that retries a miss for a long time, so a fact for an unknown customer keeps
 /// the shutdown waiting for its lookup.
 const STUCK: &str = r#"

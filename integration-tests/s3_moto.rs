@@ -1,78 +1,12 @@
 //! lakejoin tables on S3, against moto's S3 server: create, write, scan, point lookups,
 //! compaction and the create-if-absent snapshot publish through object_store's S3 client.
 
+mod support;
+
 use std::io::Write;
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
 
-fn venv_bin(name: &str) -> PathBuf {
-    let python = std::env::var("LAKEJOIN_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
-    let bin = python.parent().map(|p| p.join(name)).unwrap_or_default();
-    assert!(
-        bin.exists(),
-        "{} is missing: run scripts/test.sh (it creates the venv with moto)",
-        bin.display()
-    );
-    bin
-}
-
-/// A moto S3 server on a free loopback port, stopped on drop.
-struct Moto {
-    child: Child,
-    endpoint: String,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_moto() -> Moto {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(venv_bin("moto_server"))
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start moto_server");
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "moto_server did not start within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Moto { child, endpoint }
-}
-
-fn create_bucket(endpoint: &str, bucket: &str) {
-    let python = venv_bin("python");
-    let script = "import sys, boto3\n\
-        s3 = boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id='test', \
-        aws_secret_access_key='test', region_name='us-east-1')\n\
-        s3.create_bucket(Bucket=sys.argv[2])\n";
-    let out = Command::new(python)
-        .args(["-c", script, endpoint, bucket])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "create bucket: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use support::moto::Moto;
 
 fn lakejoin(endpoint: &str, args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lakejoin"));
@@ -116,8 +50,8 @@ fn ok(out: Output) -> String {
 
 #[test]
 fn tables_on_s3_round_trip() {
-    let moto = start_moto();
-    create_bucket(&moto.endpoint, "lake");
+    let moto = Moto::start();
+    moto.create_bucket("lake");
     let wh = "s3://lake/warehouse";
     let loc = ["--warehouse", wh, "--table", "shop.customers"];
     let ep = moto.endpoint.as_str();

@@ -604,7 +604,7 @@ pub fn free_port() -> u16 {
 }
 
 /// A tansu broker of this test's own (binary from `TANSU`, as `scripts/test.sh` exports
-/// it), with in-memory storage, on a loopback port; killed when dropped.
+/// it), in memory or on S3, on a loopback port; killed when dropped.
 pub struct Tansu {
     child: Child,
     pub bootstrap: String,
@@ -617,8 +617,32 @@ impl Tansu {
         std::env::var_os("TANSU").map(PathBuf::from)
     }
 
-    /// Starts tansu on `port` and waits until it accepts connections.
+    /// Starts tansu on `port` with in-memory storage (empty after a restart) and waits
+    /// until it accepts connections.
     pub fn start(binary: &Path, port: u16, log: &Path) -> Self {
+        Self::spawn(binary, port, log, "memory://tansu/", &[])
+    }
+
+    /// Starts tansu on `port` keeping topics and records in `bucket` of the S3 server at
+    /// `s3_endpoint` (moto), so a restart finds them again, as a Kafka broker's log does.
+    pub fn start_persistent(
+        binary: &Path,
+        port: u16,
+        log: &Path,
+        s3_endpoint: &str,
+        bucket: &str,
+    ) -> Self {
+        let env = [
+            ("AWS_ENDPOINT", s3_endpoint),
+            ("AWS_ALLOW_HTTP", "true"),
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_DEFAULT_REGION", "us-east-1"),
+        ];
+        Self::spawn(binary, port, log, &format!("s3://{bucket}/"), &env)
+    }
+
+    fn spawn(binary: &Path, port: u16, log: &Path, storage: &str, env: &[(&str, &str)]) -> Self {
         let url = format!("tcp://127.0.0.1:{port}");
         let log_file = File::options()
             .create(true)
@@ -633,7 +657,8 @@ impl Tansu {
                 "--advertised-listener-url",
                 &url,
             ])
-            .args(["--storage-engine", "memory://tansu/"])
+            .args(["--storage-engine", storage])
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("log file"))
             .stderr(log_file)

@@ -5,16 +5,24 @@
 //! produced records wait for delivery without a deadline, the CDC assignment retries
 //! ([`partitions_with_retry`]), and [`watch`] logs when the broker goes away and comes back.
 
+mod client_log;
 pub mod watch;
+
+pub use client_log::ClientLog;
 
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::producer::FutureProducer;
 
 use crate::config::KafkaConfig;
 use crate::error::{Error, Result};
+
+/// A lakejoin consumer: its librdkafka logs go through [`ClientLog`].
+pub type Consumer = StreamConsumer<ClientLog>;
+/// A lakejoin producer: its librdkafka logs go through [`ClientLog`].
+pub type Producer = FutureProducer<ClientLog>;
 
 /// How long metadata requests wait for the broker.
 pub const METADATA_TIMEOUT: Duration = Duration::from_secs(30);
@@ -42,7 +50,7 @@ fn kafka_error(what: &str, e: rdkafka::error::KafkaError) -> Error {
 
 /// A consumer that never commits on its own: positions are taken from table snapshots
 /// (CDC) or committed after delivery (enrich).
-pub fn consumer(kafka: &KafkaConfig, group_id: &str) -> Result<StreamConsumer> {
+pub fn consumer(kafka: &KafkaConfig, group_id: &str, pipeline: &str) -> Result<Consumer> {
     let mut config = base_config(kafka);
     config
         .set("group.id", group_id)
@@ -52,14 +60,14 @@ pub fn consumer(kafka: &KafkaConfig, group_id: &str) -> Result<StreamConsumer> {
         .set("enable.partition.eof", "false");
     apply_properties(&mut config, kafka);
     config
-        .create()
+        .create_with_context(ClientLog::new(pipeline))
         .map_err(|e| kafka_error("creating the Kafka consumer", e))
 }
 
 /// An idempotent producer (no duplicates from internal retries). Records wait for
 /// delivery as long as the broker is away (`message.timeout.ms = 0`): offsets are only
 /// committed after delivery, so a long outage stalls the pipeline instead of failing it.
-pub fn producer(kafka: &KafkaConfig) -> Result<FutureProducer> {
+pub fn producer(kafka: &KafkaConfig) -> Result<Producer> {
     let mut config = base_config(kafka);
     config
         .set("enable.idempotence", "true")
@@ -69,12 +77,12 @@ pub fn producer(kafka: &KafkaConfig) -> Result<FutureProducer> {
         .set("compression.type", "lz4");
     apply_properties(&mut config, kafka);
     config
-        .create()
+        .create_with_context(ClientLog::new("producer"))
         .map_err(|e| kafka_error("creating the Kafka producer", e))
 }
 
 /// Partition ids of `topic` (blocking metadata call; run it off the async workers).
-pub fn partitions(consumer: &StreamConsumer, topic: &str, timeout: Duration) -> Result<Vec<i32>> {
+pub fn partitions(consumer: &Consumer, topic: &str, timeout: Duration) -> Result<Vec<i32>> {
     let metadata = consumer
         .fetch_metadata(Some(topic), timeout)
         .map_err(|e| Error::Kafka(format!("fetching metadata of topic {topic}: {e}")))?;
@@ -91,7 +99,7 @@ pub fn partitions(consumer: &StreamConsumer, topic: &str, timeout: Duration) -> 
 /// topic does not exist yet (one log line per attempt says which); `None` when `stop`
 /// fires first.
 pub async fn partitions_with_retry(
-    consumer: &std::sync::Arc<StreamConsumer>,
+    consumer: &std::sync::Arc<Consumer>,
     topic: &str,
     pipeline: &str,
     bootstrap: &str,
@@ -146,11 +154,7 @@ pub async fn partitions_with_retry(
 /// while they last and are reported once by the broker watch, so they go to debug;
 /// anything else is a warning.
 pub fn log_consumer_error(pipeline: &str, error: &rdkafka::error::KafkaError) {
-    use rdkafka::types::RDKafkaErrorCode::{AllBrokersDown, BrokerTransportFailure};
-    if matches!(
-        error.rdkafka_error_code(),
-        Some(AllBrokersDown | BrokerTransportFailure)
-    ) {
+    if client_log::is_broker_outage(error.rdkafka_error_code()) {
         tracing::debug!(pipeline, %error, "Kafka consumer error");
     } else {
         tracing::warn!(pipeline, %error, "Kafka consumer error");

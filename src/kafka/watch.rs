@@ -5,7 +5,9 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::consumer::Consumer as _;
+
+use super::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::error::{Error, Result};
@@ -31,7 +33,7 @@ fn kafka(what: &str, e: rdkafka::error::KafkaError) -> Error {
 /// workers). Without a position yet (nothing consumed since start) the committed offset
 /// counts; partitions with neither are left out. Without an assignment it only checks
 /// that the broker answers.
-pub fn sample(consumer: &StreamConsumer, timeout: Duration) -> Result<ConsumerSample> {
+pub fn sample(consumer: &Consumer, timeout: Duration) -> Result<ConsumerSample> {
     let assignment = consumer
         .assignment()
         .map_err(|e| kafka("reading the assignment", e))?;
@@ -95,13 +97,13 @@ pub fn sample(consumer: &StreamConsumer, timeout: Duration) -> Result<ConsumerSa
 /// closes it (and leaves the group) promptly.
 pub fn spawn(
     pipeline: &str,
-    consumer: &Arc<StreamConsumer>,
+    consumer: &Arc<Consumer>,
     metrics: Arc<PipelineMetrics>,
     bootstrap: &str,
 ) -> AbortOnDrop {
     let pipeline = pipeline.to_string();
     let bootstrap = bootstrap.to_string();
-    let consumer: Weak<StreamConsumer> = Arc::downgrade(consumer);
+    let consumer: Weak<Consumer> = Arc::downgrade(consumer);
     AbortOnDrop(tokio::spawn(async move {
         let mut tick = tokio::time::interval(ASSIGNMENT_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

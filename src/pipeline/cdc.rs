@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{Consumer, StreamConsumer};
+use rdkafka::consumer::Consumer as _;
+
+use crate::kafka::Consumer;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
@@ -264,8 +266,11 @@ pub async fn run_consumer(
     progress: Option<Arc<CdcProgress>>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    let consumer: StreamConsumer =
-        crate::kafka::consumer(&kafka, &format!("{}-{}", kafka.group_id, config.name))?;
+    let consumer: Consumer = crate::kafka::consumer(
+        &kafka,
+        &format!("{}-{}", kafka.group_id, config.name),
+        &config.name,
+    )?;
     let consumer = Arc::new(consumer);
     // Manual assignment: one writer per table reads every partition, and positions
     // come from the table, not from a consumer group.
@@ -405,7 +410,7 @@ const WATERMARK_INTERVAL: Duration = Duration::from_millis(250);
 /// Keeps the high watermarks of a pipeline's partitions current in `progress`, so a
 /// partition without lag releases waiting facts.
 fn spawn_watermark_watch(
-    consumer: Arc<StreamConsumer>,
+    consumer: Arc<Consumer>,
     pipeline: &str,
     assignment: &TopicPartitionList,
     progress: Arc<CdcProgress>,
@@ -444,7 +449,7 @@ fn spawn_watermark_watch(
 }
 
 /// Mirrors the committed table position into the consumer group, for monitoring tools.
-fn commit_kafka_offsets(consumer: &StreamConsumer, pipeline: &str, snapshot: Option<&Snapshot>) {
+fn commit_kafka_offsets(consumer: &Consumer, pipeline: &str, snapshot: Option<&Snapshot>) {
     let Some(value) = snapshot
         .and_then(|s| s.properties.as_ref())
         .and_then(|p| p.get(&format!("{OFFSETS_PROPERTY_PREFIX}{pipeline}")))

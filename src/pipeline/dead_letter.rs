@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureRecord;
+
+use crate::kafka::Producer;
 
 use crate::error::{Error, Result};
 
@@ -20,11 +22,11 @@ pub const PIPELINE_HEADER: &str = "lakejoin.pipeline";
 #[derive(Clone)]
 pub struct DeadLetters {
     topic: Option<String>,
-    producer: FutureProducer,
+    producer: Producer,
 }
 
 impl DeadLetters {
-    pub fn new(topic: Option<String>, producer: FutureProducer) -> Self {
+    pub fn new(topic: Option<String>, producer: Producer) -> Self {
         DeadLetters { topic, producer }
     }
 

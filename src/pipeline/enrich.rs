@@ -12,9 +12,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, FuturesUnordered};
 use futures::{FutureExt, StreamExt};
-use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::consumer::{CommitMode, Consumer as _};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
-use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
+use rdkafka::producer::{DeliveryFuture, FutureRecord};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
@@ -23,6 +23,7 @@ use super::progress::CdcProgress;
 use crate::codec::{FactDecoder, KafkaRecord, OutputEncoder, lookup_path};
 use crate::config::{EnrichConfig, JoinConfig, JoinKind, KafkaConfig};
 use crate::error::{Error, Result};
+use crate::kafka::{Consumer, Producer};
 use crate::lookup::{LookupMetrics, LookupTable};
 use crate::observe::PipelineMetrics;
 use crate::table::datum::{Datum, Row, datum_from_json, datum_to_json};
@@ -367,7 +368,7 @@ pub async fn run(
     joins: Vec<Join>,
     decoder: FactDecoder,
     encoder: OutputEncoder,
-    producer: FutureProducer,
+    producer: Producer,
     dead_letters: DeadLetters,
     metrics: Arc<PipelineMetrics>,
     mut shutdown: watch::Receiver<bool>,
@@ -378,8 +379,11 @@ pub async fn run(
             _ = shutdown.changed() => return Ok(()),
         }
     }
-    let consumer: StreamConsumer =
-        crate::kafka::consumer(&kafka, &format!("{}-{}", kafka.group_id, config.name))?;
+    let consumer: Consumer = crate::kafka::consumer(
+        &kafka,
+        &format!("{}-{}", kafka.group_id, config.name),
+        &config.name,
+    )?;
     let consumer = Arc::new(consumer);
     let _watch = crate::kafka::watch::spawn(
         &config.name,
@@ -509,7 +513,7 @@ pub async fn run(
 
 /// Sends every output record of a fact.
 fn produce_all(
-    producer: &FutureProducer,
+    producer: &Producer,
     topic: &str,
     message: &OwnedMessage,
     outputs: Vec<Output>,
@@ -535,7 +539,7 @@ async fn await_deliveries(sent: Vec<DeliveryFuture>) -> Result<()> {
 /// Sends the enriched record with the fact's headers; the key is the configured output
 /// key or the fact's own.
 fn produce(
-    producer: &FutureProducer,
+    producer: &Producer,
     topic: &str,
     message: &OwnedMessage,
     key: Option<Vec<u8>>,
@@ -566,7 +570,7 @@ fn produce(
 /// A store can fail after a rebalance took the partition away; the new owner then
 /// replays from the last commit (at least once), so that is not an error.
 fn store(
-    consumer: &StreamConsumer,
+    consumer: &Consumer,
     offsets: &mut OffsetTracker,
     pipeline: &str,
     topic: &str,

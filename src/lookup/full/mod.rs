@@ -60,6 +60,9 @@ const SHARDS: usize = 1 << SHARD_BITS;
 const COMPACT_RATIO: usize = 4;
 /// …and at least this many bytes, so small shards do not compact on every update.
 const COMPACT_MIN_GARBAGE: usize = 16 * 1024;
+/// Keys [`FullCache::get_many`] works on at a time: enough misses in flight to cover the
+/// memory latency, few enough that the chunk's slots and records stay in L1.
+const BATCH: usize = 32;
 /// Smallest arena allocation.
 const MIN_ARENA: usize = 1024;
 /// Largest arena: offsets are `u32`.
@@ -532,6 +535,101 @@ impl FullCache {
             let (body, _) = record(&shard.arena, at).ok_or_else(corrupt)?;
             binary_row::decode_projected(body, &self.types, projection).map(Some)
         })
+    }
+
+    /// [`get`](Self::get) for many keys, in their order. A hit costs two likely cache
+    /// misses (its slot, its record); here each step is done for a whole chunk of keys
+    /// before the next, so the misses of a chunk are in flight together instead of one
+    /// after another. Read locks of the shards a chunk touches are taken in shard order
+    /// and held for the chunk.
+    pub fn get_many(&self, keys: &[&[Datum]], projection: &[usize]) -> Result<Vec<Option<Row>>> {
+        self.check_projection(projection)?;
+        let mut out = Vec::with_capacity(keys.len());
+        with_scratch(|buf| {
+            for chunk in keys.chunks(BATCH) {
+                self.get_chunk(chunk, projection, buf, &mut out)?;
+            }
+            Ok(out)
+        })
+    }
+
+    fn get_chunk(
+        &self,
+        keys: &[&[Datum]],
+        projection: &[usize],
+        buf: &mut Vec<u8>,
+        out: &mut Vec<Option<Row>>,
+    ) -> Result<()> {
+        // 1. Encode the probes; fingerprint them.
+        buf.clear();
+        let mut probes = [(0usize, 0usize, None::<u32>); BATCH];
+        for (probe, key) in probes.iter_mut().zip(keys) {
+            check_arity("primary key", key.len(), self.key.len())?;
+            let start = buf.len();
+            if !key.iter().any(Datum::is_null) {
+                binary_row::encode_into(buf, key, &self.key.types)?;
+            }
+            *probe = (start, buf.len(), None);
+            if start < buf.len() {
+                probe.2 = self.fingerprint(self.key.in_probe(&buf[start..]))?;
+            }
+        }
+        let probes = &probes[..keys.len()];
+        // 2. Lock the shards in order (no lock-order cycles with writers or other
+        //    batches); load every probe's home slot.
+        let mut wanted = 0u64;
+        for &(_, _, fingerprint) in probes {
+            if let Some(fp) = fingerprint {
+                wanted |= 1 << shard_of(fp);
+            }
+        }
+        let guards: Vec<Option<RwLockReadGuard<'_, Shard>>> = (0..SHARDS)
+            .map(|s| (wanted & (1 << s) != 0).then(|| read(&self.shards[s])))
+            .collect();
+        let shard = |fp: u32| guards[shard_of(fp)].as_deref();
+        for &(_, _, fingerprint) in probes {
+            if let Some(fp) = fingerprint
+                && let Some(shard) = shard(fp)
+            {
+                std::hint::black_box(shard.rows.home_slot(fp));
+            }
+        }
+        // 3. Load the record of every probe's first fingerprint match.
+        for &(_, _, fingerprint) in probes {
+            if let Some(fp) = fingerprint
+                && let Some(shard) = shard(fp)
+                && let Some((_, at)) = shard.rows.matching(fp).next()
+            {
+                std::hint::black_box(record(&shard.arena, at).map(|(body, _)| body.len()));
+            }
+        }
+        // 4. Verify and decode, now from cache.
+        for &(start, end, fingerprint) in probes {
+            let (Some(fp), Some(probe)) = (fingerprint, buf.get(start..end)) else {
+                out.push(None);
+                continue;
+            };
+            let Some(shard) = shard(fp) else {
+                out.push(None);
+                continue;
+            };
+            let probe = self.key.in_probe(probe);
+            let found = shard.rows.find(fp, |at| {
+                self.key_at(&shard.arena, at)
+                    .is_some_and(|stored| stored.same_values(probe))
+            });
+            let Some(at) = found.and_then(|index| shard.rows.offset(index)) else {
+                out.push(None);
+                continue;
+            };
+            let (body, _) = record(&shard.arena, at).ok_or_else(corrupt)?;
+            out.push(Some(binary_row::decode_projected(
+                body,
+                &self.types,
+                projection,
+            )?));
+        }
+        Ok(())
     }
 
     /// Every row whose secondary-index columns equal `values` (null matches nothing),
@@ -1421,6 +1519,11 @@ mod tests {
             val: Option<i64>,
             projection: Vec<usize>,
         },
+        /// More keys than a `get_many` chunk; `None` is a key with a null.
+        GetMany {
+            keys: Vec<Option<(i32, usize)>>,
+            projection: Vec<usize>,
+        },
         Compact,
         Clear,
     }
@@ -1433,8 +1536,10 @@ mod tests {
             3 => (0..12i32, 0..3usize).prop_map(|(id, name)| Op::Remove { id, name }),
             4 => (0..12i32, 0..3usize, projection.clone())
                 .prop_map(|(id, name, projection)| Op::Get { id, name, projection }),
-            4 => (0..2usize, 0..3usize, prop::option::of(0..3i64), projection)
+            4 => (0..2usize, 0..3usize, prop::option::of(0..3i64), projection.clone())
                 .prop_map(|(index, grp, val, projection)| Op::GetBy { index, grp, val, projection }),
+            2 => (prop::collection::vec(prop::option::weighted(0.95, (0..12i32, 0..3usize)), 0..80), projection)
+                .prop_map(|(keys, projection)| Op::GetMany { keys, projection }),
             1 => Just(Op::Compact),
             1 => Just(Op::Clear),
         ]
@@ -1496,6 +1601,25 @@ mod tests {
                                 columns.iter().zip(&values).all(|(&c, v)| !v.is_null() && row[c] == *v)
                             })
                             .map(|row| project(row, &projection))
+                            .collect();
+                        prop_assert_eq!(got, expected);
+                    }
+                    Op::GetMany { keys, projection } => {
+                        let probes: Vec<Row> = keys
+                            .iter()
+                            .map(|k| match k {
+                                Some((id, name)) => vec![Datum::Int(*id), s(NAMES[*name])],
+                                None => vec![Datum::Null, s(NAMES[0])],
+                            })
+                            .collect();
+                        let probes: Vec<&[Datum]> = probes.iter().map(Vec::as_slice).collect();
+                        let got = cache.get_many(&probes, &projection).unwrap();
+                        let expected: Vec<Option<Row>> = keys
+                            .iter()
+                            .map(|k| {
+                                k.and_then(|(id, name)| model.get(&(id, NAMES[name])))
+                                    .map(|r| project(r, &projection))
+                            })
                             .collect();
                         prop_assert_eq!(got, expected);
                     }

@@ -50,6 +50,11 @@ impl RowTable {
         (table_hash(fingerprint) >> 32) as usize & self.slots.len().wrapping_sub(1)
     }
 
+    /// The slot a fingerprint probes first (read to bring its cache line in early).
+    pub(super) fn home_slot(&self, fingerprint: u32) -> Option<u64> {
+        self.slots.get(self.home(fingerprint)).copied()
+    }
+
     /// (slot index, offset) of every row with this fingerprint.
     pub(super) fn matching(&self, fingerprint: u32) -> impl Iterator<Item = (usize, u32)> + '_ {
         let mask = self.slots.len().wrapping_sub(1);

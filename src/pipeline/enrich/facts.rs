@@ -1,0 +1,311 @@
+//! Turning consumed facts into output records: decode, join, encode.
+//!
+//! Facts are enriched a poll batch at a time: every join looks up the batch's keys in one
+//! [`LookupTable::get_many`](crate::lookup::LookupTable::get_many) call. A fact that
+//! has to wait (`wait_for_cdc` not yet covered) or retry a miss leaves the batch and is
+//! finished on its own path ([`enrich_one`]), from the start, so what it does is exactly
+//! what a fact enriched alone does.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rdkafka::message::{Message, OwnedMessage};
+use serde_json::{Map, Value};
+
+use super::join::Join;
+use crate::codec::{FactDecoder, KafkaRecord, OutputEncoder, lookup_path};
+use crate::config::EnrichConfig;
+use crate::observe::PipelineMetrics;
+use crate::table::datum::{Datum, Row};
+
+/// An output record: key (`None`: the fact's own) and payload.
+pub type Output = (Option<Vec<u8>>, Vec<u8>);
+
+/// A fact whose lookups finished: what to produce (nothing: dropped), or why it is a
+/// dead letter.
+pub type Enriched = (OwnedMessage, std::result::Result<Vec<Output>, String>);
+
+/// What a batch gives back: facts finished, in input order, and facts that left the batch
+/// to wait or retry, which the caller enriches one by one (only when the pipeline is
+/// unordered; ordered batches finish them before returning).
+#[derive(Default)]
+pub struct BatchOutcome {
+    pub done: Vec<Enriched>,
+    pub deferred: Vec<OwnedMessage>,
+}
+
+/// What a pipeline's fact futures share.
+pub struct Enricher {
+    pub config: EnrichConfig,
+    pub joins: Vec<Join>,
+    pub decoder: FactDecoder,
+    pub encoder: OutputEncoder,
+    pub metrics: Arc<PipelineMetrics>,
+}
+
+/// A fact's result in one join: (join index, matched, time).
+type JoinOutcome = (usize, bool, std::time::Duration);
+
+/// Where a fact of a batch stands.
+enum Progress {
+    /// The facts it has become so far (one per match of each join so far).
+    Joining(Vec<Map<String, Value>>),
+    /// A dead letter, with the reason.
+    Failed(String),
+    /// Left the batch to wait or retry.
+    OnItsOwn,
+}
+
+fn record_of(message: &OwnedMessage) -> KafkaRecord<'_> {
+    KafkaRecord {
+        topic: message.topic(),
+        partition: message.partition(),
+        offset: message.offset(),
+        timestamp_ms: message.timestamp().to_millis(),
+        key: message.key(),
+        payload: message.payload(),
+    }
+}
+
+impl Enricher {
+    /// Enriches one fact on its own.
+    pub async fn enrich(self: Arc<Self>, message: OwnedMessage) -> BatchOutcome {
+        let result = enrich_one(
+            &record_of(&message),
+            &self.decoder,
+            &self.joins,
+            &self.encoder,
+            &self.config,
+            &self.metrics,
+        )
+        .await;
+        BatchOutcome {
+            done: vec![(message, result)],
+            deferred: Vec::new(),
+        }
+    }
+
+    /// Enriches a batch of facts with one lookup per join for the whole batch.
+    pub async fn enrich_batch(self: Arc<Self>, messages: Vec<OwnedMessage>) -> BatchOutcome {
+        let mut progress = Vec::with_capacity(messages.len());
+        for message in &messages {
+            let record = record_of(message);
+            let decoded = match self.decoder.prepare(&record).await {
+                Ok(()) => self.decoder.decode(&record),
+                Err(e) => Err(e),
+            };
+            progress.push(match decoded {
+                Ok(Some(fact)) => Progress::Joining(vec![fact]),
+                // A tombstone carries no fact.
+                Ok(None) => Progress::Joining(Vec::new()),
+                Err(e) => Progress::Failed(e.to_string()),
+            });
+        }
+        // Per fact: (join, matched, its share of the batch's lookup time), counted once
+        // the fact finishes here (a fact that leaves the batch is counted on its own path).
+        let mut matches: Vec<Vec<JoinOutcome>> = vec![Vec::new(); messages.len()];
+        for (j, join) in self.joins.iter().enumerate() {
+            self.join_batch(j, join, &messages, &mut progress, &mut matches)
+                .await;
+        }
+        let mut outcome = BatchOutcome::default();
+        let mut on_their_own = Vec::new();
+        for ((message, state), matched) in messages.into_iter().zip(progress).zip(matches) {
+            match state {
+                Progress::Joining(facts) => {
+                    for (j, hit, took) in matched {
+                        let counter = if hit {
+                            &self.metrics.join_hits
+                        } else {
+                            &self.metrics.join_misses
+                        };
+                        PipelineMetrics::add(counter, 1);
+                        if let Some(m) = self.metrics.joins.get(j) {
+                            m.record(hit, took);
+                        }
+                    }
+                    let result = encode_all(&facts, &self.encoder, &self.config);
+                    outcome.done.push((message, result));
+                }
+                Progress::Failed(reason) => outcome.done.push((message, Err(reason))),
+                Progress::OnItsOwn => {
+                    on_their_own.push(outcome.done.len());
+                    outcome.deferred.push(message);
+                }
+            }
+        }
+        if self.config.ordered && !outcome.deferred.is_empty() {
+            // Finish them here, concurrently, and put each back in its place.
+            let finished = futures::future::join_all(
+                std::mem::take(&mut outcome.deferred)
+                    .into_iter()
+                    .map(|m| self.clone().enrich(m)),
+            )
+            .await;
+            for (place, done) in on_their_own.into_iter().zip(finished).rev() {
+                outcome.done.splice(place..place, done.done);
+            }
+        }
+        outcome
+    }
+
+    /// Join `j` for every fact of the batch still joining.
+    async fn join_batch(
+        &self,
+        j: usize,
+        join: &Join,
+        messages: &[OwnedMessage],
+        progress: &mut [Progress],
+        matches: &mut [Vec<JoinOutcome>],
+    ) {
+        // The keys of every fact (`None`: a missing or null key field, a miss).
+        let mut keys: Vec<(usize, Option<Vec<Datum>>)> = Vec::new();
+        for (i, (message, state)) in messages.iter().zip(progress.iter_mut()).enumerate() {
+            let Progress::Joining(facts) = state else {
+                continue;
+            };
+            if join.must_wait(message.timestamp().to_millis()) {
+                *state = Progress::OnItsOwn;
+                continue;
+            }
+            let before = keys.len();
+            for fact in facts.iter() {
+                match join.key(fact) {
+                    Ok(key) => keys.push((i, key)),
+                    Err(reason) => {
+                        keys.truncate(before);
+                        *state = Progress::Failed(reason);
+                        break;
+                    }
+                }
+            }
+        }
+        let started = Instant::now();
+        let rows = match self.find_all(join, &keys).await {
+            Ok(rows) => rows,
+            Err(reason) => {
+                for &(i, _) in &keys {
+                    progress[i] = Progress::Failed(reason.clone());
+                }
+                return;
+            }
+        };
+        let share = started.elapsed() / u32::try_from(keys.len().max(1)).unwrap_or(u32::MAX);
+        // Keys and rows are in fact order: regroup them per fact.
+        let mut rows = keys.iter().zip(rows).peekable();
+        while let Some(&(&(i, _), _)) = rows.peek() {
+            let state = std::mem::replace(&mut progress[i], Progress::OnItsOwn);
+            let Progress::Joining(facts) = state else {
+                // Only joining facts have keys; keep the loop moving regardless.
+                progress[i] = state;
+                while rows.next_if(|((k, _), _)| *k == i).is_some() {}
+                continue;
+            };
+            let mut joined = Vec::new();
+            let mut any_miss_to_retry = false;
+            for fact in facts {
+                let Some(((_, key), found)) = rows.next_if(|((k, _), _)| *k == i) else {
+                    break;
+                };
+                if found.is_empty() && key.is_some() && join.retries() {
+                    any_miss_to_retry = true;
+                }
+                let hit = join.emit(fact, &found, &mut joined);
+                matches[i].push((j, hit, share));
+            }
+            // Skip what is left of this fact's keys (none unless it failed above).
+            while rows.next_if(|((k, _), _)| *k == i).is_some() {}
+            progress[i] = if any_miss_to_retry {
+                Progress::OnItsOwn
+            } else {
+                Progress::Joining(joined)
+            };
+        }
+    }
+
+    /// The matching rows of every key, in order.
+    async fn find_all(
+        &self,
+        join: &Join,
+        keys: &[(usize, Option<Vec<Datum>>)],
+    ) -> std::result::Result<Vec<Vec<Arc<Row>>>, String> {
+        if !join.lookup().by_primary_key() {
+            let mut out = Vec::with_capacity(keys.len());
+            for (_, key) in keys {
+                out.push(match key {
+                    Some(key) => join.find(key).await?,
+                    None => Vec::new(),
+                });
+            }
+            return Ok(out);
+        }
+        let present: Vec<&[Datum]> = keys.iter().filter_map(|(_, k)| k.as_deref()).collect();
+        let mut found = join
+            .lookup()
+            .get_many(&present)
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter();
+        Ok(keys
+            .iter()
+            .map(|(_, key)| match key {
+                Some(_) => found.next().flatten().into_iter().collect(),
+                None => Vec::new(),
+            })
+            .collect())
+    }
+}
+
+/// Decodes and joins one fact on its own: the records to produce (none when an INNER
+/// join dropped it, several when a join matched several rows); `Err` is a bad record for
+/// the dead-letter topic.
+pub async fn enrich_one(
+    record: &KafkaRecord<'_>,
+    decoder: &FactDecoder,
+    joins: &[Join],
+    encoder: &OutputEncoder,
+    config: &EnrichConfig,
+    metrics: &PipelineMetrics,
+) -> std::result::Result<Vec<Output>, String> {
+    decoder.prepare(record).await.map_err(|e| e.to_string())?;
+    let Some(fact) = decoder.decode(record).map_err(|e| e.to_string())? else {
+        // A tombstone carries no fact.
+        return Ok(Vec::new());
+    };
+    let mut facts = vec![fact];
+    for (i, join) in joins.iter().enumerate() {
+        let mut joined = Vec::with_capacity(facts.len());
+        for fact in facts {
+            let started = Instant::now();
+            let matched = join
+                .apply(fact, record.timestamp_ms, metrics, &mut joined)
+                .await?;
+            if let Some(m) = metrics.joins.get(i) {
+                m.record(matched, started.elapsed());
+            }
+        }
+        facts = joined;
+    }
+    encode_all(&facts, encoder, config)
+}
+
+/// The output records of a fact's joined forms.
+fn encode_all(
+    facts: &[Map<String, Value>],
+    encoder: &OutputEncoder,
+    config: &EnrichConfig,
+) -> std::result::Result<Vec<Output>, String> {
+    facts
+        .iter()
+        .map(|fact| {
+            let key = config.output.key.as_ref().and_then(|path| {
+                lookup_path(fact, path).map(|v| match v {
+                    Value::String(s) => s.clone().into_bytes(),
+                    other => other.to_string().into_bytes(),
+                })
+            });
+            let payload = encoder.encode(fact).map_err(|e| e.to_string())?;
+            Ok((key, payload))
+        })
+        .collect()
+}

@@ -1,0 +1,255 @@
+//! One `[[enrich.join]]` resolved against its table: the fact's join key, the lookup,
+//! and the fields the join adds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::super::progress::CdcProgress;
+use crate::codec::lookup_path;
+use crate::config::{JoinConfig, JoinKind};
+use crate::error::{Error, Result};
+use crate::lookup::{LookupMetrics, LookupTable};
+use crate::observe::PipelineMetrics;
+use crate::table::datum::{Datum, Row, datum_from_json, datum_to_json};
+use crate::table::schema::TableSchema;
+use crate::table::types::DataType;
+
+/// How a join's key and output map onto its table, from `[[enrich.join]]`.
+#[derive(Debug, Clone)]
+pub struct JoinPlan {
+    /// Fact field and column type of each join-key value, in `on` order.
+    pub key_fields: Vec<(String, DataType)>,
+    /// Table column of each join-key value, in the same order.
+    pub key_columns: Vec<usize>,
+    /// Table columns added to the fact.
+    pub projection: Vec<usize>,
+    /// Output field name and type of each projected column.
+    pub outputs: Vec<(String, DataType)>,
+}
+
+impl JoinPlan {
+    pub fn new(config: &JoinConfig, schema: &TableSchema) -> Result<Self> {
+        let column = |name: &str| {
+            schema.field_index(name).ok_or_else(|| {
+                Error::Config(format!("join on {}: no column `{name}`", config.table))
+            })
+        };
+        let mut key_fields = Vec::new();
+        let mut key_columns = Vec::new();
+        for (fact_field, name) in &config.on {
+            let index = column(name)?;
+            key_fields.push((fact_field.clone(), schema.fields[index].data_type));
+            key_columns.push(index);
+        }
+        let selected: Vec<&String> = if config.select.is_empty() {
+            schema
+                .fields
+                .iter()
+                .map(|f| &f.name)
+                .filter(|n| !config.on.values().any(|c| c == *n))
+                .collect()
+        } else {
+            config.select.iter().collect()
+        };
+        let mut projection = Vec::new();
+        let mut outputs = Vec::new();
+        for name in selected {
+            let index = column(name)?;
+            let output = config
+                .rename
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| format!("{}{name}", config.prefix));
+            projection.push(index);
+            outputs.push((output, schema.fields[index].data_type));
+        }
+        Ok(JoinPlan {
+            key_fields,
+            key_columns,
+            projection,
+            outputs,
+        })
+    }
+}
+
+/// One configured join, resolved against its table.
+pub struct Join {
+    table_name: String,
+    lookup: Arc<LookupTable>,
+    kind: JoinKind,
+    key_fields: Vec<(String, DataType)>,
+    outputs: Vec<(String, DataType)>,
+    retry: Option<(Duration, u32)>,
+    /// `wait_for_cdc`: the table's CDC progress and `max_wait`.
+    wait: Option<(Arc<CdcProgress>, Duration)>,
+}
+
+impl Join {
+    pub fn new(
+        config: &JoinConfig,
+        plan: JoinPlan,
+        lookup: Arc<LookupTable>,
+        progress: Option<Arc<CdcProgress>>,
+    ) -> Self {
+        Join {
+            table_name: config.table.clone(),
+            lookup,
+            kind: config.kind,
+            key_fields: plan.key_fields,
+            outputs: plan.outputs,
+            retry: config.retry.as_ref().map(|r| (r.delay, r.max_attempts)),
+            wait: progress
+                .filter(|_| config.wait_for_cdc)
+                .map(|p| (p, config.max_wait)),
+        }
+    }
+
+    pub fn lookup(&self) -> &Arc<LookupTable> {
+        &self.lookup
+    }
+
+    /// The lookup key of a fact: `Ok(None)` when a key field is missing or null; `Err`
+    /// when present but not convertible (a bad record).
+    pub fn key(
+        &self,
+        fact: &Map<String, Value>,
+    ) -> std::result::Result<Option<Vec<Datum>>, String> {
+        let mut key = Vec::with_capacity(self.key_fields.len());
+        for (field, ty) in &self.key_fields {
+            match lookup_path(fact, field) {
+                None | Some(Value::Null) => return Ok(None),
+                Some(v) => {
+                    key.push(datum_from_json(v, ty).map_err(|e| {
+                        format!("join on {}: field `{field}`: {e}", self.table_name)
+                    })?)
+                }
+            }
+        }
+        Ok(Some(key))
+    }
+
+    /// Whether a fact with Kafka timestamp `timestamp_ms` must first wait for the
+    /// table's CDC (`wait_for_cdc` and the CDC has not covered it yet).
+    pub fn must_wait(&self, timestamp_ms: Option<i64>) -> bool {
+        matches!((&self.wait, timestamp_ms), (Some((progress, _)), Some(ts)) if !progress.covers(ts))
+    }
+
+    /// Whether a miss is looked up again later (`retry`).
+    pub fn retries(&self) -> bool {
+        self.retry.is_some_and(|(_, attempts)| attempts > 1)
+    }
+
+    /// Joins `fact` on its own, waiting for CDC and retrying misses as configured, and
+    /// pushes the result to `out` (see [`Join::emit`]). Returns whether a row matched.
+    /// `timestamp_ms` is the fact's Kafka timestamp, which `wait_for_cdc` compares with
+    /// the CDC progress.
+    pub async fn apply(
+        &self,
+        fact: Map<String, Value>,
+        timestamp_ms: Option<i64>,
+        metrics: &PipelineMetrics,
+        out: &mut Vec<Map<String, Value>>,
+    ) -> std::result::Result<bool, String> {
+        let join_metrics = self.lookup.metrics();
+        let rows: Vec<Arc<Row>> = match self.key(&fact)? {
+            None => Vec::new(),
+            Some(key) => {
+                if let (Some((progress, max_wait)), Some(ts)) = (&self.wait, timestamp_ms)
+                    && !progress.covers(ts)
+                {
+                    LookupMetrics::add(&join_metrics.waits, 1);
+                    if !progress.wait_for(ts, *max_wait).await {
+                        LookupMetrics::add(&join_metrics.wait_timeouts, 1);
+                    }
+                }
+                let mut rows = self.find(&key).await?;
+                if let Some((delay, attempts)) = self.retry {
+                    let mut attempt = 1;
+                    while rows.is_empty() && attempt < attempts {
+                        PipelineMetrics::add(&metrics.join_retries, 1);
+                        LookupMetrics::add(&join_metrics.retries, 1);
+                        // Refreshes run on commits and on the refresh interval; a retry
+                        // only looks again.
+                        tokio::time::sleep(delay).await;
+                        rows = self.find(&key).await?;
+                        attempt += 1;
+                    }
+                }
+                rows
+            }
+        };
+        let matched = self.emit(fact, &rows, out);
+        let counter = if matched {
+            &metrics.join_hits
+        } else {
+            &metrics.join_misses
+        };
+        PipelineMetrics::add(counter, 1);
+        Ok(matched)
+    }
+
+    /// Pushes the joined facts to `out`: one per matching row (a join by primary key
+    /// matches at most one; a join on other columns may match several, as in Flink), the
+    /// fact with nulls when nothing matches and the join is LEFT, nothing when it is
+    /// INNER. Returns whether a row matched.
+    pub fn emit(
+        &self,
+        fact: Map<String, Value>,
+        rows: &[Arc<Row>],
+        out: &mut Vec<Map<String, Value>>,
+    ) -> bool {
+        let Some(last) = rows.len().checked_sub(1) else {
+            if self.kind == JoinKind::Left {
+                out.push(self.with_columns(fact, None));
+            }
+            return false;
+        };
+        let mut fact = Some(fact);
+        for (i, row) in rows.iter().enumerate() {
+            let base = if i == last {
+                fact.take().unwrap_or_default()
+            } else {
+                fact.clone().unwrap_or_default()
+            };
+            out.push(self.with_columns(base, Some(row)));
+        }
+        true
+    }
+
+    /// The matching rows (projected): at most one by primary key, any number otherwise.
+    pub async fn find(&self, key: &[Datum]) -> std::result::Result<Vec<Arc<Row>>, String> {
+        if self.lookup.by_primary_key() {
+            let row = self.lookup.get(key).await.map_err(|e| e.to_string())?;
+            Ok(row.into_iter().collect())
+        } else {
+            let rows = self.lookup.get_all(key).map_err(|e| e.to_string())?;
+            Ok(rows.into_iter().map(Arc::new).collect())
+        }
+    }
+
+    /// The fact with the joined columns added (nulls without a row).
+    fn with_columns(
+        &self,
+        mut fact: Map<String, Value>,
+        row: Option<&Arc<Row>>,
+    ) -> Map<String, Value> {
+        for (i, (name, ty)) in self.outputs.iter().enumerate() {
+            let value = row
+                .and_then(|r| r.get(i))
+                .map_or(Value::Null, |d| datum_to_json(d, ty));
+            fact.insert(name.clone(), value);
+        }
+        fact
+    }
+
+    pub fn kind(&self) -> JoinKind {
+        self.kind
+    }
+
+    /// The joined table and how many fields the join adds, for the pipeline summary.
+    pub fn describe(&self) -> (&str, usize) {
+        (&self.table_name, self.outputs.len())
+    }
+}

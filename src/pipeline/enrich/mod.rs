@@ -1,0 +1,353 @@
+//! Enrich pipelines: facts → lookup joins in order → encode → produce → commit offsets
+//! after delivery.
+//!
+//! Delivery: at least once. A fact's offset is committed only after its enriched record
+//! (or its dead letter) is acknowledged by the broker, and in input order per partition,
+//! so a crash replays from the oldest unacknowledged fact.
+//!
+//! Facts are taken from the consumer a poll batch at a time (what the client has already
+//! fetched, up to [`FACT_BATCH`]) and joined with one lookup per join per batch.
+
+mod facts;
+mod join;
+mod offsets;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::{FuturesOrdered, FuturesUnordered};
+use futures::{FutureExt, StreamExt};
+use rdkafka::consumer::{CommitMode, Consumer as _};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::producer::{DeliveryFuture, FutureRecord};
+use tokio::sync::watch;
+
+use super::dead_letter::DeadLetters;
+use crate::codec::{FactDecoder, OutputEncoder};
+use crate::config::{EnrichConfig, KafkaConfig};
+use crate::error::{Error, Result};
+use crate::kafka::{Consumer, Producer};
+use crate::observe::PipelineMetrics;
+use facts::{BatchOutcome, Enriched, Enricher, Output};
+pub use join::{Join, JoinPlan};
+pub use offsets::OffsetTracker;
+
+/// Deliveries not yet acknowledged, per pipeline (bounds memory next to `max_in_flight`
+/// facts in lookups).
+const MAX_UNACKNOWLEDGED: usize = 10_000;
+/// Most facts taken from the consumer into one batch.
+const FACT_BATCH: usize = 256;
+
+/// Batches (and facts on their own) in flight, completing in input order (`ordered`) or
+/// as they finish.
+enum InFlight {
+    Ordered(FuturesOrdered<BoxFuture<'static, BatchOutcome>>),
+    Unordered(FuturesUnordered<BoxFuture<'static, BatchOutcome>>),
+}
+
+impl InFlight {
+    fn push(&mut self, future: BoxFuture<'static, BatchOutcome>) {
+        match self {
+            InFlight::Ordered(f) => f.push_back(future),
+            InFlight::Unordered(f) => f.push(future),
+        }
+    }
+
+    async fn next(&mut self) -> Option<BatchOutcome> {
+        match self {
+            InFlight::Ordered(f) => f.next().await,
+            InFlight::Unordered(f) => f.next().await,
+        }
+    }
+}
+
+/// Deliveries in flight: each resolves to the fact's position once acknowledged.
+type Deliveries = FuturesUnordered<BoxFuture<'static, Result<(String, i32, i64)>>>;
+
+/// Runs one enrich pipeline until `shutdown`. Joins with a `full` cache are loaded before
+/// the first fact is consumed.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    config: EnrichConfig,
+    kafka: KafkaConfig,
+    joins: Vec<Join>,
+    decoder: FactDecoder,
+    encoder: OutputEncoder,
+    producer: Producer,
+    dead_letters: DeadLetters,
+    metrics: Arc<PipelineMetrics>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    for join in &joins {
+        tokio::select! {
+            _ = join.lookup().wait_ready() => {}
+            _ = shutdown.changed() => return Ok(()),
+        }
+    }
+    let consumer: Consumer = crate::kafka::consumer(
+        &kafka,
+        &format!("{}-{}", kafka.group_id, config.name),
+        &config.name,
+    )?;
+    let consumer = Arc::new(consumer);
+    let _watch = crate::kafka::watch::spawn(
+        &config.name,
+        &consumer,
+        metrics.clone(),
+        &kafka.bootstrap_servers,
+    );
+    let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
+    consumer
+        .subscribe(&topics)
+        .map_err(|e| Error::Kafka(format!("subscribing {}: {e}", config.name)))?;
+    let max_in_flight = config.max_in_flight.max(1);
+    let mut lookups = if config.ordered {
+        InFlight::Ordered(FuturesOrdered::new())
+    } else {
+        InFlight::Unordered(FuturesUnordered::new())
+    };
+    let enricher = Arc::new(Enricher {
+        config: config.clone(),
+        joins,
+        decoder,
+        encoder,
+        metrics: metrics.clone(),
+    });
+    let sink = Sink {
+        producer: &producer,
+        dead_letters: &dead_letters,
+        config: &config,
+        metrics: &metrics,
+    };
+    let mut deliveries = Deliveries::new();
+    let mut offsets = OffsetTracker::default();
+    let mut commit_tick = tokio::time::interval(Duration::from_secs(1));
+    let mut stored = false;
+    // Facts consumed and not yet handed to a delivery.
+    let mut in_flight = 0usize;
+    loop {
+        tokio::select! {
+            message = consumer.recv(), if in_flight < max_in_flight && deliveries.len() < MAX_UNACKNOWLEDGED => {
+                let first = match message {
+                    Ok(m) => m.detach(),
+                    Err(e) => {
+                        crate::kafka::log_consumer_error(&config.name, &e);
+                        continue;
+                    }
+                };
+                // Whatever else the client has already fetched joins the batch.
+                let room = FACT_BATCH.min(max_in_flight - in_flight);
+                let mut batch = Vec::with_capacity(room);
+                batch.push(first);
+                while batch.len() < room {
+                    match consumer.recv().now_or_never() {
+                        Some(Ok(m)) => batch.push(m.detach()),
+                        Some(Err(e)) => {
+                            crate::kafka::log_consumer_error(&config.name, &e);
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                PipelineMetrics::add(&metrics.records_in, batch.len() as u64);
+                in_flight += batch.len();
+                for m in &batch {
+                    offsets.begin(m.topic(), m.partition(), m.offset());
+                }
+                if batch.len() == 1 {
+                    lookups.push(enricher.clone().enrich(batch.remove(0)).boxed());
+                } else {
+                    lookups.push(enricher.clone().enrich_batch(batch).boxed());
+                }
+            }
+            Some(outcome) = lookups.next() => {
+                for message in outcome.deferred {
+                    lookups.push(enricher.clone().enrich(message).boxed());
+                }
+                in_flight -= outcome.done.len();
+                for enriched in outcome.done {
+                    let delivery = sink.deliver(enriched).await?;
+                    deliveries.push(delivery);
+                }
+            }
+            Some(done) = deliveries.next() => {
+                let (topic, partition, offset) = done?;
+                stored |= store(&consumer, &mut offsets, &config.name, &topic, partition, offset);
+            }
+            _ = commit_tick.tick() => {
+                if stored {
+                    if let Err(e) = consumer.commit_consumer_state(CommitMode::Async) {
+                        tracing::debug!(pipeline = %config.name, error = %e, "offset commit failed; will retry");
+                    }
+                    stored = false;
+                }
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    // Finish the facts in flight (their lookups, then their deliveries), then commit
+    // synchronously what was stored since the last periodic commit.
+    while let Some(outcome) = lookups.next().await {
+        for message in outcome.deferred {
+            lookups.push(enricher.clone().enrich(message).boxed());
+        }
+        for enriched in outcome.done {
+            let delivery = sink.deliver(enriched).await?;
+            deliveries.push(delivery);
+        }
+    }
+    while let Some(done) = deliveries.next().await {
+        let (topic, partition, offset) = done?;
+        stored |= store(
+            &consumer,
+            &mut offsets,
+            &config.name,
+            &topic,
+            partition,
+            offset,
+        );
+    }
+    if stored && let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
+        tracing::warn!(pipeline = %config.name, error = %e, "final offset commit failed");
+    }
+    Ok(())
+}
+
+/// Where finished facts go: the output topic, or the dead-letter topic.
+struct Sink<'a> {
+    producer: &'a Producer,
+    dead_letters: &'a DeadLetters,
+    config: &'a EnrichConfig,
+    metrics: &'a Arc<PipelineMetrics>,
+}
+
+impl Sink<'_> {
+    /// Sends a finished fact's records (or its dead letter); the returned delivery
+    /// resolves to its position once the broker acknowledged everything.
+    async fn deliver(
+        &self,
+        (message, result): Enriched,
+    ) -> Result<BoxFuture<'static, Result<(String, i32, i64)>>> {
+        let position = (
+            message.topic().to_string(),
+            message.partition(),
+            message.offset(),
+        );
+        Ok(match result {
+            Ok(outputs) if outputs.is_empty() => {
+                PipelineMetrics::add(&self.metrics.dropped, 1);
+                futures::future::ready(Ok(position)).boxed()
+            }
+            Ok(outputs) => {
+                let sent =
+                    produce_all(self.producer, &self.config.output.topic, &message, outputs)?;
+                let metrics = self.metrics.clone();
+                async move {
+                    let n = sent.len() as u64;
+                    await_deliveries(sent).await?;
+                    PipelineMetrics::add(&metrics.records_out, n);
+                    Ok(position)
+                }
+                .boxed()
+            }
+            Err(reason) => {
+                PipelineMetrics::add(&self.metrics.dead_lettered, 1);
+                self.dead_letters
+                    .send(&self.config.name, &message, &reason)
+                    .await?;
+                futures::future::ready(Ok(position)).boxed()
+            }
+        })
+    }
+}
+
+/// Sends every output record of a fact.
+fn produce_all(
+    producer: &Producer,
+    topic: &str,
+    message: &OwnedMessage,
+    outputs: Vec<Output>,
+) -> Result<Vec<DeliveryFuture>> {
+    outputs
+        .into_iter()
+        .map(|(key, payload)| produce(producer, topic, message, key, payload))
+        .collect()
+}
+
+/// Waits until the broker acknowledged every record.
+async fn await_deliveries(sent: Vec<DeliveryFuture>) -> Result<()> {
+    for delivery in sent {
+        match delivery.await {
+            Ok(Ok(_)) => {}
+            Ok(Err((e, _))) => return Err(Error::Kafka(format!("delivery failed: {e}"))),
+            Err(_) => return Err(Error::Kafka("delivery was cancelled".into())),
+        }
+    }
+    Ok(())
+}
+
+/// Sends the enriched record with the fact's headers; the key is the configured output
+/// key or the fact's own.
+fn produce(
+    producer: &Producer,
+    topic: &str,
+    message: &OwnedMessage,
+    key: Option<Vec<u8>>,
+    payload: Vec<u8>,
+) -> Result<DeliveryFuture> {
+    let mut headers = OwnedHeaders::new();
+    if let Some(original) = message.headers() {
+        for h in original.iter() {
+            headers = headers.insert(Header {
+                key: h.key,
+                value: h.value,
+            });
+        }
+    }
+    let key = key.or_else(|| message.key().map(<[u8]>::to_vec));
+    let mut out: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic)
+        .payload(payload.as_slice())
+        .headers(headers);
+    if let Some(k) = &key {
+        out = out.key(k);
+    }
+    producer
+        .send_result(out)
+        .map_err(|(e, _)| Error::Kafka(format!("producing to {topic}: {e}")))
+}
+
+/// Marks a fact finished and stores the partition's committable offset when it moved.
+/// A store can fail after a rebalance took the partition away; the new owner then
+/// replays from the last commit (at least once), so that is not an error.
+fn store(
+    consumer: &Consumer,
+    offsets: &mut OffsetTracker,
+    pipeline: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> bool {
+    let Some(done_through) = offsets.finish(topic, partition, offset) else {
+        return false;
+    };
+    match consumer.store_offset(topic, partition, done_through) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(pipeline, topic, partition, error = %e, "offset not stored");
+            false
+        }
+    }
+}
+
+/// Join fields per table, for the pipeline summary.
+pub fn describe(joins: &[Join]) -> BTreeMap<String, usize> {
+    joins
+        .iter()
+        .map(|j| {
+            let (table, fields) = j.describe();
+            (table.to_string(), fields)
+        })
+        .collect()
+}

@@ -309,3 +309,237 @@ fn encode_all(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+    use rdkafka::Timestamp;
+    use serde_json::json;
+
+    use super::*;
+    use crate::lookup::{LookupSpec, LookupTable, Strategy as Cache, TableLookups};
+    use crate::lsm::lookup::{LookupOptions, PointLookup};
+    use crate::lsm::writer::TableWriter;
+    use crate::pipeline::enrich::JoinPlan;
+    use crate::table::Warehouse;
+    use crate::table::data_file::RowKind;
+
+    /// Two joins: customers by primary key (LEFT), then the customer's country's
+    /// stores by a non-key column (INNER, several matches), as a pipeline builds them.
+    const CONFIG: &str = r#"
+        [kafka]
+        bootstrap_servers = "unused:9092"
+        [warehouse]
+        uri = "memory://"
+        [[table]]
+        name = "shop.customers"
+        columns = [{ name = "id", type = "INT" }, { name = "name", type = "STRING" }, { name = "country", type = "STRING" }]
+        primary_key = ["id"]
+        buckets = 2
+        [[table]]
+        name = "shop.stores"
+        columns = [{ name = "store", type = "INT" }, { name = "country", type = "STRING" }]
+        primary_key = ["store"]
+        buckets = 1
+        [[enrich]]
+        name = "orders"
+        topics = ["orders"]
+        output = { topic = "out", key = "order_id" }
+        [[enrich.join]]
+        table = "shop.customers"
+        on = { customer_id = "id" }
+        select = ["name", "country"]
+        cache = "full"
+        [[enrich.join]]
+        table = "shop.stores"
+        kind = "inner"
+        on = { country = "country" }
+        select = ["store"]
+        cache = "full"
+    "#;
+
+    async fn enricher(ordered: bool) -> Arc<Enricher> {
+        let mut config = crate::config::from_toml("test", CONFIG).unwrap();
+        config.enrich[0].ordered = ordered;
+        let warehouse = Warehouse::from_uri("memory://", &BTreeMap::new()).unwrap();
+        let mut joins = Vec::new();
+        let mut join_metrics = Vec::new();
+        let rows: [(&str, Vec<Row>); 2] = [
+            (
+                "shop.customers",
+                (0..6)
+                    .map(|id| {
+                        vec![
+                            Datum::Int(id),
+                            Datum::String(format!("c{id}")),
+                            Datum::String(["ch", "de", "fr"][id as usize % 3].into()),
+                        ]
+                    })
+                    .collect(),
+            ),
+            (
+                "shop.stores",
+                vec![
+                    vec![Datum::Int(1), Datum::String("ch".into())],
+                    vec![Datum::Int(2), Datum::String("ch".into())],
+                    vec![Datum::Int(3), Datum::String("de".into())],
+                ],
+            ),
+        ];
+        for ((table_config, join_config), (_, table_rows)) in
+            config.tables.iter().zip(&config.enrich[0].join).zip(rows)
+        {
+            let table = crate::pipeline::open_or_create(
+                &warehouse,
+                &table_config.name,
+                table_config.to_schema().unwrap(),
+            )
+            .await
+            .unwrap();
+            let mut writer = TableWriter::new(table.clone(), "test").await.unwrap();
+            for row in table_rows {
+                writer.write(RowKind::Insert, row).unwrap();
+            }
+            writer.commit(BTreeMap::new()).await.unwrap();
+            let point = Arc::new(
+                PointLookup::open(table.clone(), LookupOptions::default())
+                    .await
+                    .unwrap(),
+            );
+            let plan = JoinPlan::new(join_config, table.schema()).unwrap();
+            let spec = LookupSpec {
+                strategy: Cache::Full,
+                key_columns: plan.key_columns.clone(),
+                projection: plan.projection.clone(),
+                partition: None,
+            };
+            let lookup = Arc::new(LookupTable::new(point.clone(), spec).unwrap());
+            TableLookups::new(point, vec![lookup.clone()])
+                .load()
+                .await
+                .unwrap();
+            join_metrics.push(crate::observe::JoinMetrics::new(&table_config.name));
+            joins.push(Join::new(join_config, plan, lookup, None));
+        }
+        let e = &config.enrich[0];
+        Arc::new(Enricher {
+            config: e.clone(),
+            joins,
+            decoder: crate::pipeline::fact_decoder(e).unwrap(),
+            encoder: crate::pipeline::output_encoder(&e.output).unwrap(),
+            metrics: Arc::new(PipelineMetrics::with_joins(join_metrics)),
+        })
+    }
+
+    /// Facts of every kind a batch meets: matches, unknown and null keys, a key of the
+    /// wrong type, bad JSON, a tombstone, a fact without a join key.
+    fn payload(kind: u8, n: i64) -> Option<Vec<u8>> {
+        let fact = match kind {
+            0 => json!({"order_id": n, "customer_id": n % 8}),
+            1 => json!({"order_id": n, "customer_id": null}),
+            2 => json!({"order_id": n, "customer_id": "not a number"}),
+            3 => return Some(b"{not json".to_vec()),
+            4 => return None,
+            _ => json!({"order_id": n}),
+        };
+        Some(fact.to_string().into_bytes())
+    }
+
+    fn message(kind: u8, offset: i64) -> OwnedMessage {
+        OwnedMessage::new(
+            payload(kind, offset),
+            Some(offset.to_string().into_bytes()),
+            "orders".into(),
+            Timestamp::CreateTime(1_000 + offset),
+            0,
+            offset,
+            None,
+        )
+    }
+
+    fn results(outcome: &[Enriched]) -> Vec<(i64, std::result::Result<Vec<Output>, String>)> {
+        outcome
+            .iter()
+            .map(|(m, r)| (m.offset(), r.clone()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_batch_joins_hits_misses_and_bad_records() {
+        let enricher = enricher(true).await;
+        // Customers 0 (ch: two stores), 1 (de: one), 2 (fr: none, INNER drops it), 7
+        // (unknown: LEFT gives nulls, then INNER on a null country drops it); bad JSON.
+        let messages = vec![
+            message(0, 0),
+            message(0, 1),
+            message(0, 2),
+            message(0, 7),
+            message(3, 8),
+        ];
+        let done = enricher.enrich_batch(messages).await.done;
+        let outputs: Vec<std::result::Result<Vec<Value>, String>> = done
+            .into_iter()
+            .map(|(_, r)| {
+                r.map(|records| {
+                    records
+                        .iter()
+                        .map(|(_, payload)| serde_json::from_slice(payload).unwrap())
+                        .collect()
+                })
+            })
+            .collect();
+        let store = |order: i64, customer: &str, store: i64| {
+            let country = ["ch", "de"][order as usize];
+            json!({"order_id": order, "customer_id": order, "name": customer, "country": country, "store": store})
+        };
+        assert_eq!(outputs[0], Ok(vec![store(0, "c0", 1), store(0, "c0", 2)]));
+        assert_eq!(outputs[1], Ok(vec![store(1, "c1", 3)]));
+        assert_eq!(outputs[2], Ok(vec![]));
+        assert_eq!(outputs[3], Ok(vec![]));
+        assert!(
+            outputs[4].as_ref().is_err_and(|e| e.contains("JSON")),
+            "{:?}",
+            outputs[4]
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        /// A batch gives exactly what enriching each fact on its own gives, in order,
+        /// and counts each fact's hits and misses once.
+        #[test]
+        fn a_batch_equals_its_facts_enriched_one_by_one(kinds in prop::collection::vec(0u8..6, 1..40)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let batched = enricher(true).await;
+                let single = enricher(true).await;
+                let messages: Vec<OwnedMessage> = kinds
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &k)| message(k, i as i64))
+                    .collect();
+                let outcome = batched.clone().enrich_batch(messages.clone()).await;
+                prop_assert!(outcome.deferred.is_empty());
+                let mut expected = Vec::new();
+                for m in messages {
+                    expected.extend(single.clone().enrich(m).await.done);
+                }
+                prop_assert_eq!(results(&outcome.done), results(&expected));
+                for (a, b) in [
+                    (&batched.metrics.join_hits, &single.metrics.join_hits),
+                    (&batched.metrics.join_misses, &single.metrics.join_misses),
+                ] {
+                    prop_assert_eq!(PipelineMetrics::get(a), PipelineMetrics::get(b));
+                }
+                for (a, b) in batched.metrics.joins.iter().zip(&single.metrics.joins) {
+                    prop_assert_eq!(PipelineMetrics::get(&a.hits), PipelineMetrics::get(&b.hits));
+                    prop_assert_eq!(PipelineMetrics::get(&a.misses), PipelineMetrics::get(&b.misses));
+                }
+                Ok(())
+            })?;
+        }
+    }
+}

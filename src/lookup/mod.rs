@@ -326,7 +326,9 @@ impl LookupTable {
                 let cache_key = binary_row::encode(key, &self.key_types)?;
                 let (row, read_at) = self.point.get_pinned(key).await?;
                 let row = row.map(|r| self.project(r));
-                cache.insert(cache_key, row.clone(), read_at, || self.point.snapshot_id());
+                cache.insert(&cache_key, row.clone(), read_at, || {
+                    self.point.snapshot_id()
+                });
                 Ok(row)
             }
         }

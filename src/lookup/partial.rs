@@ -1,6 +1,8 @@
 //! The `partial` strategy: an LRU of recently looked-up keys (misses included), invalidated
 //! key by key from each refresh's changed rows.
 
+use std::borrow::Borrow;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -19,11 +21,64 @@ pub struct PartialOptions {
     pub cache_missing_keys: bool,
 }
 
+/// Longest key kept inline: a one- or two-column key's BinaryRow is 16–24 bytes.
+const INLINE_KEY: usize = 30;
+
+/// A cache key: the primary key's BinaryRow bytes, inline when short, so comparing a
+/// probe with an entry reads the entry's own memory instead of one more allocation (a
+/// likely cache miss on every hit).
+#[derive(Clone)]
+pub enum CacheKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Heap(Box<[u8]>),
+}
+
+impl CacheKey {
+    pub fn new(key: &[u8]) -> Self {
+        match u8::try_from(key.len()) {
+            Ok(len) if key.len() <= INLINE_KEY => {
+                let mut bytes = [0; INLINE_KEY];
+                bytes[..key.len()].copy_from_slice(key);
+                CacheKey::Inline { len, bytes }
+            }
+            _ => CacheKey::Heap(key.into()),
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            CacheKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            CacheKey::Heap(bytes) => bytes,
+        }
+    }
+}
+
+// Hash and equality are those of the bytes, so lookups can borrow a `[u8]` probe.
+impl Hash for CacheKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state);
+    }
+}
+
+impl PartialEq for CacheKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for CacheKey {}
+
+impl Borrow<[u8]> for CacheKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
 /// Serialized primary key → projected row (`None`: the table has no such key).
 pub struct PartialCache {
     /// foldhash instead of moka's default SipHash: keys are short and hashed on every
     /// lookup; the per-cache random seed keeps the fact stream from choosing collisions.
-    cache: Cache<Vec<u8>, Option<Arc<Row>>, foldhash::fast::RandomState>,
+    cache: Cache<CacheKey, Option<Arc<Row>>, foldhash::fast::RandomState>,
     cache_missing_keys: bool,
     /// Orders "insert what was read at snapshot S" against "invalidate what changed after
     /// S": a refresh holds it exclusively while it invalidates, a lookup shares it while
@@ -37,9 +92,10 @@ impl PartialCache {
         let mut builder = Cache::builder();
         builder = match options.max_bytes {
             Some(bytes) => builder
-                .weigher(|key: &Vec<u8>, row: &Option<Arc<Row>>| {
-                    let bytes =
-                        key.len() + row.as_deref().map_or(0, estimated_bytes) + ENTRY_OVERHEAD;
+                .weigher(|key: &CacheKey, row: &Option<Arc<Row>>| {
+                    let bytes = key.as_bytes().len()
+                        + row.as_deref().map_or(0, estimated_bytes)
+                        + ENTRY_OVERHEAD;
                     u32::try_from(bytes).unwrap_or(u32::MAX)
                 })
                 .max_capacity(bytes),
@@ -67,7 +123,7 @@ impl PartialCache {
     /// (`current_snapshot` is asked under the epoch lock).
     pub fn insert(
         &self,
-        key: Vec<u8>,
+        key: &[u8],
         row: Option<Arc<Row>>,
         read_snapshot: Option<i64>,
         current_snapshot: impl FnOnce() -> Option<i64>,
@@ -77,7 +133,7 @@ impl PartialCache {
         }
         let _shared = self.epoch.read().unwrap_or_else(|p| p.into_inner());
         if current_snapshot() == read_snapshot {
-            self.cache.insert(key, row);
+            self.cache.insert(CacheKey::new(key), row);
         }
     }
 
@@ -138,8 +194,8 @@ mod tests {
     fn hits_misses_and_invalidation() {
         let cache = PartialCache::new(&options());
         let row = Arc::new(vec![Datum::Int(1)]);
-        cache.insert(b"a".to_vec(), Some(row.clone()), Some(1), || Some(1));
-        cache.insert(b"b".to_vec(), None, Some(1), || Some(1));
+        cache.insert(b"a", Some(row.clone()), Some(1), || Some(1));
+        cache.insert(b"b", None, Some(1), || Some(1));
         assert_eq!(cache.get(b"a"), Some(Some(row)));
         assert_eq!(cache.get(b"b"), Some(None), "a remembered miss");
         assert_eq!(cache.get(b"c"), None);
@@ -151,9 +207,26 @@ mod tests {
     }
 
     #[test]
+    fn keys_equal_and_hash_as_their_bytes_inline_or_not() {
+        use std::hash::BuildHasher;
+        let state = foldhash::fast::FixedState::default();
+        for len in [0, 1, INLINE_KEY - 1, INLINE_KEY, INLINE_KEY + 1, 300] {
+            let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let key = CacheKey::new(&bytes);
+            assert_eq!(key.as_bytes(), bytes.as_slice());
+            assert_eq!(matches!(key, CacheKey::Inline { .. }), len <= INLINE_KEY);
+            assert_eq!(state.hash_one(&key), state.hash_one(bytes.as_slice()));
+            let cache = PartialCache::new(&options());
+            cache.insert(&bytes, None, None, || None);
+            assert_eq!(cache.get(&bytes), Some(None), "length {len}");
+        }
+        assert!(CacheKey::new(b"ab") != CacheKey::new(b"ab\0"));
+    }
+
+    #[test]
     fn a_read_of_an_older_snapshot_is_not_cached() {
         let cache = PartialCache::new(&options());
-        cache.insert(b"a".to_vec(), None, Some(1), || Some(2));
+        cache.insert(b"a", None, Some(1), || Some(2));
         assert_eq!(cache.get(b"a"), None);
     }
 
@@ -163,7 +236,7 @@ mod tests {
             cache_missing_keys: false,
             ..options()
         });
-        cache.insert(b"a".to_vec(), None, Some(1), || Some(1));
+        cache.insert(b"a", None, Some(1), || Some(1));
         assert_eq!(cache.get(b"a"), None);
     }
 
@@ -175,7 +248,7 @@ mod tests {
         });
         for i in 0..1_000_i32 {
             let row = Arc::new(vec![Datum::String("x".repeat(100))]);
-            cache.insert(i.to_be_bytes().to_vec(), Some(row), None, || None);
+            cache.insert(&i.to_be_bytes(), Some(row), None, || None);
         }
         cache.cache.run_pending_tasks();
         assert!(cache.weighted_size() <= 10_000, "{}", cache.weighted_size());

@@ -57,6 +57,7 @@ mod avro;
 mod canal;
 mod debezium;
 mod error;
+mod fact;
 pub mod json;
 mod maxwell;
 mod registry;
@@ -72,6 +73,7 @@ mod tests;
 
 pub use avro::{AvroSchema, CONFLUENT_MAGIC, EncodeError};
 pub use error::{ColumnError, DecodeError, Part};
+pub use fact::Fact;
 pub use json::lookup_path;
 pub use registry::{NOT_FOUND_TTL, SchemaResolver};
 
@@ -444,18 +446,21 @@ impl FactDecoder {
     }
 
     /// The record as a JSON object, in the JSON form of `datum_to_json` for Avro (decimals
-    /// as strings, dates `YYYY-MM-DD`, timestamps as text, bytes base64). `None` for a
-    /// tombstone (null payload).
-    pub fn decode(
-        &self,
-        record: &KafkaRecord<'_>,
-    ) -> Result<Option<Map<String, Value>>, DecodeError> {
+    /// as strings, dates `YYYY-MM-DD`, timestamps as text, bytes base64). A JSON object
+    /// stays its payload bytes where it can (see [`Fact`]). `None` for a tombstone (null
+    /// payload).
+    pub fn decode<'a>(&self, record: &KafkaRecord<'a>) -> Result<Option<Fact<'a>>, DecodeError> {
         let Some(payload) = record.payload else {
             return Ok(None);
         };
         match self.format {
-            Format::Avro => decode_avro_payload(self.avro.as_ref(), payload).map(|(m, _)| Some(m)),
-            _ => json::parse_object(payload, Part::Payload).map(Some),
+            Format::Avro => {
+                decode_avro_payload(self.avro.as_ref(), payload).map(|(m, _)| Some(Fact::Tree(m)))
+            }
+            _ => match Fact::raw(payload) {
+                Some(fact) => Ok(Some(fact)),
+                None => json::parse_object(payload, Part::Payload).map(|m| Some(Fact::Tree(m))),
+            },
         }
     }
 }

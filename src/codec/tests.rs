@@ -136,10 +136,11 @@ async fn fact_records_decode_to_json_objects() {
         .decode(&record(payload.as_bytes()))
         .unwrap()
         .unwrap();
-    assert_eq!(lookup_path(&got, "customer.id"), Some(&json!(7)));
+    assert!(matches!(got, Fact::Raw(_)), "kept as its bytes");
+    assert_eq!(got.get("customer.id").as_deref(), Some(&json!(7)));
     let mut tombstone = record(b"");
     tombstone.payload = None;
-    assert_eq!(json_facts.decode(&tombstone), Ok(None));
+    assert!(matches!(json_facts.decode(&tombstone), Ok(None)));
     assert_eq!(
         json_facts.decode(&record(b"[]")).unwrap_err().code(),
         "malformed"
@@ -148,7 +149,11 @@ async fn fact_records_decode_to_json_objects() {
     let row = sample_row(3);
     let bytes = confluent(8, &avro_row(&row));
     avro_facts.prepare(&record(&bytes)).await.unwrap();
-    let got = avro_facts.decode(&record(&bytes)).unwrap().unwrap();
+    let got = avro_facts
+        .decode(&record(&bytes))
+        .unwrap()
+        .unwrap()
+        .into_tree();
     // The JSON form of datum_to_json.
     assert_eq!(got, row_json(&row));
     assert_eq!(got["weight"], json!("3.14"));

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rdkafka::message::{Message, OwnedMessage};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::join::Join;
-use crate::codec::{FactDecoder, KafkaRecord, OutputEncoder, lookup_path};
+use crate::codec::{Fact, FactDecoder, KafkaRecord, OutputEncoder};
 use crate::config::EnrichConfig;
 use crate::observe::PipelineMetrics;
 use crate::table::datum::{Datum, Row};
@@ -47,9 +47,9 @@ pub struct Enricher {
 type JoinOutcome = (usize, bool, std::time::Duration);
 
 /// Where a fact of a batch stands.
-enum Progress {
+enum Progress<'a> {
     /// The facts it has become so far (one per match of each join so far).
-    Joining(Vec<Map<String, Value>>),
+    Joining(Vec<Fact<'a>>),
     /// A dead letter, with the reason.
     Failed(String),
     /// Left the batch to wait or retry.
@@ -108,10 +108,11 @@ impl Enricher {
             self.join_batch(j, join, &messages, &mut progress, &mut matches)
                 .await;
         }
-        let mut outcome = BatchOutcome::default();
-        let mut on_their_own = Vec::new();
-        for ((message, state), matched) in messages.into_iter().zip(progress).zip(matches) {
-            match state {
+        // `None`: the fact left the batch.
+        let results: Vec<Option<std::result::Result<Vec<Output>, String>>> = progress
+            .into_iter()
+            .zip(matches)
+            .map(|(state, matched)| match state {
                 Progress::Joining(facts) => {
                     for (j, hit, took) in matched {
                         let counter = if hit {
@@ -124,11 +125,18 @@ impl Enricher {
                             m.record(hit, took);
                         }
                     }
-                    let result = encode_all(&facts, &self.encoder, &self.config);
-                    outcome.done.push((message, result));
+                    Some(encode_all(&facts, &self.encoder, &self.config))
                 }
-                Progress::Failed(reason) => outcome.done.push((message, Err(reason))),
-                Progress::OnItsOwn => {
+                Progress::Failed(reason) => Some(Err(reason)),
+                Progress::OnItsOwn => None,
+            })
+            .collect();
+        let mut outcome = BatchOutcome::default();
+        let mut on_their_own = Vec::new();
+        for (message, result) in messages.into_iter().zip(results) {
+            match result {
+                Some(result) => outcome.done.push((message, result)),
+                None => {
                     on_their_own.push(outcome.done.len());
                     outcome.deferred.push(message);
                 }
@@ -155,7 +163,7 @@ impl Enricher {
         j: usize,
         join: &Join,
         messages: &[OwnedMessage],
-        progress: &mut [Progress],
+        progress: &mut [Progress<'_>],
         matches: &mut [Vec<JoinOutcome>],
     ) {
         // The keys of every fact (`None`: a missing or null key field, a miss).
@@ -291,7 +299,7 @@ pub async fn enrich_one(
 
 /// The output records of a fact's joined forms.
 fn encode_all(
-    facts: &[Map<String, Value>],
+    facts: &[Fact<'_>],
     encoder: &OutputEncoder,
     config: &EnrichConfig,
 ) -> std::result::Result<Vec<Output>, String> {
@@ -299,12 +307,12 @@ fn encode_all(
         .iter()
         .map(|fact| {
             let key = config.output.key.as_ref().and_then(|path| {
-                lookup_path(fact, path).map(|v| match v {
+                fact.get(path).map(|v| match v.as_ref() {
                     Value::String(s) => s.clone().into_bytes(),
                     other => other.to_string().into_bytes(),
                 })
             });
-            let payload = encoder.encode(fact).map_err(|e| e.to_string())?;
+            let payload = fact.encode(encoder).map_err(|e| e.to_string())?;
             Ok((key, payload))
         })
         .collect()

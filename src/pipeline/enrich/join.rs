@@ -4,10 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::super::progress::CdcProgress;
-use crate::codec::lookup_path;
+use crate::codec::Fact;
 use crate::config::{JoinConfig, JoinKind};
 use crate::error::{Error, Result};
 use crate::lookup::{LookupMetrics, LookupTable};
@@ -112,13 +112,10 @@ impl Join {
 
     /// The lookup key of a fact: `Ok(None)` when a key field is missing or null; `Err`
     /// when present but not convertible (a bad record).
-    pub fn key(
-        &self,
-        fact: &Map<String, Value>,
-    ) -> std::result::Result<Option<Vec<Datum>>, String> {
+    pub fn key(&self, fact: &Fact<'_>) -> std::result::Result<Option<Vec<Datum>>, String> {
         let mut key = Vec::with_capacity(self.key_fields.len());
         for (field, ty) in &self.key_fields {
-            match lookup_path(fact, field) {
+            match fact.get(field).as_deref() {
                 None | Some(Value::Null) => return Ok(None),
                 Some(v) => {
                     key.push(datum_from_json(v, ty).map_err(|e| {
@@ -145,12 +142,12 @@ impl Join {
     /// pushes the result to `out` (see [`Join::emit`]). Returns whether a row matched.
     /// `timestamp_ms` is the fact's Kafka timestamp, which `wait_for_cdc` compares with
     /// the CDC progress.
-    pub async fn apply(
+    pub async fn apply<'a>(
         &self,
-        fact: Map<String, Value>,
+        fact: Fact<'a>,
         timestamp_ms: Option<i64>,
         metrics: &PipelineMetrics,
-        out: &mut Vec<Map<String, Value>>,
+        out: &mut Vec<Fact<'a>>,
     ) -> std::result::Result<bool, String> {
         let join_metrics = self.lookup.metrics();
         let rows: Vec<Arc<Row>> = match self.key(&fact)? {
@@ -194,27 +191,17 @@ impl Join {
     /// matches at most one; a join on other columns may match several, as in Flink), the
     /// fact with nulls when nothing matches and the join is LEFT, nothing when it is
     /// INNER. Returns whether a row matched.
-    pub fn emit(
-        &self,
-        fact: Map<String, Value>,
-        rows: &[Arc<Row>],
-        out: &mut Vec<Map<String, Value>>,
-    ) -> bool {
-        let Some(last) = rows.len().checked_sub(1) else {
+    pub fn emit<'a>(&self, fact: Fact<'a>, rows: &[Arc<Row>], out: &mut Vec<Fact<'a>>) -> bool {
+        let Some((last, others)) = rows.split_last() else {
             if self.kind == JoinKind::Left {
                 out.push(self.with_columns(fact, None));
             }
             return false;
         };
-        let mut fact = Some(fact);
-        for (i, row) in rows.iter().enumerate() {
-            let base = if i == last {
-                fact.take().unwrap_or_default()
-            } else {
-                fact.clone().unwrap_or_default()
-            };
-            out.push(self.with_columns(base, Some(row)));
+        for row in others {
+            out.push(self.with_columns(fact.clone(), Some(row)));
         }
+        out.push(self.with_columns(fact, Some(last)));
         true
     }
 
@@ -230,16 +217,12 @@ impl Join {
     }
 
     /// The fact with the joined columns added (nulls without a row).
-    fn with_columns(
-        &self,
-        mut fact: Map<String, Value>,
-        row: Option<&Arc<Row>>,
-    ) -> Map<String, Value> {
+    fn with_columns<'a>(&self, mut fact: Fact<'a>, row: Option<&Arc<Row>>) -> Fact<'a> {
         for (i, (name, ty)) in self.outputs.iter().enumerate() {
             let value = row
                 .and_then(|r| r.get(i))
                 .map_or(Value::Null, |d| datum_to_json(d, ty));
-            fact.insert(name.clone(), value);
+            fact.insert(name, value);
         }
         fact
     }

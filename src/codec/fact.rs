@@ -1,0 +1,258 @@
+//! A fact on its way through the joins of an enrich pipeline.
+//!
+//! A JSON fact keeps its payload bytes: the joins read only the fields they need (each
+//! parsed on its own when asked for), and the JSON output is the payload with the joined
+//! fields spliced in before its closing brace. The fact is never parsed into a tree nor
+//! serialised again, which is most of the work of enriching a record. Facts that cannot
+//! be spliced are trees: Avro facts, JSON whose keys hold escapes, and a fact whose join
+//! output would replace one of its own fields (a tree replaces it in place, as before).
+//!
+//! Both forms give the same results: [`Fact::get`] the same values, and
+//! [`Fact::encode`] JSON that parses to the same object in the same field order (the
+//! splice keeps the payload's own spelling of numbers and whitespace).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::avro::EncodeError;
+use super::json::lookup_path;
+use super::{OutputEncoder, json};
+
+/// A decoded fact plus the fields its joins added so far.
+#[derive(Debug, Clone)]
+pub enum Fact<'a> {
+    /// The payload's own bytes (a JSON object whose keys have no escapes).
+    Raw(RawFact<'a>),
+    Tree(Map<String, Value>),
+}
+
+#[derive(Debug, Clone)]
+pub struct RawFact<'a> {
+    payload: &'a [u8],
+    /// The payload's top-level fields, values unparsed.
+    fields: HashMap<&'a str, &'a RawValue, foldhash::fast::FixedState>,
+    /// Joined fields, in the order they were added (a name at most once).
+    added: Vec<(String, Value)>,
+}
+
+impl<'a> Fact<'a> {
+    /// The JSON object in `payload` kept as bytes, when that is possible (`None`: parse
+    /// it as a tree instead, which also gives the error of a payload that is not one).
+    pub fn raw(payload: &'a [u8]) -> Option<Self> {
+        let fields = serde_json::from_slice(payload).ok()?;
+        Some(Fact::Raw(RawFact {
+            payload,
+            fields,
+            added: Vec::new(),
+        }))
+    }
+
+    /// The value at a dotted path, as [`lookup_path`] finds it in the fact's tree.
+    pub fn get(&self, path: &str) -> Option<Cow<'_, Value>> {
+        let raw = match self {
+            Fact::Tree(map) => return lookup_path(map, path).map(Cow::Borrowed),
+            Fact::Raw(raw) => raw,
+        };
+        if let Some((_, value)) = raw.added.iter().find(|(name, _)| name == path) {
+            return Some(Cow::Borrowed(value));
+        }
+        if let Some(value) = raw.fields.get(path) {
+            return serde_json::from_str(value.get()).ok().map(Cow::Owned);
+        }
+        if !path.contains('.') {
+            return None;
+        }
+        // A path into a nested value (rare): look it up in the tree.
+        let tree = raw.to_tree();
+        lookup_path(&tree, path).cloned().map(Cow::Owned)
+    }
+
+    /// Sets a field, as inserting into the fact's tree would: a new name is appended, an
+    /// existing one keeps its place.
+    pub fn insert(&mut self, name: &str, value: Value) {
+        match self {
+            Fact::Tree(map) => {
+                map.insert(name.to_string(), value);
+            }
+            Fact::Raw(raw) if raw.fields.contains_key(name) => {
+                let mut map = raw.to_tree();
+                map.insert(name.to_string(), value);
+                *self = Fact::Tree(map);
+            }
+            Fact::Raw(raw) => match raw.added.iter_mut().find(|(n, _)| n == name) {
+                Some((_, slot)) => *slot = value,
+                None => raw.added.push((name.to_string(), value)),
+            },
+        }
+    }
+
+    /// The output record's bytes.
+    pub fn encode(&self, encoder: &OutputEncoder) -> Result<Vec<u8>, EncodeError> {
+        match (self, encoder) {
+            (Fact::Raw(raw), OutputEncoder::Json) => Ok(raw.splice()),
+            (Fact::Raw(raw), _) => encoder.encode(&raw.to_tree()),
+            (Fact::Tree(map), _) => encoder.encode(map),
+        }
+    }
+
+    /// The fact as a tree.
+    pub fn into_tree(self) -> Map<String, Value> {
+        match self {
+            Fact::Tree(map) => map,
+            Fact::Raw(raw) => raw.to_tree(),
+        }
+    }
+}
+
+impl RawFact<'_> {
+    fn to_tree(&self) -> Map<String, Value> {
+        // The payload parsed as a raw fact, so it is a valid JSON object.
+        let mut map = json::parse_object(self.payload, super::Part::Payload).unwrap_or_default();
+        for (name, value) in &self.added {
+            map.insert(name.clone(), value.clone());
+        }
+        map
+    }
+
+    /// The payload with the added fields written before its closing brace.
+    fn splice(&self) -> Vec<u8> {
+        let close = self
+            .payload
+            .iter()
+            .rposition(|&b| b == b'}')
+            .unwrap_or(self.payload.len());
+        let (head, tail) = self.payload.split_at(close);
+        let mut out = Vec::with_capacity(self.payload.len() + 24 * self.added.len());
+        out.extend_from_slice(head);
+        for (i, (name, value)) in self.added.iter().enumerate() {
+            if i > 0 || !self.fields.is_empty() {
+                out.push(b',');
+            }
+            // Writing a string or a `Value` into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut out, name);
+            out.push(b':');
+            let _ = serde_json::to_writer(&mut out, value);
+        }
+        out.extend_from_slice(tail);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+
+    fn both(payload: &str) -> (Fact<'_>, Fact<'_>) {
+        let raw = Fact::raw(payload.as_bytes()).expect("a raw fact");
+        assert!(matches!(raw, Fact::Raw(_)));
+        let tree = Fact::Tree(serde_json::from_str(payload).unwrap());
+        (raw, tree)
+    }
+
+    fn output(fact: &Fact<'_>) -> Value {
+        serde_json::from_slice(&fact.encode(&OutputEncoder::Json).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn joined_fields_are_spliced_before_the_closing_brace() {
+        let payload = r#" {"order_id": 7, "amount": 1.50e1, "customer": {"id": 3}} "#;
+        let (mut raw, mut tree) = both(payload);
+        for fact in [&mut raw, &mut tree] {
+            fact.insert("customer_name", json!("ada \"the\" first"));
+            fact.insert("customer_country", Value::Null);
+        }
+        let bytes = raw.encode(&OutputEncoder::Json).unwrap();
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            r#" {"order_id": 7, "amount": 1.50e1, "customer": {"id": 3},"customer_name":"ada \"the\" first","customer_country":null} "#
+        );
+        assert_eq!(output(&raw), output(&tree));
+        assert_eq!(raw.get("customer.id").as_deref(), Some(&json!(3)));
+        assert_eq!(
+            raw.get("customer_name").as_deref(),
+            Some(&json!("ada \"the\" first"))
+        );
+    }
+
+    #[test]
+    fn an_empty_object_gets_no_leading_comma() {
+        let (mut raw, _) = both("{ }");
+        raw.insert("a", json!(1));
+        assert_eq!(
+            raw.encode(&OutputEncoder::Json).unwrap(),
+            br#"{ "a":1}"#.to_vec()
+        );
+    }
+
+    #[test]
+    fn replacing_a_field_of_the_payload_turns_the_fact_into_a_tree() {
+        let (mut raw, mut tree) = both(r#"{"a": 1, "b": 2}"#);
+        raw.insert("a", json!("x"));
+        tree.insert("a", json!("x"));
+        assert!(matches!(raw, Fact::Tree(_)));
+        assert_eq!(output(&raw), json!({"a": "x", "b": 2}));
+        assert_eq!(output(&raw), output(&tree));
+    }
+
+    #[test]
+    fn payloads_that_are_not_plain_objects_are_not_raw() {
+        for payload in [r#"[1]"#, "7", "{not json", r#"{"a\"b": 1}"#, ""] {
+            assert!(Fact::raw(payload.as_bytes()).is_none(), "{payload}");
+        }
+    }
+
+    fn scalar() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            (-1e6f64..1e6).prop_map(|f| json!(f)),
+            "[a-z é\"\\\\]{0,8}".prop_map(Value::String),
+        ]
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        scalar().prop_recursive(2, 8, 3, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::btree_map("[a-c]{1,2}", inner, 0..3)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Whatever the payload and the joined fields, both forms read the same values
+        /// and write the same object.
+        #[test]
+        fn raw_and_tree_facts_agree(
+            fields in prop::collection::vec(("[a-d]{1,2}", value()), 0..6),
+            inserts in prop::collection::vec(("[a-f]{1,2}", scalar()), 0..6),
+            spaced in any::<bool>(),
+        ) {
+            let object: Map<String, Value> = fields.into_iter().collect();
+            let payload = if spaced {
+                serde_json::to_string_pretty(&object).unwrap()
+            } else {
+                serde_json::to_string(&object).unwrap()
+            };
+            let (mut raw, mut tree) = both(&payload);
+            for (name, value) in inserts {
+                raw.insert(&name, value.clone());
+                tree.insert(&name, value);
+                for path in ["a", "b", "c.a", "a.b", "e", "a.0", "f"] {
+                    prop_assert_eq!(raw.get(path), tree.get(path), "path {}", path);
+                }
+            }
+            prop_assert_eq!(output(&raw), output(&tree));
+            let order = |v: Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
+            prop_assert_eq!(order(output(&raw)), order(output(&tree)));
+        }
+    }
+}

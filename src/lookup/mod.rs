@@ -23,7 +23,7 @@ pub use partition::{PartitionChoice, newest_partition};
 use crate::error::{Error, Result};
 use crate::lsm::lookup::{PointLookup, SnapshotDelta};
 use crate::lsm::merge::SequenceOrder;
-use crate::lsm::reader::{ScanFilter, scan};
+use crate::lsm::reader::{ScanFilter, scan_each_bucket};
 use crate::table::binary_row;
 use crate::table::datum::{Datum, Row};
 use crate::table::options::MergeEngineKind;
@@ -414,9 +414,12 @@ impl LookupTable {
                     filter.equals.push((column, value.clone()));
                 }
             }
-            for row in scan(table, Some(&snapshot), &filter).await? {
-                fresh.upsert(&row)?;
-            }
+            // A bucket at a time: the decoded rows of the whole table would take several
+            // times the memory of the cache they fill.
+            scan_each_bucket(table, &snapshot, &filter, |rows| {
+                rows.iter().try_for_each(|row| fresh.upsert(row))
+            })
+            .await?;
         }
         let rows = fresh.len() as u64;
         let bytes = fresh.memory_bytes() as u64;

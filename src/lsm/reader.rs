@@ -49,14 +49,7 @@ pub async fn scan(
             None => return Ok(Vec::new()),
         },
     };
-    let mut files = table.live_files(snapshot).await?;
-    if table.options().batch_scan_skips_level0() {
-        // Java's and pypaimon's batch reads ignore level 0 of first-row and
-        // deletion-vector tables; read the same rows they do.
-        files.retain(|f| f.file.level > 0);
-    }
-    let files = prune(table, files, filter)?;
-    let groups = group_by_bucket(files);
+    let groups = scanned_buckets(table, snapshot, filter).await?;
     let engine = Arc::new(MergeEngine::new(table.schema(), table.options())?);
     let order = Arc::new(SequenceOrder::new(table.schema(), table.options())?);
     let reads: Vec<_> = groups
@@ -85,6 +78,40 @@ pub async fn scan(
             .unwrap_or(Ordering::Equal)
     });
     Ok(rows)
+}
+
+/// [`scan`] one bucket at a time: `each` gets a bucket's merged rows (sorted within the
+/// bucket, not across buckets) before the next bucket is read, so memory holds one
+/// bucket's decoded rows instead of the table's. For loading a whole table into a
+/// compact structure (a `full` lookup cache).
+pub async fn scan_each_bucket(
+    table: &Table,
+    snapshot: &Snapshot,
+    filter: &ScanFilter,
+    mut each: impl FnMut(Vec<Row>) -> Result<()>,
+) -> Result<()> {
+    let engine = MergeEngine::new(table.schema(), table.options())?;
+    let order = SequenceOrder::new(table.schema(), table.options())?;
+    for ((partition, _bucket), entries) in scanned_buckets(table, snapshot, filter).await? {
+        each(read_bucket(table, &partition, &entries, &engine, &order, filter).await?)?;
+    }
+    Ok(())
+}
+
+/// The buckets a scan of `snapshot` reads, with their files, pruned by `filter`.
+async fn scanned_buckets(
+    table: &Table,
+    snapshot: &Snapshot,
+    filter: &ScanFilter,
+) -> Result<Vec<BucketFiles>> {
+    let mut files = table.live_files(snapshot).await?;
+    if table.options().batch_scan_skips_level0() {
+        // Java's and pypaimon's batch reads ignore level 0 of first-row and
+        // deletion-vector tables; read the same rows they do.
+        files.retain(|f| f.file.level > 0);
+    }
+    let files = prune(table, files, filter)?;
+    Ok(group_by_bucket(files))
 }
 
 /// (serialized partition, bucket) and the live files of that bucket.

@@ -283,7 +283,6 @@ pub struct SnapshotInfo {
     pub id: u64,
     pub time_millis: i64,
     pub covered: Option<u64>,
-    pub offsets: Vec<(String, i32, i64)>,
 }
 
 /// Every snapshot of `<warehouse>/<db>.db/<table>`, by id.
@@ -319,21 +318,21 @@ pub fn snapshots(warehouse: &Path, table: &str, pipeline: &str) -> Result<Vec<Sn
         let time_millis = snapshot["timeMillis"]
             .as_i64()
             .with_context(|| format!("{file_name} has no timeMillis"))?;
-        let mut offsets = Vec::new();
         let covered = match snapshot["properties"][format!("lakejoin.offsets.{pipeline}")].as_str()
         {
             None => None,
             Some(text) => {
                 let parsed: Value = serde_json::from_str(text)
                     .with_context(|| format!("offsets property of {file_name}"))?;
-                let mut sum = 0;
-                for (topic, partitions) in parsed.as_object().into_iter().flatten() {
-                    for (p, next) in partitions.as_object().into_iter().flatten() {
-                        let next = next.as_i64().unwrap_or(0);
-                        offsets.push((topic.clone(), p.parse().unwrap_or(-1), next));
-                        sum += next.max(0) as u64;
-                    }
-                }
+                // {"topic": {"partition": next offset, …}, …}
+                let sum = parsed
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|topics| topics.values())
+                    .filter_map(Value::as_object)
+                    .flat_map(|partitions| partitions.values())
+                    .map(|next| next.as_i64().unwrap_or(0).max(0) as u64)
+                    .sum();
                 Some(sum)
             }
         };
@@ -341,7 +340,6 @@ pub fn snapshots(warehouse: &Path, table: &str, pipeline: &str) -> Result<Vec<Sn
             id,
             time_millis,
             covered,
-            offsets,
         });
     }
     out.sort_by_key(|s| s.id);

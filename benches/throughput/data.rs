@@ -78,7 +78,7 @@ pub fn customer(id: u64) -> (String, String) {
         "segment": pick(&SEGMENTS, id / 3),
         "signup_date": format!("20{:02}-{:02}-{:02}", 10 + id % 15, 1 + id % 12, 1 + id % 28),
         "credit_limit": (id % 50) as f64 * 250.0 + 500.0,
-        "active": id % 11 != 0,
+        "active": !id.is_multiple_of(11),
         "updated_at": 1_700_000_000_000u64 + id,
     });
     (id.to_string(), value.to_string())

@@ -406,7 +406,7 @@ prefix = "region_"
         // least 3 commits. (A remainder would wait for the 5 s commit_interval, which
         // measures the end of the data set, not the ingest.)
         let commit_max_rows = (3..=n)
-            .find(|k| n % k == 0 && n / k <= 100_000)
+            .find(|k| n.is_multiple_of(*k) && n / k <= 100_000)
             .map_or(n, |k| n / k);
         let mut config = config_head(&self.bootstrap, &self.topic(case), &warehouse);
         config.push_str(table("shop.orders"));

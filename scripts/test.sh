@@ -21,14 +21,8 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV_DIR="${REPO_ROOT}/.venv"
 REQUIREMENTS="${REPO_ROOT}/integration-tests/requirements.txt"
 
-log() {
-    printf '\n==> %s\n' "$*"
-}
-
-fail() {
-    printf '\nERROR: %s\n' "$*" >&2
-    exit 1
-}
+# shellcheck source=lib/broker.sh
+source "${REPO_ROOT}/scripts/lib/broker.sh"
 
 # Creates .venv with the pinned pypaimon when missing or when requirements.txt changed;
 # a quick no-op otherwise. Exports LAKEJOIN_PYTHON for the integration tests.
@@ -59,42 +53,6 @@ ensure_python_env() {
     export LAKEJOIN_PYTHON="${VENV_DIR}/bin/python"
 }
 
-TANSU_VERSION="0.6.0"
-TANSU_ROOT="${XDG_CACHE_HOME:-${HOME}/.cache}/lakejoin/tansu-${TANSU_VERSION}"
-TANSU_PID=""
-
-# Installs tansu (a Kafka-protocol broker, see DESIGN.md) once into a cache outside the
-# repo; building it takes ~15 minutes, later runs reuse the binary.
-ensure_tansu() {
-    if [[ -n "${TANSU:-}" ]]; then
-        [[ -x "${TANSU}" ]] || fail "TANSU=${TANSU} is not an executable"
-        export TANSU
-        return
-    fi
-    TANSU="${TANSU_ROOT}/bin/tansu"
-    export TANSU
-    if [[ -x "${TANSU}" ]]; then
-        log "tansu ${TANSU_VERSION}: ${TANSU}"
-        return
-    fi
-    log "Installing tansu ${TANSU_VERSION} into ${TANSU_ROOT} (once; takes ~15 minutes)"
-    cargo install tansu --version "${TANSU_VERSION}" --locked --features dynostore \
-        --root "${TANSU_ROOT}"
-    [[ -x "${TANSU}" ]] || fail "cargo install tansu did not produce ${TANSU}"
-}
-
-free_port() {
-    "${LAKEJOIN_PYTHON:-python3}" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-stop_broker() {
-    if [[ -n "${TANSU_PID}" ]] && kill -0 "${TANSU_PID}" 2>/dev/null; then
-        kill "${TANSU_PID}" 2>/dev/null || true
-        wait "${TANSU_PID}" 2>/dev/null || true
-    fi
-    TANSU_PID=""
-}
-
 # Starts tansu with in-memory storage on a free loopback port and exports KAFKA_BOOTSTRAP
 # for the integration tests; it is stopped when this script exits, however it exits.
 ensure_broker() {
@@ -111,24 +69,8 @@ ensure_broker() {
         return
     fi
     ensure_tansu
-    local port log_file
-    port="$(free_port)"
-    log_file="${REPO_ROOT}/target/tansu.log"
-    mkdir -p "$(dirname "${log_file}")"
-    log "Starting tansu on 127.0.0.1:${port} (log: target/tansu.log)"
-    "${TANSU}" broker \
-        --listener-url "tcp://127.0.0.1:${port}" \
-        --advertised-listener-url "tcp://127.0.0.1:${port}" \
-        --storage-engine "memory://tansu/" >"${log_file}" 2>&1 &
-    TANSU_PID=$!
-    trap stop_broker EXIT
-    local deadline=$((SECONDS + 60))
-    until (exec 3<>"/dev/tcp/127.0.0.1/${port}") 2>/dev/null; do
-        kill -0 "${TANSU_PID}" 2>/dev/null || fail "tansu exited at start; see target/tansu.log"
-        ((SECONDS < deadline)) || fail "tansu did not listen on port ${port} within 60 s"
-        sleep 0.2
-    done
-    export KAFKA_BOOTSTRAP="127.0.0.1:${port}"
+    trap stop_tansu EXIT
+    start_tansu "${REPO_ROOT}/target/tansu.log"
 }
 
 check_format() {

@@ -1,0 +1,736 @@
+//! The side-by-side throughput benchmark (issue 7): in one run, against one broker, on the
+//! same topics and data, records/s of
+//!
+//! 1. passthrough: a plain rdkafka consume → produce loop (the machine's limit; run first
+//!    and again last, ratios are to the faster of the two),
+//! 2. redis: the design lakejoin replaces (one pipelined HGET round trip per poll batch),
+//! 3. `lakejoin run` enriching with cache = full, partial and none, one join and three
+//!    chained joins (95% of the orders name a known customer, 5% an unknown one),
+//! 4. `lakejoin run` CDC ingest: upsert-json into a 4-bucket table, including commits,
+//!
+//! plus the RSS of a `lakejoin run` holding a 1,000,000-row `full` cache. Enrich
+//! throughput is counted from the output records' Kafka timestamps (producer CreateTime):
+//! records / (last − first output timestamp). Prints a table and writes BENCHMARKS.md.
+//!
+//! `scripts/bench.sh` (installs tansu and redis-server, builds, runs this), or
+//! `cargo bench --bench throughput`. Scale with ORDERS, CUSTOMERS, RSS_ROWS; run a subset
+//! with CASES (comma-separated case names, or prefixes such as `lakejoin`).
+
+mod data;
+mod kafka;
+mod lakejoin;
+mod loops;
+mod redis;
+mod report;
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use kafka::{BulkProducer, OutputScan, create_topics, scan_output};
+use lakejoin::{Lakejoin, config_head, covers, metric, snapshots, table};
+use report::{CaseResult, Report};
+use util::{proc_status_kib, wait_for};
+
+const REDIS_CASE: &str = "redis 1 join";
+
+/// How long a case may go without producing (or committing) anything before it fails.
+const STALL: Duration = Duration::from_secs(120);
+
+struct Settings {
+    orders: u64,
+    customers: u64,
+    rss_rows: u64,
+    partitions: i32,
+    cases: Option<Vec<String>>,
+}
+
+/// Whether case `name` is selected by CASES (every case when unset).
+fn matches(filter: &Option<Vec<String>>, name: &str) -> bool {
+    filter
+        .as_ref()
+        .is_none_or(|cases| cases.iter().any(|c| name.starts_with(c.as_str())))
+}
+
+fn env_u64(name: &str, default: u64) -> Result<u64> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .replace('_', "")
+            .parse()
+            .with_context(|| format!("{name}={v} is not a number")),
+        Err(_) => Ok(default),
+    }
+}
+
+impl Settings {
+    fn from_env() -> Result<Self> {
+        let settings = Settings {
+            orders: env_u64("ORDERS", 300_000)?,
+            customers: env_u64("CUSTOMERS", 100_000)?,
+            rss_rows: env_u64("RSS_ROWS", 1_000_000)?,
+            partitions: env_u64("PARTITIONS", 4)? as i32,
+            cases: std::env::var("CASES").ok().map(|v| {
+                v.split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            }),
+        };
+        if settings.orders < 100 || settings.customers < 10 || settings.partitions < 1 {
+            bail!("ORDERS ≥ 100, CUSTOMERS ≥ 10 and PARTITIONS ≥ 1, please");
+        }
+        Ok(settings)
+    }
+
+    fn wants(&self, case: &str) -> bool {
+        matches(&self.cases, case)
+    }
+}
+
+/// Everything a case needs: broker, topic names, the loaded warehouse.
+struct Bench {
+    settings: Settings,
+    bootstrap: String,
+    dir: PathBuf,
+    warehouse: PathBuf,
+    run_id: String,
+    orders_topic: String,
+    customers_topic: String,
+    profiles_topic: String,
+    regions_topic: String,
+    /// Orders naming a known customer: the exact number of matched facts expected.
+    expected_hits: u64,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Bench {
+    fn topic(&self, base: &str) -> String {
+        format!("{base}-{}", self.run_id)
+    }
+
+    fn new_output(&self, case: &str) -> Result<String> {
+        let topic = self.topic(&format!("out-{case}"));
+        create_topics(&self.bootstrap, &[(&topic, self.settings.partitions)])?;
+        Ok(topic)
+    }
+
+    /// Produces the dimension topics and the orders once.
+    fn produce_data(&mut self) -> Result<()> {
+        let s = &self.settings;
+        create_topics(
+            &self.bootstrap,
+            &[
+                (&self.customers_topic, 4),
+                (&self.profiles_topic, 4),
+                (&self.regions_topic, 1),
+                (&self.orders_topic, s.partitions),
+            ],
+        )?;
+        let producer = BulkProducer::new(&self.bootstrap)?;
+        let started = Instant::now();
+        for id in 1..=s.customers {
+            let (k, v) = data::customer(id);
+            producer.send(&self.customers_topic, &k, &v)?;
+            let (k, v) = data::profile(id);
+            producer.send(&self.profiles_topic, &k, &v)?;
+        }
+        for i in 0..data::REGIONS {
+            let (k, v) = data::region(i);
+            producer.send(&self.regions_topic, &k, &v)?;
+        }
+        let mut rng = data::Rng::new(0x5eed);
+        let mut hits = 0;
+        for n in 1..=s.orders {
+            let customer = data::order_customer(&mut rng, s.customers);
+            if customer < data::UNKNOWN_BASE {
+                hits += 1;
+            }
+            let (k, v) = data::order(n, customer);
+            producer.send(&self.orders_topic, &k, &v)?;
+        }
+        producer.flush()?;
+        self.expected_hits = hits;
+        println!(
+            "produced {} customers, {} profiles, {} regions, {} orders ({} with a known customer) in {:.1} s",
+            s.customers,
+            s.customers,
+            data::REGIONS,
+            s.orders,
+            hits,
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// Loads the three dimension tables with one `lakejoin run` of three CDC pipelines,
+    /// stops it once every record is committed, then compacts each table fully.
+    fn load_dimensions(&self) -> Result<()> {
+        let mut config = config_head(&self.bootstrap, &self.topic("load"), &self.warehouse);
+        let customers = self.settings.customers;
+        let loads = [
+            (
+                "customers-cdc",
+                &self.customers_topic,
+                "shop.customers",
+                customers,
+            ),
+            (
+                "profiles-cdc",
+                &self.profiles_topic,
+                "shop.customer_profile",
+                customers,
+            ),
+            (
+                "regions-cdc",
+                &self.regions_topic,
+                "shop.regions",
+                data::REGIONS,
+            ),
+        ];
+        for (pipeline, topic, name, _) in loads {
+            config.push_str(table(name));
+            config.push_str(&format!(
+                "\n[[cdc]]\nname = \"{pipeline}\"\ntopics = [\"{topic}\"]\nformat = \"upsert-json\"\ntable = \"{name}\"\n"
+            ));
+        }
+        let started = Instant::now();
+        let mut process = Lakejoin::start(&self.dir, "load-dimensions", &config)?;
+        for (pipeline, topic, name, records) in loads {
+            wait_for(
+                &format!("{name} to commit every record of {topic}"),
+                Duration::from_secs(900),
+                || {
+                    process.check_alive()?;
+                    covers(&self.warehouse, name, pipeline, records)
+                },
+            )?;
+        }
+        process.stop()?;
+        for (_, _, name, _) in loads {
+            let output = std::process::Command::new(lakejoin::binary())
+                .args(["table", "compact", "--full", "--table", name, "--warehouse"])
+                .arg(format!("file://{}", self.warehouse.display()))
+                .output()
+                .context("running lakejoin table compact")?;
+            if !output.status.success() {
+                bail!(
+                    "lakejoin table compact --full {name} failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+        }
+        println!(
+            "loaded and compacted the dimension tables in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// Waits until `process` has had `n` enriched records acknowledged by the broker
+    /// (`lakejoin_records_produced_total`, /metrics polled every 200 ms); fails when the
+    /// count does not move for [`STALL`] or the process exits.
+    fn wait_produced(&self, process: &mut Lakejoin, n: u64) -> Result<()> {
+        let series =
+            "lakejoin_records_produced_total{pipeline=\"orders-enriched\",kind=\"enrich\"}";
+        let mut last = 0;
+        let mut last_change = Instant::now();
+        loop {
+            process.check_alive()?;
+            let total = metric(&process.metrics()?, series).unwrap_or(0.0) as u64;
+            if total >= n {
+                return Ok(());
+            }
+            if total != last {
+                last = total;
+                last_change = Instant::now();
+            } else if last_change.elapsed() > STALL {
+                bail!("lakejoin produced {total} of {n} records, then nothing for {STALL:?}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Reads `topic` back and checks it: exactly `orders` records, and exactly the
+    /// expected number with every join matched (`matched` decides per record).
+    fn scan(&self, topic: &str, matched: fn(&Value) -> bool) -> Result<OutputScan> {
+        let scan = scan_output(&self.bootstrap, topic, self.settings.orders, |payload| {
+            serde_json::from_slice::<Value>(payload).is_ok_and(|v| matched(&v))
+        })?;
+        if scan.records != self.settings.orders {
+            bail!(
+                "{topic} holds {} records, expected {}",
+                scan.records,
+                self.settings.orders
+            );
+        }
+        Ok(scan)
+    }
+
+    fn check_hits(&self, scan: &OutputScan, expected: u64) -> Result<()> {
+        if scan.accepted != expected {
+            bail!(
+                "{} of {} outputs were enriched, expected exactly {expected}",
+                scan.accepted,
+                scan.records
+            );
+        }
+        Ok(())
+    }
+
+    fn passthrough(&self, case: &str) -> Result<CaseResult> {
+        let output = self.new_output(case)?;
+        loops::passthrough(
+            &self.bootstrap,
+            &self.orders_topic,
+            &output,
+            self.settings.orders,
+        )?;
+        let scan = self.scan(&output, |v| v.get("order_id").is_some())?;
+        self.check_hits(&scan, self.settings.orders)?;
+        CaseResult::measured(&scan, "plain rdkafka loop, payload unchanged")
+    }
+
+    fn redis(&self, case: &str, redis: &mut redis::Redis) -> Result<CaseResult> {
+        let output = self.new_output(case)?;
+        loops::redis_enrich(
+            &self.bootstrap,
+            redis,
+            &self.orders_topic,
+            &output,
+            self.settings.orders,
+        )?;
+        let scan = self.scan(&output, |v| !v["customer_name"].is_null())?;
+        self.check_hits(&scan, self.expected_hits)?;
+        CaseResult::measured(
+            &scan,
+            &format!(
+                "1 pipelined HGET round trip per poll batch (≤ 1,000); {:.1}% hits",
+                100.0 * scan.accepted as f64 / scan.records as f64
+            ),
+        )
+    }
+
+    fn enrich(&self, case: &str, cache: &str, joins: usize) -> Result<CaseResult> {
+        let output = self.new_output(case)?;
+        let mut config = config_head(&self.bootstrap, &self.topic(case), &self.warehouse);
+        config.push_str(table("shop.customers"));
+        if joins == 3 {
+            config.push_str(table("shop.customer_profile"));
+            config.push_str(table("shop.regions"));
+        }
+        let cache_options = if cache == "partial" {
+            "cache = \"partial\"\ncache_max_rows = 1000000\n".to_owned()
+        } else {
+            format!("cache = \"{cache}\"\n")
+        };
+        config.push_str(&format!(
+            r#"
+[[enrich]]
+name = "orders-enriched"
+topics = ["{orders}"]
+format = "json"
+output = {{ topic = "{output}", format = "json", key = "order_id" }}
+
+[[enrich.join]]
+table = "shop.customers"
+on = {{ customer_id = "id" }}
+select = ["name", "email", "country", "region", "segment"]
+prefix = "customer_"
+{cache_options}"#,
+            orders = self.orders_topic,
+        ));
+        if joins == 3 {
+            config.push_str(&format!(
+                r#"
+[[enrich.join]]
+table = "shop.customer_profile"
+on = {{ customer_id = "customer_id" }}
+select = ["tier", "lifetime_value", "orders_count"]
+prefix = "profile_"
+{cache_options}
+[[enrich.join]]
+table = "shop.regions"
+on = {{ customer_region = "code" }}
+select = ["name", "timezone", "currency"]
+prefix = "region_"
+{cache_options}"#
+            ));
+        }
+        let mut process = Lakejoin::start(&self.dir, case, &config)?;
+        let pid = process.pid();
+        self.wait_produced(&mut process, self.settings.orders)?;
+        let rss_mib = proc_status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0;
+        let metrics = process.metrics().unwrap_or_default();
+        process.stop()?;
+        let (scan, matched_kind) = if joins == 1 {
+            let scan = self.scan(&output, |v| !v["customer_name"].is_null())?;
+            (scan, "customer")
+        } else {
+            let scan = self.scan(&output, |v| {
+                !v["customer_name"].is_null()
+                    && !v["profile_tier"].is_null()
+                    && !v["region_name"].is_null()
+            })?;
+            (scan, "customer, profile and region")
+        };
+        self.check_hits(&scan, self.expected_hits)?;
+        let hits: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("lakejoin_lookup_hits_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        CaseResult::measured(
+            &scan,
+            &format!(
+                "{:.1}% with {matched_kind} matched ({hits:.0} lookup hits); peak RSS {rss_mib:.0} MiB",
+                100.0 * scan.accepted as f64 / scan.records as f64
+            ),
+        )
+    }
+
+    /// CDC ingest of the orders as upsert-json into a 4-bucket table: rows / (commit time
+    /// of the snapshot covering every order − the moment the first order was consumed).
+    fn ingest(&self, case: &str) -> Result<CaseResult> {
+        let n = self.settings.orders;
+        let warehouse = self.dir.join("ingest-warehouse");
+        // Commits by row count only, the last one exactly at the last order: the largest
+        // divisor of the order count that is at most the default (100,000) and gives at
+        // least 3 commits. (A remainder would wait for the 5 s commit_interval, which
+        // measures the end of the data set, not the ingest.)
+        let commit_max_rows = (3..=n)
+            .find(|k| n.is_multiple_of(*k) && n / k <= 100_000)
+            .map_or(n, |k| n / k);
+        let mut config = config_head(&self.bootstrap, &self.topic(case), &warehouse);
+        config.push_str(table("shop.orders"));
+        config.push_str(&format!(
+            "\n[[cdc]]\nname = \"orders-cdc\"\ntopics = [\"{}\"]\nformat = \"upsert-json\"\ntable = \"shop.orders\"\ncommit_max_rows = {commit_max_rows}\n",
+            self.orders_topic
+        ));
+        let spawned_ms = now_ms();
+        let mut process = Lakejoin::start(&self.dir, case, &config)?;
+        let pid = process.pid();
+        let series = "lakejoin_records_consumed_total{pipeline=\"orders-cdc\",kind=\"cdc\"}";
+        // The start: the last moment /metrics (sampled every 10 ms) still showed nothing
+        // consumed, or the spawn when the first sample already showed records. An early
+        // bound, so the rate errs low, never high.
+        let deadline = Instant::now() + STALL;
+        let mut start_ms = spawned_ms;
+        loop {
+            process.check_alive()?;
+            let before = now_ms();
+            if metric(&process.metrics()?, series).unwrap_or(0.0) > 0.0 {
+                break;
+            }
+            start_ms = before;
+            if Instant::now() > deadline {
+                bail!("orders-cdc consumed nothing within {STALL:?}");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut last_covered = 0;
+        let mut last_change = Instant::now();
+        loop {
+            process.check_alive()?;
+            if covers(&warehouse, "shop.orders", "orders-cdc", n)? {
+                break;
+            }
+            let covered = snapshots(&warehouse, "shop.orders", "orders-cdc")?
+                .iter()
+                .filter_map(|s| s.covered)
+                .max()
+                .unwrap_or(0);
+            if covered != last_covered {
+                last_covered = covered;
+                last_change = Instant::now();
+            } else if last_change.elapsed() > STALL {
+                bail!("shop.orders stalled at {covered} of {n} committed rows");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let rss_mib = proc_status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0;
+        process.stop()?;
+        let all = snapshots(&warehouse, "shop.orders", "orders-cdc")?;
+        let appends: Vec<_> = all.iter().filter(|s| s.covered.is_some()).collect();
+        let last = appends
+            .iter()
+            .find(|s| s.covered >= Some(n))
+            .context("no snapshot covers every order")?;
+        let first = appends.first().context("no snapshot")?;
+        let span_ms = last.time_millis - start_ms;
+        if span_ms <= 0 {
+            bail!("the covering commit is not after the first consumed record");
+        }
+        let rate = n as f64 * 1000.0 / span_ms as f64;
+        let between = if last.id != first.id {
+            let rows = n - first.covered.unwrap_or(0);
+            format!(
+                "; between its first and last commit {:.0} rows/s",
+                rows as f64 * 1000.0 / (last.time_millis - first.time_millis).max(1) as f64
+            )
+        } else {
+            String::new()
+        };
+        let commits = appends.iter().filter(|s| s.id <= last.id).count();
+        Ok(CaseResult {
+            records: n,
+            rate,
+            detail: format!(
+                "{commits} commits (commit_max_rows {commit_max_rows}), {} snapshots in all{between}; peak RSS {rss_mib:.0} MiB",
+                all.iter().filter(|s| s.id <= last.id).count()
+            ),
+        })
+    }
+
+    /// RSS of `lakejoin run` with a `full` cache of `rss_rows` customers, against the same
+    /// process with `cache = "none"` (the table not loaded).
+    fn rss(&self) -> Result<report::Rss> {
+        let rows = self.settings.rss_rows;
+        let topic = self.topic("customers-rss");
+        let facts = self.topic("idle-facts");
+        let output = self.topic("out-rss");
+        create_topics(&self.bootstrap, &[(&topic, 4), (&facts, 1), (&output, 1)])?;
+        let producer = BulkProducer::new(&self.bootstrap)?;
+        for id in 1..=rows {
+            let (k, v) = data::customer(id);
+            producer.send(&topic, &k, &v)?;
+        }
+        producer.flush()?;
+        let warehouse = self.dir.join("rss-warehouse");
+        let mut config = config_head(&self.bootstrap, &self.topic("rss-load"), &warehouse);
+        config.push_str(table("shop.customers"));
+        config.push_str(&format!(
+            "\n[[cdc]]\nname = \"customers-cdc\"\ntopics = [\"{topic}\"]\nformat = \"upsert-json\"\ntable = \"shop.customers\"\n"
+        ));
+        let mut process = Lakejoin::start(&self.dir, "rss-load", &config)?;
+        wait_for(
+            &format!("{rows} customers committed"),
+            Duration::from_secs(900),
+            || {
+                process.check_alive()?;
+                covers(&warehouse, "shop.customers", "customers-cdc", rows)
+            },
+        )?;
+        process.stop()?;
+        let measure = |cache: &str| -> Result<(f64, f64, String)> {
+            let mut config = config_head(
+                &self.bootstrap,
+                &self.topic(&format!("rss-{cache}")),
+                &warehouse,
+            );
+            config.push_str(table("shop.customers"));
+            config.push_str(&format!(
+                r#"
+[[enrich]]
+name = "idle"
+topics = ["{facts}"]
+output = {{ topic = "{output}" }}
+
+[[enrich.join]]
+table = "shop.customers"
+on = {{ customer_id = "id" }}
+select = ["name", "email", "country", "region", "segment"]
+cache = "{cache}"
+"#
+            ));
+            let mut process = Lakejoin::start(&self.dir, &format!("rss-{cache}"), &config)?;
+            process.wait_ready(Duration::from_secs(300))?;
+            let pid = process.pid();
+            let rss = proc_status_kib(pid, "VmRSS")? as f64 / 1024.0;
+            let hwm = proc_status_kib(pid, "VmHWM")? as f64 / 1024.0;
+            let metrics = process.metrics()?;
+            let cache_rows = metrics
+                .lines()
+                .find(|l| l.starts_with("lakejoin_lookup_cache_rows{"))
+                .and_then(|l| l.rsplit(' ').next())
+                .unwrap_or("?")
+                .to_owned();
+            let cache_bytes = metrics
+                .lines()
+                .find(|l| l.starts_with("lakejoin_lookup_cache_bytes{"))
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|v| v.parse::<f64>().ok())
+                .map_or("?".to_owned(), |b| format!("{:.0} MiB", b / 1048576.0));
+            let load = metrics
+                .lines()
+                .find(|l| l.starts_with("lakejoin_lookup_load_milliseconds{"))
+                .and_then(|l| l.rsplit(' ').next())
+                .unwrap_or("?")
+                .to_owned();
+            process.stop()?;
+            Ok((
+                rss,
+                hwm,
+                format!("cache rows {cache_rows}, cache bytes {cache_bytes}, load {load} ms"),
+            ))
+        };
+        let (none_rss, none_hwm, _) = measure("none")?;
+        let (full_rss, full_hwm, full_detail) = measure("full")?;
+        Ok(report::Rss {
+            rows,
+            none_rss,
+            none_hwm,
+            full_rss,
+            full_hwm,
+            full_detail,
+        })
+    }
+}
+
+fn work_dir() -> Result<PathBuf> {
+    let dir = match std::env::var_os("BENCH_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-throughput"),
+    };
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("throughput benchmark failed: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    // `cargo bench` passes `--bench`; a test listing (`--list`) must not run the benchmark.
+    if std::env::args().any(|a| a == "--list") {
+        return Ok(());
+    }
+    let settings = Settings::from_env()?;
+    let dir = work_dir()?;
+    let mut report = Report::start(&settings_line(&settings));
+    println!(
+        "throughput benchmark; logs and warehouses in {}",
+        dir.display()
+    );
+    let (bootstrap, _tansu) = kafka::broker(&dir.join("tansu.log"))?;
+    println!("broker: {bootstrap}");
+    let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let topic = |base: &str| format!("{base}-{run_id}");
+    let mut bench = Bench {
+        orders_topic: topic("orders"),
+        customers_topic: topic("customers"),
+        profiles_topic: topic("profiles"),
+        regions_topic: topic("regions"),
+        warehouse: dir.join("warehouse"),
+        settings,
+        bootstrap,
+        dir,
+        run_id,
+        expected_hits: 0,
+    };
+    bench.produce_data()?;
+
+    let wants_redis = bench.settings.wants(REDIS_CASE);
+    let mut enrich_cases = Vec::new();
+    for joins in [1, 3] {
+        for cache in ["full", "partial", "none"] {
+            let plural = if joins == 1 { "" } else { "s" };
+            let name = format!("lakejoin {cache} {joins} join{plural}");
+            enrich_cases.push((name, format!("{cache}-{joins}"), cache, joins));
+        }
+    }
+    let mut redis_server = None;
+    let mut redis_client = None;
+    if wants_redis {
+        let server = redis::RedisServer::start(&bench.dir.join("redis.log"))?;
+        let mut client = redis::Redis::connect(&server.address)?;
+        loops::redis_load(&mut client, bench.settings.customers, data::customer_cached)?;
+        println!(
+            "redis-server on {}: {} customers loaded",
+            server.address, bench.settings.customers
+        );
+        redis_server = Some(server);
+        redis_client = Some(client);
+    }
+    if enrich_cases
+        .iter()
+        .any(|(name, ..)| bench.settings.wants(name))
+    {
+        bench.load_dimensions()?;
+    }
+
+    let cases_filter = bench.settings.cases.clone();
+    let mut run_case = |name: &str, f: &mut dyn FnMut() -> Result<CaseResult>| {
+        if !matches(&cases_filter, name) {
+            return;
+        }
+        println!("\n--- {name}");
+        let started = Instant::now();
+        let load = report::loadavg();
+        let result = f();
+        match &result {
+            Ok(r) => println!(
+                "{name}: {} records, {:.0} records/s ({}) [{:.1} s, load before {load}]",
+                r.records,
+                r.rate,
+                r.detail,
+                started.elapsed().as_secs_f64()
+            ),
+            Err(e) => println!("{name}: FAILED: {e:#}"),
+        }
+        report.add(name, result);
+    };
+
+    run_case("passthrough", &mut || bench.passthrough("passthrough"));
+    if let Some(client) = redis_client.as_mut() {
+        run_case(REDIS_CASE, &mut || bench.redis("redis", client));
+    }
+    for (name, case, cache, joins) in &enrich_cases {
+        run_case(name, &mut || bench.enrich(case, cache, *joins));
+    }
+    run_case("lakejoin CDC ingest", &mut || bench.ingest("ingest"));
+    run_case("passthrough again (last)", &mut || {
+        bench.passthrough("passthrough-last")
+    });
+    drop(redis_server);
+
+    if bench.settings.wants("rss") {
+        println!(
+            "\n--- RSS with a {}-row full cache",
+            bench.settings.rss_rows
+        );
+        match bench.rss() {
+            Ok(rss) => {
+                println!("{}", rss.line());
+                report.rss = Some(Ok(rss));
+            }
+            Err(e) => {
+                println!("RSS: FAILED: {e:#}");
+                report.rss = Some(Err(format!("{e:#}")));
+            }
+        }
+    }
+
+    let failed = report.finish(&bench.dir)?;
+    if failed > 0 {
+        bail!(
+            "{failed} case(s) failed (see above and the logs in {})",
+            bench.dir.display()
+        );
+    }
+    Ok(())
+}
+
+fn settings_line(s: &Settings) -> String {
+    format!(
+        "{} orders ({} partitions), {} customers, {} regions, RSS table {} rows",
+        s.orders,
+        s.partitions,
+        s.customers,
+        data::REGIONS,
+        s.rss_rows
+    )
+}

@@ -1,0 +1,326 @@
+//! The results: the printed table and BENCHMARKS.md (overwritten each run).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result};
+
+use crate::kafka::OutputScan;
+
+/// One measured case.
+#[derive(Debug)]
+pub struct CaseResult {
+    pub records: u64,
+    pub rate: f64,
+    pub detail: String,
+}
+
+impl CaseResult {
+    pub fn measured(scan: &OutputScan, detail: &str) -> Result<Self> {
+        Ok(CaseResult {
+            records: scan.records,
+            rate: scan.rate()?,
+            detail: format!(
+                "{detail}; output {} span {} ms",
+                scan.timestamp_kind,
+                scan.last_ms - scan.first_ms
+            ),
+        })
+    }
+}
+
+/// RSS of the `full`-cache process against the same process without a cache.
+#[derive(Debug)]
+pub struct Rss {
+    pub rows: u64,
+    pub none_rss: f64,
+    pub none_hwm: f64,
+    pub full_rss: f64,
+    pub full_hwm: f64,
+    pub full_detail: String,
+}
+
+impl Rss {
+    pub fn line(&self) -> String {
+        format!(
+            "RSS when ready: {:.0} MiB with a {}-row full cache (peak {:.0} MiB; {}), {:.0} MiB with cache = none (peak {:.0} MiB): the cache adds {:.0} MiB",
+            self.full_rss,
+            self.rows,
+            self.full_hwm,
+            self.full_detail,
+            self.none_rss,
+            self.none_hwm,
+            self.full_rss - self.none_rss
+        )
+    }
+}
+
+/// The target ratio to passthrough of a case, and how it reads.
+fn target(name: &str) -> Option<(f64, &'static str)> {
+    if name.starts_with("redis") {
+        return None;
+    }
+    if name == "lakejoin CDC ingest" {
+        return Some((0.8, "≥ 0.8"));
+    }
+    if name.contains(" none ") {
+        return Some((0.3, "≥ 0.3"));
+    }
+    if name.ends_with("1 join") {
+        return Some((0.8, "≥ 0.8"));
+    }
+    if name.ends_with("3 joins") {
+        return Some((0.6, "≥ 0.6"));
+    }
+    None
+}
+
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn git(args: &[&str]) -> String {
+    Command::new("git")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "?".into())
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+pub struct Report {
+    settings: String,
+    /// The commit and whether tracked files differed from it, taken at the start (the
+    /// binaries were built from that state).
+    commit: String,
+    started: String,
+    load_start: String,
+    cases: Vec<(String, std::result::Result<CaseResult, String>, String)>,
+    pub rss: Option<std::result::Result<Rss, String>>,
+}
+
+impl Report {
+    pub fn start(settings: &str) -> Self {
+        let dirty = if git(&["status", "--porcelain", "--untracked-files=no"]).is_empty() {
+            ""
+        } else {
+            " (with uncommitted changes)"
+        };
+        Report {
+            settings: settings.to_owned(),
+            commit: format!("{}{dirty}", git(&["rev-parse", "--short=12", "HEAD"])),
+            started: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
+            load_start: loadavg(),
+            cases: Vec::new(),
+            rss: None,
+        }
+    }
+
+    pub fn add(&mut self, name: &str, result: Result<CaseResult>) {
+        let load = loadavg();
+        self.cases
+            .push((name.to_owned(), result.map_err(|e| format!("{e:#}")), load));
+    }
+
+    /// The passthrough rate the ratios refer to: the faster of its two runs.
+    fn limit(&self) -> Option<f64> {
+        self.cases
+            .iter()
+            .filter(|(name, ..)| name.starts_with("passthrough"))
+            .filter_map(|(_, r, _)| r.as_ref().ok().map(|r| r.rate))
+            .reduce(f64::max)
+    }
+
+    /// The markdown table.
+    fn table(&self) -> String {
+        let limit = self.limit();
+        let mut out = String::from(
+            "| case | records | records/s | × passthrough | target | met | load after |\n| --- | ---: | ---: | ---: | --- | --- | --- |\n",
+        );
+        for (name, result, load) in &self.cases {
+            match result {
+                Ok(r) => {
+                    let ratio = limit.map(|l| r.rate / l);
+                    let (target_text, met) = match (target(name), ratio) {
+                        (Some((t, text)), Some(ratio)) => {
+                            (text, if ratio >= t { "yes" } else { "**no**" })
+                        }
+                        (Some((_, text)), None) => (text, "?"),
+                        (None, _) if name.starts_with("redis") => ("(≈ 0.4 expected)", ""),
+                        (None, _) => ("", ""),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "| {name} | {} | {} | {} | {target_text} | {met} | {load} |",
+                        r.records,
+                        thousands(r.rate),
+                        ratio.map_or("?".into(), |r| format!("{r:.2}")),
+                    );
+                }
+                Err(e) => {
+                    let first_line = e.lines().next().unwrap_or_default();
+                    let _ = writeln!(
+                        out,
+                        "| {name} | | FAILED: {} | | {} | **no** | {load} |",
+                        first_line.replace('|', "/"),
+                        target(name).map_or("", |t| t.1)
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    fn details(&self) -> String {
+        let mut out = String::new();
+        for (name, result, _) in &self.cases {
+            match result {
+                Ok(r) => {
+                    let _ = writeln!(out, "- {name}: {}", r.detail);
+                }
+                Err(e) => {
+                    let _ = writeln!(out, "- {name}: FAILED: {e}");
+                }
+            }
+        }
+        out
+    }
+
+    /// Prints the table and writes BENCHMARKS.md; the number of failed cases.
+    pub fn finish(&self, work_dir: &Path) -> Result<usize> {
+        let table = self.table();
+        let rss = match &self.rss {
+            Some(Ok(rss)) => rss.line(),
+            Some(Err(e)) => format!("RSS: FAILED: {e}"),
+            None => "RSS: not measured in this run (CASES)".to_owned(),
+        };
+        println!("\n{}\n{table}\n{rss}\n", self.settings);
+        let failed = self.cases.iter().filter(|(_, r, _)| r.is_err()).count()
+            + usize::from(matches!(self.rss, Some(Err(_))));
+        let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let command = std::env::var("BENCH_COMMAND")
+            .unwrap_or_else(|_| "cargo bench --bench throughput".to_owned());
+        let text = format!(
+            "# Throughput benchmark\n\n\
+             Generated by `{command}` (benches/throughput/); overwritten by every run.\n\n\
+             - date: {started}\n\
+             - commit: {commit}\n\
+             - machine: {cores} cores (`nproc`), {cpu}\n\
+             - load average (1, 5, 15 min) at the start: {load_start}, at the end: {load_end}\n\
+             - broker: {broker}\n\
+             - data: {settings}\n\n\
+             ## Results\n\n\
+             Ratios are to the faster of the two passthrough runs (first and last). \"load after\" is the\n\
+             load average when the case finished.\n\n\
+             {table}\n\
+             {rss}\n\n\
+             Details:\n\n\
+             {details}\n\
+             {method}",
+            started = self.started,
+            commit = self.commit,
+            cpu = cpu_model(),
+            load_start = self.load_start,
+            load_end = loadavg(),
+            broker = if std::env::var("KAFKA_BOOTSTRAP").is_ok() {
+                "KAFKA_BOOTSTRAP (an external broker)".to_owned()
+            } else {
+                "tansu 0.6.0, in-memory storage, started by the benchmark on loopback".to_owned()
+            },
+            settings = self.settings,
+            details = self.details(),
+            method = METHOD,
+        );
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        println!(
+            "wrote {} (logs and configs of this run in {})",
+            path.display(),
+            work_dir.display()
+        );
+        Ok(failed)
+    }
+}
+
+fn thousands(rate: f64) -> String {
+    let digits = format!("{:.0}", rate);
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+const METHOD: &str = "## Method
+
+- **One run, one broker, same data.** The benchmark starts tansu (in-memory storage) on a free
+  loopback port the way `scripts/test.sh` does (or uses `KAFKA_BOOTSTRAP`), and produces the
+  data once: customers (10 fields), customer profiles (6 fields) and regions (5 fields) as
+  upsert JSON keyed by their primary key, and orders (10 fields, ~250 bytes) keyed by
+  `order_id`. An order names a known customer with probability 0.95 (uniform over all
+  customers) and an unknown id otherwise (deterministic xorshift sequence). Every case reads
+  the same orders topic from its beginning into a fresh output topic of its own.
+- **Throughput from the output records' timestamps**: records / (last − first output record
+  timestamp), the producer's CreateTime set when the record is handed to librdkafka. Start-up,
+  consumer-group joins and cache loading happen before the first output and are not counted;
+  the harness does not read the output while a case runs (it polls lakejoin's
+  `lakejoin_records_produced_total` every 200 ms; its own loops count for themselves) and reads
+  it afterwards to check it: exactly one output per order, and exactly as many with every join
+  matched as orders name a known customer. (High watermarks are not used: tansu 0.6.0 reports
+  them below the end of a partition after batched produces.)
+- **passthrough**: a plain rdkafka loop in the harness (BaseConsumer on every partition,
+  BaseProducer), payload and key unchanged. It runs first and again last; the ratios are to
+  the faster run, so a machine that got busier during the run does not flatter lakejoin.
+- **redis**: the design lakejoin replaces. redis-server (Debian package, persistence off) is
+  started by the benchmark, the customers are loaded into the hash `customers` (field = id,
+  value = the five selected columns as JSON). Per poll batch (one blocking poll, then whatever
+  librdkafka has already fetched, up to 1,000 records), one pipelined round trip of one `HGET`
+  per order; the fields are merged into the order (parsed and re-serialised with serde_json)
+  and produced.
+- **Every producer uses lakejoin's output settings** (`enable.idempotence`, `acks=all`,
+  `linger.ms=5`, `compression.type=lz4`), and every consumer librdkafka's defaults.
+- **lakejoin enrich**: `target/release/lakejoin run` with one `[[enrich]]` pipeline. One join:
+  `shop.customers` on `customer_id`, five columns. Three chained joins: that, then
+  `shop.customer_profile` on `customer_id` (three columns), then `shop.regions` on the first
+  join's output `customer_region` (three columns); every join uses the case's cache
+  (`partial` with `cache_max_rows = 1000000`). The dimension tables are loaded once, before
+  the enrich cases, by a `lakejoin run` with three upsert-json CDC pipelines, stopped when the
+  snapshots cover every record, then compacted with `lakejoin table compact --full`.
+- **lakejoin CDC ingest**: a `lakejoin run` with one upsert-json CDC pipeline of the orders
+  into `shop.orders` (4 buckets, deduplicate), defaults except `commit_max_rows`: the largest
+  divisor of the order count that is ≤ 100,000 (the default) and gives ≥ 3 commits, so the
+  last commit is triggered by the last order and not by the 5 s `commit_interval` timer (which
+  would measure the end of the data set). rows/s = orders / (commit time of the snapshot whose
+  recorded Kafka offsets cover every order − the last moment `/metrics`, sampled every 10 ms,
+  still showed nothing consumed; the process start if the first sample already showed
+  records: an early bound, so the figure errs low). So it includes
+  decoding, the writer, Parquet files, manifests and every commit up to the one that makes the
+  last order visible. The detail line also gives the rate between the first and the last commit.
+- **RSS**: a table of RSS_ROWS customers (10 columns) loaded by a CDC run; then `lakejoin run`
+  with one enrich pipeline over an empty topic joining that table, once with `cache = \"none\"`
+  and once with `cache = \"full\"`. VmRSS (and VmHWM, the peak) from `/proc/<pid>/status` as
+  soon as `/health/ready` answers 200 (a `full` cache is loaded by then).
+- **Load**: the machine is shared (other builds and tests may run at the same time); the load
+  averages above and per case say how busy it was. Compare ratios within one run, not
+  absolute figures across runs.
+";

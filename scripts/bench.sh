@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The side-by-side throughput benchmark (benches/throughput/): passthrough, the Redis
+# design, lakejoin enrich with each cache strategy (one and three chained joins), lakejoin
+# CDC ingest, and the RSS of a 1,000,000-row full cache. Prints a table and writes
+# BENCHMARKS.md.
+#
+# Installs what it needs once: tansu (into ~/.cache/lakejoin, as scripts/test.sh does) and
+# redis-server (Debian package, with apt-get when missing). The benchmark starts its own
+# tansu and redis-server on free loopback ports and stops them at the end.
+#
+# Environment (all optional):
+#   ORDERS=300000 CUSTOMERS=100000 RSS_ROWS=1000000   data sizes (scale down for a smoke run)
+#   PARTITIONS=4        partitions of the orders and output topics
+#   CASES=...           comma-separated case-name prefixes to run, e.g. "passthrough,redis",
+#                       "lakejoin full", "lakejoin CDC", "rss" (see the printed case names)
+#   KAFKA_BOOTSTRAP     benchmark against this broker instead of a local tansu
+#   TANSU, REDIS_SERVER binaries to use instead of the installed ones
+#   BENCH_DIR           logs, configs and warehouses (default target/bench-throughput)
+
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/broker.sh
+source "${REPO_ROOT}/scripts/lib/broker.sh"
+
+ensure_redis() {
+    if [[ -n "${REDIS_SERVER:-}" ]]; then
+        [[ -x "${REDIS_SERVER}" ]] || fail "REDIS_SERVER=${REDIS_SERVER} is not an executable"
+        return
+    fi
+    if command -v redis-server >/dev/null; then
+        log "redis-server: $(command -v redis-server)"
+        return
+    fi
+    command -v apt-get >/dev/null || fail "no redis-server and no apt-get to install it; set REDIS_SERVER"
+    log "Installing redis-server (Debian package)"
+    local sudo=""
+    [[ "$(id -u)" == 0 ]] || sudo="sudo"
+    ${sudo} apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive ${sudo} apt-get install -y -qq redis-server >/dev/null
+    command -v redis-server >/dev/null || fail "apt-get install redis-server did not install redis-server"
+    # The package starts a system-wide instance; the benchmark starts its own.
+}
+
+main() {
+    cd "${REPO_ROOT}"
+    if [[ -z "${KAFKA_BOOTSTRAP:-}" ]]; then
+        ensure_tansu
+    fi
+    ensure_redis
+    log "Building (release)"
+    cargo build --release --bin lakejoin
+    log "Running the benchmark (cargo bench --bench throughput)"
+    BENCH_COMMAND="scripts/bench.sh" cargo bench --bench throughput
+}
+
+main "$@"

@@ -70,9 +70,7 @@ pub enum Error {
         snapshot: i64,
     },
     /// Another process holds (or took over) the right to write this table.
-    #[error(
-        "table {table} is written by {holder} (writer epoch {epoch}); this writer {action}"
-    )]
+    #[error("table {table} is written by {holder} (writer epoch {epoch}); this writer {action}")]
     WriterFenced {
         table: String,
         holder: String,

@@ -102,11 +102,17 @@ async fn round(table: &Arc<Table>, r: usize, tally: &mut Tally) {
     );
     let (winner, loser_name) = match (a, b) {
         (Ok(f), Err(e)) => {
-            assert!(e.to_string().contains("writer-a") && e.to_string().contains("db.t"), "{e}");
+            assert!(
+                e.to_string().contains("writer-a") && e.to_string().contains("db.t"),
+                "{e}"
+            );
             (f, "writer-b")
         }
         (Err(e), Ok(f)) => {
-            assert!(e.to_string().contains("writer-b") && e.to_string().contains("db.t"), "{e}");
+            assert!(
+                e.to_string().contains("writer-b") && e.to_string().contains("db.t"),
+                "{e}"
+            );
             (f, "writer-a")
         }
         (a, b) => panic!("round {r}: not exactly one writer: {a:?} / {b:?}"),
@@ -131,7 +137,10 @@ async fn round(table: &Arc<Table>, r: usize, tally: &mut Tally) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         cadence.tick().await;
-        assert!(Instant::now() < deadline, "round {r}: the old writer was never fenced");
+        assert!(
+            Instant::now() < deadline,
+            "round {r}: the old writer was never fenced"
+        );
         match commit_one(&mut old, &winner_name, &winner).await {
             Ok(_) => tally.acknowledged += 1,
             Err(e) if is_fenced(&e) => {
@@ -183,9 +192,14 @@ async fn race(store: Arc<dyn ObjectStore>, label: &str) {
     for id in &ids {
         let s = table.snapshot(*id).await.unwrap();
         assert_eq!(s.commit_kind, CommitKind::Append);
-        assert!(s.commit_identifier > last_identifier, "{label}: identifier reused at {id}");
+        assert!(
+            s.commit_identifier > last_identifier,
+            "{label}: identifier reused at {id}"
+        );
         last_identifier = s.commit_identifier;
-        let epoch: u64 = s.properties.as_ref().unwrap()["test.epoch"].parse().unwrap();
+        let epoch: u64 = s.properties.as_ref().unwrap()["test.epoch"]
+            .parse()
+            .unwrap();
         assert!(
             epoch >= last_epoch,
             "{label}: snapshot {id} of epoch {epoch} follows one of epoch {last_epoch}"
@@ -195,7 +209,10 @@ async fn race(store: Arc<dyn ObjectStore>, label: &str) {
     let rows = scan(&table, None, &ScanFilter::default()).await.unwrap();
     assert_eq!(
         rows,
-        vec![vec![Datum::Int(0), Datum::BigInt(tally.acknowledged as i64)]],
+        vec![vec![
+            Datum::Int(0),
+            Datum::BigInt(tally.acknowledged as i64)
+        ]],
         "{label}: an acknowledged commit was lost or applied twice"
     );
     // Takeover within the lease plus a heartbeat of standby polling, plus slack for a

@@ -406,11 +406,12 @@ fn writer_fencing_defaults_to_fail_and_tables_can_stand_by() {
 
 #[test]
 fn writer_problems_name_their_keys() {
-    let text = format!(
-        "{GOOD}\n[writer]\non_conflict = \"wait\"\n"
-    );
+    let text = format!("{GOOD}\n[writer]\non_conflict = \"wait\"\n");
     let err = from_toml("c.toml", &text).unwrap_err().to_string();
-    assert!(err.contains("writer.on_conflict: unknown variant `wait`"), "{err}");
+    assert!(
+        err.contains("writer.on_conflict: unknown variant `wait`"),
+        "{err}"
+    );
     let text = format!("{GOOD}\n[writer]\nlease_timeout = \"5s\"\nheartbeat_interval = \"0s\"\n");
     let err = from_toml("c.toml", &text).unwrap_err().to_string();
     assert!(

@@ -14,9 +14,9 @@ use crate::error::{Error, Result};
 use crate::table::binary_row;
 use crate::table::bucket;
 use crate::table::commit::{CommitRequest, PreparedCommit, column_stats};
-use crate::table::fence::WriterFence;
 use crate::table::data_file::{self, DataFileWriteOptions, KeyValue, RowKind};
 use crate::table::datum::{Datum, Row};
+use crate::table::fence::WriterFence;
 use crate::table::manifest::{DataFileMeta, FileKind, FileSource, ManifestEntry, SimpleStats};
 use crate::table::schema::TableSchema;
 use crate::table::snapshot::{CommitKind, Snapshot};
@@ -270,7 +270,12 @@ impl TableWriter {
                     .and_then(|folded| folded);
                     let folded = match folded {
                         Ok(f) => f,
-                        Err(e) => return (Vec::new(), Some((e, (partition_bytes, bucket), partition, Vec::new()))),
+                        Err(e) => {
+                            return (
+                                Vec::new(),
+                                Some((e, (partition_bytes, bucket), partition, Vec::new())),
+                            );
+                        }
                     };
                     let (entries, failed) = write_files_or_return(
                         &table,
@@ -283,7 +288,8 @@ impl TableWriter {
                         options,
                     )
                     .await;
-                    let failed = failed.map(|(e, rows)| (e, (partition_bytes, bucket), partition, rows));
+                    let failed =
+                        failed.map(|(e, rows)| (e, (partition_bytes, bucket), partition, rows));
                     (entries, failed)
                 }
             })
@@ -296,7 +302,10 @@ impl TableWriter {
         for (entries, failed) in results {
             self.pending.extend(entries);
             if let Some((e, id, partition, rows)) = failed {
-                self.buffered_bytes += rows.iter().map(|kv| estimate_row_bytes(&kv.row)).sum::<usize>();
+                self.buffered_bytes += rows
+                    .iter()
+                    .map(|kv| estimate_row_bytes(&kv.row))
+                    .sum::<usize>();
                 if !rows.is_empty() {
                     self.buffers.insert(id, BucketBuffer { partition, rows });
                 }
@@ -324,7 +333,11 @@ impl TableWriter {
         // identity (user, identifier, delta manifest list) is how it is recognised.
         let mut resolved = None;
         if let Some(mut prepared) = self.in_doubt.take() {
-            match self.table.publish(&mut prepared, self.fence.as_deref()).await {
+            match self
+                .table
+                .publish(&mut prepared, self.fence.as_deref())
+                .await
+            {
                 Ok(snapshot) => {
                     self.committed(&snapshot, &prepared.request().entries).await;
                     let same = prepared.request().properties == properties;
@@ -358,7 +371,11 @@ impl TableWriter {
             }
         };
         prepared.guard_user_since(self.known_snapshot);
-        match self.table.publish(&mut prepared, self.fence.as_deref()).await {
+        match self
+            .table
+            .publish(&mut prepared, self.fence.as_deref())
+            .await
+        {
             Ok(snapshot) => {
                 self.committed(&snapshot, &request.entries).await;
                 Ok(Some(snapshot))
@@ -532,9 +549,23 @@ async fn write_files_or_return(
     let mut entries = Vec::new();
     let mut rows = rows;
     while !rows.is_empty() {
-        let rest = rows.split_off(rows.len().min(rows_per_file(&rows, table.options().target_file_size)));
+        let rest = rows.split_off(
+            rows.len()
+                .min(rows_per_file(&rows, table.options().target_file_size)),
+        );
         let part = std::mem::replace(&mut rows, rest);
-        match write_file(table, partition_bytes, partition, bucket, part, level, source, options).await {
+        match write_file(
+            table,
+            partition_bytes,
+            partition,
+            bucket,
+            part,
+            level,
+            source,
+            options,
+        )
+        .await
+        {
             Ok(entry) => entries.push(entry),
             Err((e, mut part)) => {
                 part.append(&mut rows);
@@ -586,7 +617,12 @@ async fn write_file(
     let (bytes, part) = match encoded {
         Ok(done) => done,
         // The rows went down with the task; nothing to hand back.
-        Err(e) => return Err((Error::format(format!("encoding task failed: {e}")), Vec::new())),
+        Err(e) => {
+            return Err((
+                Error::format(format!("encoding task failed: {e}")),
+                Vec::new(),
+            ));
+        }
     };
     let bytes = match bytes {
         Ok(b) => b,

@@ -25,9 +25,9 @@ use crate::codec::{CdcDecoder, Decoded, KafkaRecord, RowChange};
 use crate::config::{CdcConfig, KafkaConfig, StartFrom};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lsm::writer::TableWriter;
-use crate::table::fence::WriterFence;
 use crate::observe::PipelineMetrics;
 use crate::table::Table;
+use crate::table::fence::WriterFence;
 use crate::table::snapshot::Snapshot;
 
 /// Snapshot property holding a pipeline's offsets: `lakejoin.offsets.<pipeline>`.
@@ -234,7 +234,9 @@ impl TableSink {
         let started = Instant::now();
         let committed = match self.writer.commit(properties).await {
             Ok(committed) => committed,
-            Err(e) if e.kind() == ErrorKind::Transient && self.failed_commits < MAX_FAILED_COMMITS => {
+            Err(e)
+                if e.kind() == ErrorKind::Transient && self.failed_commits < MAX_FAILED_COMMITS =>
+            {
                 self.failed_commits += 1;
                 tracing::warn!(table = %self.writer.table().identifier(), error = %e,
                     failures = self.failed_commits, "commit failed; retrying at the next tick");

@@ -25,9 +25,9 @@ use crate::lookup::{
 use crate::lsm::lookup::{LookupOptions, PointLookup};
 use crate::lsm::merge::{Admission, MergeEngine};
 use crate::observe::{JoinMetrics, PipelineKind, PipelineMetrics, Registry};
+use crate::table::fence::WriterFence;
 use crate::table::options::{MergeEngineKind, TableOptions};
 use crate::table::schema::TableSchema;
-use crate::table::fence::WriterFence;
 use crate::table::{Table, TableIdentifier, Warehouse};
 use dead_letter::DeadLetters;
 use progress::CdcProgress;

@@ -94,7 +94,7 @@ impl PreparedCommit {
 
 /// What one publish attempt found.
 enum Attempt {
-    Published(Snapshot),
+    Published(Box<Snapshot>),
     /// Another commit took the snapshot id; build on the new latest snapshot.
     LostRace,
 }
@@ -178,7 +178,7 @@ impl Table {
                 backoff = (backoff * 2).min(Duration::from_secs(10));
             }
             match self.publish_once(prepared, fence, compression).await {
-                Ok(Attempt::Published(snapshot)) => return Ok(snapshot),
+                Ok(Attempt::Published(snapshot)) => return Ok(*snapshot),
                 Ok(Attempt::LostRace) => {
                     tracing::debug!(table = %self.identifier(), attempt, "lost the commit race, retrying");
                     last_error = None;
@@ -232,10 +232,12 @@ impl Table {
             (a, b) => a.or(b),
         };
         if let Some(since) = scan_from
-            && let Some(done) = self.find_committed(prepared, since + 1, latest_id).await?
+            && let Some(done) = self
+                .find_committed(prepared, since + 1, latest.as_ref())
+                .await?
         {
             // An earlier attempt landed even though we saw an error.
-            return Ok(Attempt::Published(done));
+            return Ok(Attempt::Published(Box::new(done)));
         }
         let request = &prepared.request;
         let (base_metas, merged) = self
@@ -291,7 +293,7 @@ impl Table {
         match put {
             Ok(_) => {
                 self.write_latest_hint(id).await;
-                Ok(Attempt::Published(snapshot))
+                Ok(Attempt::Published(Box::new(snapshot)))
             }
             Err(object_store::Error::AlreadyExists { .. }) => {
                 // Ours if an earlier write of this attempt was applied (a store-side
@@ -305,7 +307,7 @@ impl Table {
                 };
                 if prepared.is(&there) {
                     self.write_latest_hint(id).await;
-                    return Ok(Attempt::Published(there));
+                    return Ok(Attempt::Published(Box::new(there)));
                 }
                 if prepared.is_foreign_of_user(&there) {
                     return Err(self.foreign_commit(&there));
@@ -322,7 +324,7 @@ impl Table {
                 match self.snapshot(id).await {
                     Ok(there) if prepared.is(&there) => {
                         self.write_latest_hint(id).await;
-                        Ok(Attempt::Published(there))
+                        Ok(Attempt::Published(Box::new(there)))
                     }
                     Ok(there) if prepared.is_foreign_of_user(&there) => {
                         Err(self.foreign_commit(&there))
@@ -350,17 +352,25 @@ impl Table {
         }
     }
 
-    /// This commit, if it is among the snapshots `from..=to`; `ForeignCommitOfUser` if an
-    /// APPEND of its user that is not this commit is among them.
+    /// This commit, if it is among the snapshots `from..=latest`; `ForeignCommitOfUser` if
+    /// an APPEND of its user that is not this commit is among them.
     async fn find_committed(
         &self,
         prepared: &PreparedCommit,
         from: i64,
-        to: i64,
+        latest: Option<&Snapshot>,
     ) -> Result<Option<Snapshot>> {
+        let Some(latest) = latest else {
+            return Ok(None);
+        };
         let guard_from = prepared.user_guard_since.map_or(i64::MAX, |s| s + 1);
-        for id in from..=to {
-            let s = match self.snapshot(id).await {
+        for id in from..=latest.id {
+            let read = if id == latest.id {
+                Ok(latest.clone())
+            } else {
+                self.snapshot(id).await
+            };
+            let s = match read {
                 Ok(s) => s,
                 // Expired meanwhile; it cannot be ours, which is newer than `from`.
                 Err(Error::SnapshotNotFound { .. }) => continue,

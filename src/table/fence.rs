@@ -346,10 +346,7 @@ mod tests {
             .await
             .unwrap_err();
         let text = err.to_string();
-        assert!(
-            text.contains("db.t") && text.contains("writer-a"),
-            "{text}"
-        );
+        assert!(text.contains("db.t") && text.contains("writer-a"), "{text}");
         first.heartbeat().await.unwrap();
         first.release().await.unwrap();
         let second = WriterFence::acquire(&table, "writer-b", options(OnConflict::Fail))

@@ -14,8 +14,8 @@ use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -220,9 +220,7 @@ impl ObjectStore for FaultyStore {
             None | Some(Fault::AppliedThenAlreadyExists | Fault::SpuriousAlreadyExists) => {
                 self.inner.get_opts(location, options).await
             }
-            Some(Fault::FailBefore | Fault::LoseResponse) => {
-                Err(injected("read failed", location))
-            }
+            Some(Fault::FailBefore | Fault::LoseResponse) => Err(injected("read failed", location)),
             Some(Fault::Latency(d)) => {
                 tokio::time::sleep(d).await;
                 self.inner.get_opts(location, options).await

@@ -505,7 +505,8 @@ proptest! {
     ) {
         let backing = if local { Backing::Local } else { Backing::Memory };
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(run_scenario(backing, seed, &rules, 8));
+        let figures = rt.block_on(run_scenario(backing, seed, &rules, 8));
+        eprintln!("random schedule on {backing:?}: {figures:?}");
     }
 }
 

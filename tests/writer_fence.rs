@@ -277,3 +277,82 @@ async fn a_heartbeating_holder_keeps_the_table_until_it_releases() {
     assert_eq!(new.epoch(), 2);
     assert!(released.elapsed() < LEASE + Duration::from_secs(2));
 }
+
+/// The CDC sink of a writer that was taken over stops with an error naming the new
+/// holder, and publishes nothing after the takeover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_cdc_sink_stops_naming_the_new_holder() {
+    use lakejoin::observe::PipelineMetrics;
+    use lakejoin::pipeline::cdc::{ChangeBatch, TableSink};
+
+    let table = new_table(Arc::new(InMemory::new())).await;
+    let old = Arc::new(
+        WriterFence::acquire(&table, "writer-a", options(OnConflict::Fail))
+            .await
+            .unwrap(),
+    );
+    let config = lakejoin::config::from_toml(
+        "test",
+        r#"
+[kafka]
+bootstrap_servers = "unused:9092"
+[warehouse]
+uri = "memory://"
+[[table]]
+name = "db.t"
+columns = [{ name = "id", type = "INT NOT NULL" }, { name = "v", type = "BIGINT" }]
+primary_key = ["id"]
+buckets = 1
+[[cdc]]
+name = "p"
+topics = ["changes"]
+format = "json"
+table = "db.t"
+commit_max_rows = 1
+"#,
+    )
+    .unwrap()
+    .cdc[0]
+        .clone();
+    let pipelines = vec![(config, Arc::new(PipelineMetrics::default()))];
+    let (sink, mut committed) = TableSink::open(table.clone(), USER, &pipelines, Some(old))
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(sink.run(rx, stop_rx));
+    let batch = |offset: i64| ChangeBatch {
+        pipeline: "p".into(),
+        topic: "changes".into(),
+        partition: 0,
+        next_offset: offset + 1,
+        timestamp_ms: None,
+        changes: vec![lakejoin::codec::RowChange {
+            kind: RowKind::Insert,
+            row: vec![Datum::Int(0), Datum::BigInt(1)],
+        }],
+    };
+    tx.send(batch(0)).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), committed.changed())
+        .await
+        .expect("first commit")
+        .unwrap();
+    // The holder goes silent; another writer takes over once the lease is gone.
+    let new = WriterFence::acquire(&table, "writer-b", options(OnConflict::Standby))
+        .await
+        .unwrap();
+    assert_eq!(new.epoch(), 2);
+    let before = table.snapshot_ids().await.unwrap();
+    let _ = tx.send(batch(1)).await;
+    let err = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the fenced sink stops")
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::WriterFenced { holder, epoch: 2, .. } if holder == "writer-b"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("db.t"), "{err}");
+    assert_eq!(table.snapshot_ids().await.unwrap(), before);
+}

@@ -484,10 +484,12 @@ fn rule_strategy() -> impl Strategy<Value = Rule> {
             Just(""),
         ],
         fault_strategy(),
+        // Schedules that leave every request a chance: a deterministic every-k-th fault
+        // can hit the same step of each retry forever, which no commit protocol outlives.
         prop_oneof![
             (1..30u64).prop_map(Schedule::Nth),
-            (2..6u64).prop_map(Schedule::EveryNth),
-            (1..20u32).prop_map(|p| Schedule::Probability(f64::from(p) / 100.0)),
+            (1..4u64).prop_map(Schedule::FirstN),
+            (1..30u32).prop_map(|p| Schedule::Probability(f64::from(p) / 100.0)),
         ],
     )
 }
@@ -499,7 +501,7 @@ proptest! {
     /// the model with every commit exactly once.
     #[test]
     fn random_fault_schedules_never_lose_or_duplicate_a_commit(
-        rules in proptest::collection::vec(rule_strategy(), 1..5),
+        rules in proptest::collection::vec(rule_strategy(), 1..7),
         local in any::<bool>(),
         seed in any::<u64>(),
     ) {

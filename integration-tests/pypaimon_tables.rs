@@ -456,6 +456,7 @@ fn dedup_sequence_field_pypaimon_writes() {
 fn t4_mixed_writers_pypaimon_appends_then_lakejoin_deletes() {
     let spec = TableSpec::new("db.t4", &["id:INT", "name:STRING", "n:BIGINT"], &["id"], 2);
     let table = Table::create(spec.clone(), Creator::Lakejoin);
+    claim_writer_fence(&table, "db.t4");
     let mut model = DedupModel::default();
     let apply = |model: &mut DedupModel, rows: &[Value]| {
         for row in rows {
@@ -506,6 +507,24 @@ fn t4_mixed_writers_pypaimon_appends_then_lakejoin_deletes() {
     apply(&mut model, &commit4);
     table.assert_both_read("T4b after pypaimon's second append", &model.rows());
     table.check_snapshot_record_counts("T4");
+}
+
+/// Claims the table's writer fence as `lakejoin run` does, leaving the epoch file in the
+/// table directory: pypaimon must read and write the table as if it were not there.
+fn claim_writer_fence(table: &Table, name: &str) {
+    use lakejoin::table::fence::{FenceOptions, WriterFence};
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let warehouse =
+            lakejoin::table::Warehouse::from_uri(&table.warehouse, &Default::default()).unwrap();
+        let id = lakejoin::table::TableIdentifier::parse(name).unwrap();
+        let opened = lakejoin::table::Table::open(&warehouse, &id).await.unwrap();
+        let fence = WriterFence::acquire(&opened, "pypaimon test", FenceOptions::default())
+            .await
+            .unwrap();
+        fence.heartbeat().await.unwrap();
+    });
+    assert!(table.path().join("_lakejoin/writer/epoch-1").is_file());
 }
 
 /// In every bucket, the files of the later commit start after the earlier commit's maximum

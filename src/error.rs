@@ -45,6 +45,46 @@ pub enum Error {
         "commit to {table} failed after {attempts} attempts: other writers kept committing first"
     )]
     CommitRetriesExhausted { table: String, attempts: u32 },
+    /// Publishing a snapshot failed in a way that leaves open whether it landed (the
+    /// request may have been applied with its response lost), and retries could not tell.
+    /// The commit must be published again with the same prepared request, which first
+    /// looks for it among the snapshots after `since`.
+    #[error(
+        "commit to {table} has an unknown outcome (it may or may not follow snapshot {since}): {message}"
+    )]
+    CommitOutcomeUnknown {
+        table: String,
+        since: i64,
+        message: String,
+    },
+    /// A snapshot appeared that carries this writer's commit user but is not one of its
+    /// commits: a fenced writer's last commit, or an earlier attempt that landed late. The
+    /// offsets this writer resumed from are stale; it must restart from that snapshot.
+    #[error(
+        "snapshot {snapshot} of {table} was committed by another writer with commit user `{user}`; \
+         restart to resume from it"
+    )]
+    ForeignCommitOfUser {
+        table: String,
+        user: String,
+        snapshot: i64,
+    },
+    /// Another process holds (or took over) the right to write this table.
+    #[error("table {table} is written by {holder} (writer epoch {epoch}); this writer {action}")]
+    WriterFenced {
+        table: String,
+        holder: String,
+        epoch: u64,
+        /// What this writer did about it (refused to start, stopped publishing).
+        action: &'static str,
+    },
+    /// An object came back shorter than the store said it is (a cut-off response).
+    #[error("object store: reading {location}: got {actual} of {expected} bytes")]
+    TruncatedRead {
+        location: String,
+        expected: u64,
+        actual: u64,
+    },
     /// A COMPACT commit no longer fits the latest snapshot: a file it replaces is gone, or
     /// its output would overlap another file on the same level. The compaction must be
     /// planned again on the new snapshot.
@@ -118,7 +158,10 @@ impl Error {
             },
             Error::CommitRetriesExhausted { .. }
             | Error::CommitConflict { .. }
-            | Error::BackgroundCompaction { .. } => ErrorKind::Transient,
+            | Error::BackgroundCompaction { .. }
+            | Error::CommitOutcomeUnknown { .. }
+            | Error::TruncatedRead { .. } => ErrorKind::Transient,
+            Error::ForeignCommitOfUser { .. } | Error::WriterFenced { .. } => ErrorKind::Fatal,
             Error::Io { .. } | Error::Kafka(_) => ErrorKind::Transient,
             Error::Format(_)
             | Error::Parquet { .. }

@@ -31,7 +31,7 @@ pub const CDC_FORMATS: [&str; 7] = [
     "debezium-avro",
 ];
 /// Top-level sections of `connectors.toml`.
-pub const SECTIONS: [&str; 7] = [
+pub const SECTIONS: [&str; 8] = [
     "kafka",
     "warehouse",
     "table",
@@ -39,6 +39,7 @@ pub const SECTIONS: [&str; 7] = [
     "enrich",
     "observe",
     "run",
+    "writer",
 ];
 /// Formats of fact and output records.
 pub const FACT_FORMATS: [&str; 2] = ["json", "avro"];
@@ -107,6 +108,8 @@ fn from_value(origin: &str, value: Value) -> Result<Config> {
     let observe: ObserveConfig =
         section(&mut top, "observe", &mut problems, false).unwrap_or_default();
     let run: RunConfig = section(&mut top, "run", &mut problems, false).unwrap_or_default();
+    let writer: WriterConfig =
+        section(&mut top, "writer", &mut problems, false).unwrap_or_default();
     let config = match (kafka, warehouse) {
         (Some(kafka), Some(warehouse)) => Some(Config {
             kafka,
@@ -116,6 +119,7 @@ fn from_value(origin: &str, value: Value) -> Result<Config> {
             enrich,
             observe,
             run,
+            writer,
         }),
         _ => None,
     };
@@ -280,6 +284,15 @@ impl Config {
         }
         if self.run.shutdown_timeout.is_zero() {
             problems.push("run.shutdown_timeout: must be greater than zero".into());
+        }
+        if self.writer.heartbeat_interval.is_zero() {
+            problems.push("writer.heartbeat_interval: must be greater than zero".into());
+        }
+        if self.writer.heartbeat_interval * 2 > self.writer.lease_timeout {
+            problems.push(format!(
+                "writer.lease_timeout: must be at least twice writer.heartbeat_interval ({:?}), got {:?}",
+                self.writer.heartbeat_interval, self.writer.lease_timeout
+            ));
         }
         let mut schemas: BTreeMap<String, TableSchema> = BTreeMap::new();
         for (i, t) in self.tables.iter().enumerate() {
@@ -543,6 +556,23 @@ impl Config {
             }
         }
         problems
+    }
+
+    /// How the writer of table `name` claims it: `[writer]`, with the table's
+    /// `writer_on_conflict` when set.
+    pub fn fence_options(&self, name: &str) -> crate::table::fence::FenceOptions {
+        let on_conflict = self
+            .table(name)
+            .and_then(|t| t.writer_on_conflict)
+            .unwrap_or(self.writer.on_conflict);
+        crate::table::fence::FenceOptions {
+            on_conflict: match on_conflict {
+                OnConflict::Fail => crate::table::fence::OnConflict::Fail,
+                OnConflict::Standby => crate::table::fence::OnConflict::Standby,
+            },
+            lease_timeout: self.writer.lease_timeout,
+            heartbeat_interval: self.writer.heartbeat_interval,
+        }
     }
 
     /// The schema of table `name` as configured.

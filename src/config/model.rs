@@ -25,6 +25,47 @@ pub struct Config {
     /// `[run]` (optional).
     #[serde(default)]
     pub run: RunConfig,
+    /// `[writer]` (optional): how CDC writers share tables with other processes.
+    #[serde(default)]
+    pub writer: WriterConfig,
+}
+
+/// `[writer]`: one writer per table (the fence in `<table>/_lakejoin/writer/`). A second
+/// process configured to write a table either refuses to start or stands by.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct WriterConfig {
+    /// `fail` (default): refuse to start, naming the process that holds the table.
+    /// `standby`: wait and take over once the holder stops heartbeating (within
+    /// `lease_timeout` + `heartbeat_interval` of its death; at once after a clean stop).
+    /// A table's `writer_on_conflict` overrides this.
+    pub on_conflict: OnConflict,
+    /// A holder that has not heartbeated for this long (default 30s) is taken to be dead.
+    /// Hosts and the object store must agree on the time to well within it.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub lease_timeout: Duration,
+    /// How often the holder renews its lease (default 5s); at most half the lease.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub heartbeat_interval: Duration,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        WriterConfig {
+            on_conflict: OnConflict::Fail,
+            lease_timeout: Duration::from_secs(30),
+            heartbeat_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// `[writer] on_conflict`: what a writer does when another one holds its table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnConflict {
+    #[default]
+    Fail,
+    Standby,
 }
 
 /// `[observe]`: the HTTP endpoint (`/metrics`, `/health/live`, `/health/ready`), log
@@ -147,6 +188,9 @@ pub struct TableConfig {
     /// Further Paimon table options, stored in the schema.
     #[serde(default)]
     pub options: BTreeMap<String, String>,
+    /// `fail` or `standby` for this table's writer (default: `[writer] on_conflict`).
+    #[serde(default)]
+    pub writer_on_conflict: Option<OnConflict>,
 }
 
 /// One column: `{ name = "id", type = "INT" }`.

@@ -383,3 +383,45 @@ fn observe_listen_is_overridden_from_the_environment() {
     assert_eq!(c.observe.log_format, LogFormat::Json);
     assert_eq!(c.run.shutdown_timeout, std::time::Duration::from_secs(45));
 }
+
+#[test]
+fn writer_fencing_defaults_to_fail_and_tables_can_stand_by() {
+    let c = from_toml("c.toml", GOOD).unwrap();
+    assert_eq!(c.writer, WriterConfig::default());
+    let fence = c.fence_options("shop.customers");
+    assert_eq!(fence.on_conflict, crate::table::fence::OnConflict::Fail);
+    assert_eq!(fence.lease_timeout, std::time::Duration::from_secs(30));
+    assert_eq!(fence.heartbeat_interval, std::time::Duration::from_secs(5));
+
+    let text = GOOD.replace(
+        "buckets = 4\n",
+        "buckets = 4\nwriter_on_conflict = \"standby\"\n",
+    ) + "\n[writer]\nlease_timeout = \"10s\"\nheartbeat_interval = \"1s\"\n";
+    let c = from_toml("c.toml", &text).unwrap();
+    let fence = c.fence_options("shop.customers");
+    assert_eq!(fence.on_conflict, crate::table::fence::OnConflict::Standby);
+    assert_eq!(fence.lease_timeout, std::time::Duration::from_secs(10));
+    assert_eq!(fence.heartbeat_interval, std::time::Duration::from_secs(1));
+}
+
+#[test]
+fn writer_problems_name_their_keys() {
+    let text = format!("{GOOD}\n[writer]\non_conflict = \"wait\"\n");
+    let err = from_toml("c.toml", &text).unwrap_err().to_string();
+    assert!(
+        err.contains("writer.on_conflict: unknown variant `wait`"),
+        "{err}"
+    );
+    let text = format!("{GOOD}\n[writer]\nlease_timeout = \"5s\"\nheartbeat_interval = \"0s\"\n");
+    let err = from_toml("c.toml", &text).unwrap_err().to_string();
+    assert!(
+        err.contains("c.toml: writer.heartbeat_interval: must be greater than zero"),
+        "{err}"
+    );
+    let text = format!("{GOOD}\n[writer]\nlease_timeout = \"5s\"\nheartbeat_interval = \"3s\"\n");
+    let err = from_toml("c.toml", &text).unwrap_err().to_string();
+    assert!(
+        err.contains("c.toml: writer.lease_timeout: must be at least twice"),
+        "{err}"
+    );
+}

@@ -6,8 +6,8 @@
 //! index manifests), and anything in `snapshot/` other than `snapshot-<n>`, `EARLIEST` and
 //! `LATEST` (e.g. pypaimon's `.snapshot-<n>.<uuid>.tmp`). On a local warehouse also
 //! object_store's staging files (`<name>#<n>`), which its listings hide. Never touched:
-//! `schema/`, snapshot files, tags, consumers, `index/`, `statistics/` and unknown
-//! directories.
+//! `schema/`, snapshot files, tags, consumers, `index/`, `statistics/`, the writer fence
+//! (`_lakejoin/`) and unknown directories.
 //!
 //! The age threshold (default one day) is what keeps this safe next to running writers:
 //! a file written for a commit that has not been published yet is unreferenced but new.
@@ -349,5 +349,7 @@ mod tests {
         assert_eq!(c("index/index-1", 0), None);
         assert_eq!(c("tag/tag-x", 0), None);
         assert_eq!(c("README", 0), None);
+        assert_eq!(c("_lakejoin/writer/epoch-1", 0), None);
+        assert_eq!(c("_lakejoin/writer/epoch-1", 2), None);
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use object_store::{ObjectStoreExt, PutPayload};
 
 use super::auto_compact::AutoCompaction;
@@ -13,9 +13,10 @@ use super::merge::{Admission, MergeEngine, SequenceOrder, key_of, sort_and_fold}
 use crate::error::{Error, Result};
 use crate::table::binary_row;
 use crate::table::bucket;
-use crate::table::commit::{CommitRequest, column_stats};
+use crate::table::commit::{CommitRequest, PreparedCommit, column_stats};
 use crate::table::data_file::{self, DataFileWriteOptions, KeyValue, RowKind};
 use crate::table::datum::{Datum, Row};
+use crate::table::fence::WriterFence;
 use crate::table::manifest::{DataFileMeta, FileKind, FileSource, ManifestEntry, SimpleStats};
 use crate::table::schema::TableSchema;
 use crate::table::snapshot::{CommitKind, Snapshot};
@@ -58,6 +59,15 @@ pub struct TableWriter {
     file_options: DataFileWriteOptions,
     /// Automatic compaction after commits; `None` for `write-only` tables.
     auto_compaction: Option<AutoCompaction>,
+    /// Checked before every snapshot is published, when set.
+    fence: Option<Arc<WriterFence>>,
+    /// A commit whose publishing failed (possibly after landing unseen); it is published
+    /// again, unchanged, before anything newer, so it lands exactly once.
+    in_doubt: Option<PreparedCommit>,
+    /// Newest snapshot this writer knows to be consistent with its state: the one it
+    /// started from, then each of its commits. An APPEND of its commit user appearing
+    /// after it is another writer's (see `PreparedCommit::guard_user_since`).
+    known_snapshot: i64,
 }
 
 /// Column positions the writer needs for every row.
@@ -144,7 +154,21 @@ impl TableWriter {
             buffer_limit: DEFAULT_BUFFER_BYTES,
             file_options,
             auto_compaction,
+            fence: None,
+            in_doubt: None,
+            known_snapshot: snapshot_id,
         })
+    }
+
+    /// Makes every commit check `fence` right before publishing: once another writer
+    /// claimed the table, commits fail with `Error::WriterFenced` and publish nothing.
+    pub fn set_fence(&mut self, fence: Arc<WriterFence>) {
+        self.fence = Some(fence);
+    }
+
+    /// Whether a failed commit is waiting to be published again.
+    pub fn has_commit_in_doubt(&self) -> bool {
+        self.in_doubt.is_some()
     }
 
     pub fn table(&self) -> &Arc<Table> {
@@ -216,7 +240,9 @@ impl TableWriter {
         self.buffers.values().map(|b| b.rows.len()).sum()
     }
 
-    /// Writes every buffered bucket as level-0 files (not yet committed).
+    /// Writes every buffered bucket as level-0 files (not yet committed). On failure the
+    /// rows not yet in a file go back into the buffer (folded), and the files that were
+    /// written are kept for the next commit, so a flush that fails loses nothing.
     pub async fn flush(&mut self) -> Result<()> {
         let buffers = std::mem::take(&mut self.buffers);
         self.buffered_bytes = 0;
@@ -234,31 +260,59 @@ impl TableWriter {
                 let engine = engine.clone();
                 let order = order.clone();
                 async move {
+                    let partition = buffer.partition;
+                    let rows = buffer.rows;
                     let folded = tokio::task::spawn_blocking(move || {
-                        sort_and_fold(buffer.rows, &layout.key_indices, &order, &engine)
+                        sort_and_fold(rows, &layout.key_indices, &order, &engine)
                     })
                     .await
-                    .map_err(|e| Error::format(format!("flush task failed: {e}")))??;
-                    write_files(
+                    .map_err(|e| Error::format(format!("flush task failed: {e}")))
+                    .and_then(|folded| folded);
+                    let folded = match folded {
+                        Ok(f) => f,
+                        Err(e) => {
+                            return (
+                                Vec::new(),
+                                Some((e, (partition_bytes, bucket), partition, Vec::new())),
+                            );
+                        }
+                    };
+                    let (entries, failed) = write_files_or_return(
                         &table,
                         &partition_bytes,
-                        &buffer.partition,
+                        &partition,
                         bucket,
                         folded,
                         0,
                         FileSource::Append,
                         options,
                     )
-                    .await
+                    .await;
+                    let failed =
+                        failed.map(|(e, rows)| (e, (partition_bytes, bucket), partition, rows));
+                    (entries, failed)
                 }
             })
             .collect();
-        let written: Vec<Vec<ManifestEntry>> = futures::stream::iter(flushes)
+        let results: Vec<_> = futures::stream::iter(flushes)
             .buffer_unordered(IO_CONCURRENCY)
-            .try_collect()
-            .await?;
-        self.pending.extend(written.into_iter().flatten());
-        Ok(())
+            .collect()
+            .await;
+        let mut first_error = None;
+        for (entries, failed) in results {
+            self.pending.extend(entries);
+            if let Some((e, id, partition, rows)) = failed {
+                self.buffered_bytes += rows
+                    .iter()
+                    .map(|kv| estimate_row_bytes(&kv.row))
+                    .sum::<usize>();
+                if !rows.is_empty() {
+                    self.buffers.insert(id, BucketBuffer { partition, rows });
+                }
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Flushes and commits everything written so far as one snapshot carrying
@@ -275,8 +329,31 @@ impl TableWriter {
         properties: BTreeMap<String, String>,
     ) -> Result<Option<Snapshot>> {
         self.flush().await?;
+        // A commit that failed earlier goes first, unchanged: it may have landed, and its
+        // identity (user, identifier, delta manifest list) is how it is recognised.
+        let mut resolved = None;
+        if let Some(mut prepared) = self.in_doubt.take() {
+            match self
+                .table
+                .publish(&mut prepared, self.fence.as_deref())
+                .await
+            {
+                Ok(snapshot) => {
+                    self.committed(&snapshot, &prepared.request().entries).await;
+                    let same = prepared.request().properties == properties;
+                    resolved = Some(snapshot);
+                    if self.pending.is_empty() && same {
+                        return Ok(resolved);
+                    }
+                }
+                Err(e) => {
+                    self.in_doubt = Some(prepared);
+                    return Err(e);
+                }
+            }
+        }
         if self.pending.is_empty() && properties.is_empty() {
-            return Ok(None);
+            return Ok(resolved);
         }
         let request = CommitRequest {
             commit_user: self.commit_user.clone(),
@@ -285,24 +362,42 @@ impl TableWriter {
             entries: std::mem::take(&mut self.pending),
             properties,
         };
-        match self.table.commit(request.clone()).await {
+        let mut prepared = match self.table.prepare_commit(request.clone()).await {
+            Ok(p) => p,
+            Err(e) => {
+                // Nothing was published; keep the files so a retried commit has them.
+                self.pending = request.entries;
+                return Err(e);
+            }
+        };
+        prepared.guard_user_since(self.known_snapshot);
+        match self
+            .table
+            .publish(&mut prepared, self.fence.as_deref())
+            .await
+        {
             Ok(snapshot) => {
-                // Saturating: a batch commit of this user (i64::MAX) must not panic here.
-                self.next_commit_identifier = self.next_commit_identifier.saturating_add(1);
-                if let Some(auto) = &mut self.auto_compaction
-                    && let Err(e) = auto.after_commit(snapshot.id, &request.entries).await
-                {
-                    // The snapshot is committed; compaction is retried after the next one.
-                    tracing::warn!(table = %self.table.identifier(), error = %e,
-                        "could not start compaction after a commit");
-                }
+                self.committed(&snapshot, &request.entries).await;
                 Ok(Some(snapshot))
             }
             Err(e) => {
-                // Keep the files so a retried commit still includes them.
-                self.pending = request.entries;
+                self.in_doubt = Some(prepared);
                 Err(e)
             }
+        }
+    }
+
+    /// Bookkeeping after `snapshot` (this writer's next commit identifier) landed.
+    async fn committed(&mut self, snapshot: &Snapshot, entries: &[ManifestEntry]) {
+        // Saturating: a batch commit of this user (i64::MAX) must not panic here.
+        self.next_commit_identifier = self.next_commit_identifier.saturating_add(1);
+        self.known_snapshot = self.known_snapshot.max(snapshot.id);
+        if let Some(auto) = &mut self.auto_compaction
+            && let Err(e) = auto.after_commit(snapshot.id, entries).await
+        {
+            // The snapshot is committed; compaction is retried after the next one.
+            tracing::warn!(table = %self.table.identifier(), error = %e,
+                "could not start compaction after a commit");
         }
     }
 }
@@ -421,71 +516,150 @@ pub(crate) async fn write_files(
     source: FileSource,
     options: DataFileWriteOptions,
 ) -> Result<Vec<ManifestEntry>> {
-    if rows.is_empty() {
-        return Ok(Vec::new());
+    let (entries, failed) = write_files_or_return(
+        table,
+        partition_bytes,
+        partition,
+        bucket,
+        rows,
+        level,
+        source,
+        options,
+    )
+    .await;
+    match failed {
+        None => Ok(entries),
+        Some((e, _)) => Err(e),
     }
-    let schema = table.schema().clone();
-    let key_indices = schema.trimmed_key_indices();
-    let key_types = schema.types_of(&key_indices);
-    let chunk = rows_per_file(&rows, table.options().target_file_size);
+}
+
+/// [`write_files`], but on failure hands back what was written (files now in the store)
+/// and the rows not yet in any file, so a flush can keep them instead of losing them.
+#[allow(clippy::too_many_arguments)]
+async fn write_files_or_return(
+    table: &Table,
+    partition_bytes: &[u8],
+    partition: &Row,
+    bucket: i32,
+    rows: Vec<KeyValue>,
+    level: i32,
+    source: FileSource,
+    options: DataFileWriteOptions,
+) -> (Vec<ManifestEntry>, Option<(Error, Vec<KeyValue>)>) {
     let mut entries = Vec::new();
     let mut rows = rows;
     while !rows.is_empty() {
-        let rest = rows.split_off(rows.len().min(chunk));
+        let rest = rows.split_off(
+            rows.len()
+                .min(rows_per_file(&rows, table.options().target_file_size)),
+        );
         let part = std::mem::replace(&mut rows, rest);
-        let keys: Vec<Vec<Datum>> = part
-            .iter()
-            .map(|kv| key_of(&kv.row, &key_indices))
-            .collect();
+        match write_file(
+            table,
+            partition_bytes,
+            partition,
+            bucket,
+            part,
+            level,
+            source,
+            options,
+        )
+        .await
+        {
+            Ok(entry) => entries.push(entry),
+            Err((e, mut part)) => {
+                part.append(&mut rows);
+                return (entries, Some((e, part)));
+            }
+        }
+    }
+    (entries, None)
+}
+
+/// Writes one data file of `part`; on failure returns the rows with the error.
+#[allow(clippy::too_many_arguments)]
+async fn write_file(
+    table: &Table,
+    partition_bytes: &[u8],
+    partition: &Row,
+    bucket: i32,
+    part: Vec<KeyValue>,
+    level: i32,
+    source: FileSource,
+    options: DataFileWriteOptions,
+) -> std::result::Result<ManifestEntry, (Error, Vec<KeyValue>)> {
+    let schema = table.schema().clone();
+    let key_indices = schema.trimmed_key_indices();
+    let key_types = schema.types_of(&key_indices);
+    let keys: Vec<Vec<Datum>> = part
+        .iter()
+        .map(|kv| key_of(&kv.row, &key_indices))
+        .collect();
+    let stats = (|| -> Result<_> {
         let min_key = binary_row::serialize(keys.first().map_or(&[][..], |k| k), &key_types)?;
         let max_key = binary_row::serialize(keys.last().map_or(&[][..], |k| k), &key_types)?;
-        let key_stats = column_stats(&keys, &key_types)?;
-        let row_count = part.len() as i64;
-        let delete_row_count = part.iter().filter(|kv| kv.kind.is_retract()).count() as i64;
-        let min_seq = part.iter().map(|kv| kv.sequence_number).min().unwrap_or(0);
-        let max_seq = part.iter().map(|kv| kv.sequence_number).max().unwrap_or(0);
-        let encode_schema = schema.clone();
-        let bytes = tokio::task::spawn_blocking(move || {
-            data_file::encode_data_file(&encode_schema, &part, options)
-        })
-        .await
-        .map_err(|e| Error::format(format!("encoding task failed: {e}")))??;
-        let file_name = format!("data-{}-0.parquet", uuid::Uuid::new_v4());
-        let location = table.data_file_location(partition, bucket, &file_name);
-        let file_size = bytes.len() as i64;
-        table
-            .store()
-            .put(&location, PutPayload::from(bytes))
-            .await
-            .map_err(|e| Error::store(format!("writing {location}"), e))?;
-        entries.push(ManifestEntry {
-            kind: FileKind::Add,
-            partition: partition_bytes.to_vec(),
-            bucket,
-            total_buckets: table.options().bucket,
-            file: DataFileMeta {
-                file_name,
-                file_size,
-                row_count,
-                min_key,
-                max_key,
-                key_stats,
-                value_stats: SimpleStats::empty(),
-                min_sequence_number: min_seq,
-                max_sequence_number: max_seq,
-                schema_id: schema.id,
-                level,
-                extra_files: Vec::new(),
-                creation_time: Some(chrono::Utc::now().timestamp_millis()),
-                delete_row_count: Some(delete_row_count),
-                embedded_file_index: None,
-                file_source: Some(source),
-                value_stats_cols: Some(Vec::new()),
-                external_path: None,
-                first_row_id: None,
-                write_cols: None,
-            },
-        });
+        Ok((min_key, max_key, column_stats(&keys, &key_types)?))
+    })();
+    let (min_key, max_key, key_stats) = match stats {
+        Ok(stats) => stats,
+        Err(e) => return Err((e, part)),
+    };
+    let row_count = part.len() as i64;
+    let delete_row_count = part.iter().filter(|kv| kv.kind.is_retract()).count() as i64;
+    let min_seq = part.iter().map(|kv| kv.sequence_number).min().unwrap_or(0);
+    let max_seq = part.iter().map(|kv| kv.sequence_number).max().unwrap_or(0);
+    let encode_schema = schema.clone();
+    let encoded = tokio::task::spawn_blocking(move || {
+        let bytes = data_file::encode_data_file(&encode_schema, &part, options);
+        (bytes, part)
+    })
+    .await;
+    let (bytes, part) = match encoded {
+        Ok(done) => done,
+        // The rows went down with the task; nothing to hand back.
+        Err(e) => {
+            return Err((
+                Error::format(format!("encoding task failed: {e}")),
+                Vec::new(),
+            ));
+        }
+    };
+    let bytes = match bytes {
+        Ok(b) => b,
+        Err(e) => return Err((e, part)),
+    };
+    let file_name = format!("data-{}-0.parquet", uuid::Uuid::new_v4());
+    let location = table.data_file_location(partition, bucket, &file_name);
+    let file_size = bytes.len() as i64;
+    if let Err(e) = table.store().put(&location, PutPayload::from(bytes)).await {
+        return Err((Error::store(format!("writing {location}"), e), part));
     }
-    Ok(entries)
+    Ok(ManifestEntry {
+        kind: FileKind::Add,
+        partition: partition_bytes.to_vec(),
+        bucket,
+        total_buckets: table.options().bucket,
+        file: DataFileMeta {
+            file_name,
+            file_size,
+            row_count,
+            min_key,
+            max_key,
+            key_stats,
+            value_stats: SimpleStats::empty(),
+            min_sequence_number: min_seq,
+            max_sequence_number: max_seq,
+            schema_id: schema.id,
+            level,
+            extra_files: Vec::new(),
+            creation_time: Some(chrono::Utc::now().timestamp_millis()),
+            delete_row_count: Some(delete_row_count),
+            embedded_file_index: None,
+            file_source: Some(source),
+            value_stats_cols: Some(Vec::new()),
+            external_path: None,
+            first_row_id: None,
+            write_cols: None,
+        },
+    })
 }

@@ -23,14 +23,20 @@ use super::dead_letter::DeadLetters;
 use super::progress::{CdcProgress, CommittedPosition, PartitionId};
 use crate::codec::{CdcDecoder, Decoded, KafkaRecord, RowChange};
 use crate::config::{CdcConfig, KafkaConfig, StartFrom};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::lsm::writer::TableWriter;
 use crate::observe::PipelineMetrics;
 use crate::table::Table;
+use crate::table::fence::WriterFence;
 use crate::table::snapshot::Snapshot;
 
 /// Snapshot property holding a pipeline's offsets: `lakejoin.offsets.<pipeline>`.
 pub const OFFSETS_PROPERTY_PREFIX: &str = "lakejoin.offsets.";
+
+/// Consecutive failed commits (each already retried inside the commit) after which a sink
+/// gives up and stops its pipeline. Until then the changes stay buffered and the commit is
+/// tried again at the next tick; a commit whose outcome was unknown is resolved first.
+const MAX_FAILED_COMMITS: u32 = 10;
 
 /// topic → partition → next offset to consume.
 pub type Offsets = BTreeMap<String, BTreeMap<i32, i64>>;
@@ -65,6 +71,8 @@ pub struct TableSink {
     /// Kafka timestamp of the last change applied per pipeline partition.
     last_timestamps: BTreeMap<PartitionId, i64>,
     committed: watch::Sender<Option<Arc<Committed>>>,
+    /// Commits that failed in a row.
+    failed_commits: u32,
 }
 
 /// Commit user of this process's writer of `table`: stable across restarts.
@@ -74,11 +82,13 @@ pub fn commit_user(group_id: &str, table: &str) -> String {
 
 impl TableSink {
     /// Opens the writer and reads where each pipeline left off from the latest snapshot
-    /// this writer committed.
+    /// this writer committed. With a `fence` (claimed before this is called, so nobody
+    /// else commits as this user afterwards) every commit checks it before publishing.
     pub async fn open(
         table: Arc<Table>,
         commit_user: &str,
         pipelines: &[(CdcConfig, Arc<PipelineMetrics>)],
+        fence: Option<Arc<WriterFence>>,
     ) -> Result<(Self, watch::Receiver<Option<Arc<Committed>>>)> {
         let last = table.latest_snapshot_of_user(commit_user).await?;
         let mut offsets = BTreeMap::new();
@@ -101,7 +111,10 @@ impl TableSink {
                 Ordering::Relaxed,
             );
         }
-        let writer = TableWriter::new(table, commit_user).await?;
+        let mut writer = TableWriter::new(table, commit_user).await?;
+        if let Some(fence) = fence {
+            writer.set_fence(fence);
+        }
         let (tx, rx) = watch::channel(None);
         Ok((
             TableSink {
@@ -124,6 +137,7 @@ impl TableSink {
                     .collect(),
                 last_timestamps: BTreeMap::new(),
                 committed: tx,
+                failed_commits: 0,
             },
             rx,
         ))
@@ -218,7 +232,20 @@ impl TableSink {
             properties.insert(format!("{OFFSETS_PROPERTY_PREFIX}{pipeline}"), text);
         }
         let started = Instant::now();
-        if let Some(snapshot) = self.writer.commit(properties).await? {
+        let committed = match self.writer.commit(properties).await {
+            Ok(committed) => committed,
+            Err(e)
+                if e.kind() == ErrorKind::Transient && self.failed_commits < MAX_FAILED_COMMITS =>
+            {
+                self.failed_commits += 1;
+                tracing::warn!(table = %self.writer.table().identifier(), error = %e,
+                    failures = self.failed_commits, "commit failed; retrying at the next tick");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        self.failed_commits = 0;
+        if let Some(snapshot) = committed {
             let elapsed = started.elapsed();
             tracing::debug!(table = %self.writer.table().identifier(), snapshot = snapshot.id, rows = self.pending_changes, "committed");
             for m in self.metrics.values() {

@@ -25,6 +25,7 @@ use crate::lookup::{
 use crate::lsm::lookup::{LookupOptions, PointLookup};
 use crate::lsm::merge::{Admission, MergeEngine};
 use crate::observe::{JoinMetrics, PipelineKind, PipelineMetrics, Registry};
+use crate::table::fence::WriterFence;
 use crate::table::options::{MergeEngineKind, TableOptions};
 use crate::table::schema::TableSchema;
 use crate::table::{Table, TableIdentifier, Warehouse};
@@ -300,6 +301,20 @@ impl Running {
     }
 }
 
+/// How this process names itself as a table's writer (shown to a writer it fences out).
+fn writer_holder(group_id: &str) -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown host".into());
+    format!(
+        "lakejoin (group {group_id}, pid {}, host {host})",
+        std::process::id()
+    )
+}
+
 /// Builds and starts every pipeline of `config`.
 pub async fn start(config: Config) -> Result<Running> {
     start_with(config, Arc::new(Registry::default())).await
@@ -428,7 +443,25 @@ pub async fn start_with(config: Config, registry: Arc<Registry>) -> Result<Runni
             })
             .collect();
         let user = cdc::commit_user(&config.kafka.group_id, &table_name);
-        let (sink, committed) = cdc::TableSink::open(t.clone(), &user, &with_metrics).await?;
+        // Claimed before the sink reads where to resume: from here on nobody else
+        // commits as this table's writer (standby: waits here for the holder to stop).
+        let fence = Arc::new(
+            WriterFence::acquire(
+                &t,
+                &writer_holder(&config.kafka.group_id),
+                config.fence_options(&table_name),
+            )
+            .await?,
+        );
+        let (sink, committed) =
+            cdc::TableSink::open(t.clone(), &user, &with_metrics, Some(fence.clone())).await?;
+        tasks.spawn({
+            let name = format!("writer fence {table_name}");
+            let fence = fence.clone();
+            let stop = shutdown_rx.clone();
+            // Ends with an error once another writer took over: the process stops.
+            async move { (name, fence.keep_alive(stop).await) }
+        });
         let (tx, rx) = mpsc::channel(1024);
         for (c, m) in &with_metrics {
             let decoder = cdc_decoder(c, &t)?;
@@ -454,7 +487,14 @@ pub async fn start_with(config: Config, registry: Arc<Registry>) -> Result<Runni
         let sink_shutdown = shutdown_rx.clone();
         tasks.spawn({
             let name = format!("table {table_name}");
-            async move { (name, sink.run(rx, sink_shutdown).await) }
+            async move {
+                let result = sink.run(rx, sink_shutdown).await;
+                // After the last commit: a standby may take over at once.
+                if let Err(e) = fence.release().await {
+                    tracing::warn!(table = %name, error = %e, "could not release the writer fence");
+                }
+                (name, result)
+            }
         });
         // This process's commits reach its lookups right away; then `wait_for_cdc`
         // joins learn that those changes are visible.

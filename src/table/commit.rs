@@ -35,9 +35,74 @@ pub struct CommitRequest {
     pub properties: BTreeMap<String, String>,
 }
 
+/// A commit whose delta manifest and manifest list are written, ready to publish.
+///
+/// It is kept across failed publish attempts: its delta manifest list name is unique, so
+/// together with the commit user and identifier it tells this commit's snapshot apart
+/// from every other, also from an earlier commit of the same user whose outcome was
+/// unknown and that landed late.
+#[derive(Debug, Clone)]
+pub struct PreparedCommit {
+    request: CommitRequest,
+    delta_metas: Vec<ManifestFileMeta>,
+    delta_list: String,
+    delta_list_size: i64,
+    delta_record_count: i64,
+    /// The newest snapshot id seen before a publish attempt whose outcome is unknown:
+    /// this commit may be any snapshot after it.
+    in_doubt_since: Option<i64>,
+    /// The newest snapshot id the writer knew of when it prepared this commit (see
+    /// [`PreparedCommit::guard_user_since`]).
+    user_guard_since: Option<i64>,
+}
+
+impl PreparedCommit {
+    pub fn request(&self) -> &CommitRequest {
+        &self.request
+    }
+
+    /// Whether an attempt to publish this commit may have landed unseen.
+    pub fn in_doubt(&self) -> bool {
+        self.in_doubt_since.is_some()
+    }
+
+    /// Makes publishing fail with `Error::ForeignCommitOfUser` if an APPEND snapshot of
+    /// this commit's user that is not this commit appears after snapshot `since` (the
+    /// writer's own last commit, or the snapshot it resumed from). A writer that resumed
+    /// from the offsets of one snapshot must not build on a later one it did not write:
+    /// the changes in between would be applied twice.
+    pub fn guard_user_since(&mut self, since: i64) {
+        self.user_guard_since = Some(since);
+    }
+
+    /// Whether `snapshot` is this commit.
+    fn is(&self, snapshot: &Snapshot) -> bool {
+        snapshot.commit_user == self.request.commit_user
+            && snapshot.commit_identifier == self.request.commit_identifier
+            && snapshot.commit_kind == self.request.kind
+            && snapshot.delta_manifest_list == self.delta_list
+    }
+
+    /// Whether `snapshot` is another APPEND commit of this commit's user.
+    fn is_foreign_of_user(&self, snapshot: &Snapshot) -> bool {
+        self.request.kind == CommitKind::Append
+            && snapshot.commit_kind == CommitKind::Append
+            && snapshot.commit_user == self.request.commit_user
+            && !self.is(snapshot)
+    }
+}
+
+/// What one publish attempt found.
+enum Attempt {
+    Published(Box<Snapshot>),
+    /// Another commit took the snapshot id; build on the new latest snapshot.
+    LostRace,
+}
+
 impl Table {
     /// Commits `request` as the next snapshot and returns it. Retries when another writer
-    /// takes the snapshot id first, up to `commit.max-retries` times.
+    /// takes the snapshot id first, or when the store fails, up to `commit.max-retries`
+    /// times (see [`Table::publish`]).
     ///
     /// A `CommitKind::Compact` request is checked against each snapshot it would follow
     /// (as Java's conflict detection does): every file it deletes must still be live, and
@@ -45,10 +110,14 @@ impl Table {
     /// Otherwise it fails with `Error::CommitConflict` and publishes nothing; the caller
     /// plans the compaction again. Appends are not checked (Paimon's rule).
     pub async fn commit(&self, request: CommitRequest) -> Result<Snapshot> {
+        let mut prepared = self.prepare_commit(request).await?;
+        self.publish(&mut prepared, None).await
+    }
+
+    /// Writes the delta manifest and its list. They do not depend on the snapshot the
+    /// commit will follow, so they are written once and reused by every publish attempt.
+    pub async fn prepare_commit(&self, request: CommitRequest) -> Result<PreparedCommit> {
         let compression = ManifestCompression::parse(&self.options().manifest_compression)?;
-        let schema_id = self.schema().id;
-        // The delta manifest and its list do not depend on the snapshot we build on, so
-        // they are written once and reused across retries.
         let delta_meta = if request.entries.is_empty() {
             None
         } else {
@@ -65,136 +134,253 @@ impl Table {
                 FileKind::Delete => -e.file.row_count,
             })
             .sum();
-
-        let max_attempts = self.options().commit_max_retries.max(1) + 1;
-        let mut backoff = Duration::from_millis(10);
-        let mut seen: Option<i64> = None;
-        for attempt in 1..=max_attempts {
-            let latest = match self.latest_snapshot().await {
-                Ok(latest) => latest,
-                // Expired between finding its id and reading it: look again.
-                Err(e) if is_not_found(&e) && attempt < max_attempts => continue,
-                Err(e) => return Err(e),
-            };
-            if let (Some(seen_id), Some(latest)) = (seen, &latest)
-                && let Some(done) = self
-                    .find_committed(&request, seen_id + 1, latest.id)
-                    .await?
-            {
-                // An earlier attempt landed even though we saw an error.
-                return Ok(done);
-            }
-            let (base_metas, merged) = match self
-                .prepare_base(latest.as_ref(), &request, compression)
-                .await
-            {
-                Ok(base) => base,
-                // A concurrent expiry removed the manifests of the snapshot we read; a
-                // newer snapshot exists by then, so build on that one.
-                Err(e) if is_not_found(&e) && attempt < max_attempts => continue,
-                Err(e) => {
-                    if matches!(e, Error::CommitConflict { .. }) {
-                        // Nothing references our delta manifest and list any more.
-                        for meta in &delta_metas {
-                            let _ = self
-                                .store()
-                                .delete(&self.manifest_path(&meta.file_name))
-                                .await;
-                        }
-                        let _ = self.store().delete(&self.manifest_path(&delta_list)).await;
-                    }
-                    return Err(e);
-                }
-            };
-            let (base_list, base_list_size) =
-                self.write_manifest_list(&base_metas, compression).await?;
-            let id = latest.as_ref().map_or(1, |s| s.id + 1);
-            let snapshot = Snapshot {
-                version: 3,
-                id,
-                schema_id,
-                base_manifest_list: base_list,
-                delta_manifest_list: delta_list.clone(),
-                changelog_manifest_list: None,
-                index_manifest: latest.as_ref().and_then(|s| s.index_manifest.clone()),
-                commit_user: request.commit_user.clone(),
-                commit_identifier: request.commit_identifier,
-                commit_kind: request.kind,
-                time_millis: chrono::Utc::now().timestamp_millis(),
-                total_record_count: latest.as_ref().map_or(0, |s| s.total_record_count)
-                    + delta_record_count,
-                delta_record_count,
-                changelog_record_count: Some(0),
-                base_manifest_list_size: Some(base_list_size),
-                delta_manifest_list_size: Some(delta_list_size),
-                watermark: latest.as_ref().and_then(|s| s.watermark).or(Some(i64::MIN)),
-                statistics: None,
-                properties: if request.properties.is_empty() {
-                    None
-                } else {
-                    Some(request.properties.clone())
-                },
-                next_row_id: None,
-            };
-            let location = self.snapshot_dir().join(format!("snapshot-{id}"));
-            let put = self
-                .store()
-                .put_opts(
-                    &location,
-                    PutPayload::from(snapshot.to_json().into_bytes()),
-                    PutOptions::from(PutMode::Create),
-                )
-                .await;
-            match put {
-                Ok(_) => {
-                    self.write_latest_hint(id).await;
-                    return Ok(snapshot);
-                }
-                Err(object_store::Error::AlreadyExists { .. }) => {
-                    tracing::debug!(table = %self.identifier(), id, attempt, "lost the commit race, retrying");
-                    // Our base list (and a manifest merged for it) are now useless; their
-                    // names are unique, so leaving them is harmless, but remove them to
-                    // keep the directory tidy.
-                    let _ = self
-                        .store()
-                        .delete(&self.manifest_path(&snapshot.base_manifest_list))
-                        .await;
-                    if let Some(merged) = &merged {
-                        let _ = self.store().delete(&self.manifest_path(merged)).await;
-                    }
-                    seen = Some(latest.as_ref().map_or(0, |s| s.id));
-                    let jitter = rand::random_range(0..=backoff.as_millis() as u64 / 2);
-                    tokio::time::sleep(backoff + Duration::from_millis(jitter)).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(10));
-                }
-                Err(e) => return Err(Error::store(format!("publishing {location}"), e)),
-            }
-        }
-        Err(Error::CommitRetriesExhausted {
-            table: self.identifier().to_string(),
-            attempts: max_attempts,
+        Ok(PreparedCommit {
+            request,
+            delta_metas,
+            delta_list,
+            delta_list_size,
+            delta_record_count,
+            in_doubt_since: None,
+            user_guard_since: None,
         })
     }
 
-    /// A snapshot in `from..=to` with the request's user, identifier and kind.
+    /// Publishes `prepared` as `snapshot-<latest + 1>`, written create-if-absent, and
+    /// returns it; `fence`, when given, is checked right before each write.
+    ///
+    /// Every outcome of that write is handled so that the commit lands exactly once:
+    /// - `AlreadyExists`: the snapshot there is read back. If it is this commit (an
+    ///   earlier attempt's write that the store retried, or whose response was lost),
+    ///   that is the result; otherwise another writer won and the commit is rebuilt on it.
+    /// - any other error: the write may or may not have been applied. The snapshot is
+    ///   read back; while that cannot tell, the commit stays in doubt and each later
+    ///   attempt first looks for it among the snapshots after the one it was built on.
+    ///   A late write can only land at the id it targeted, and only while that id is
+    ///   free, so a retry either finds it or takes the id first (create-if-absent).
+    ///
+    /// An existing snapshot is never overwritten, and nothing a published snapshot may
+    /// reference is deleted. When retries run out the error is
+    /// `Error::CommitOutcomeUnknown` if the commit is in doubt; publishing the same
+    /// `prepared` again later resolves it.
+    pub async fn publish(
+        &self,
+        prepared: &mut PreparedCommit,
+        fence: Option<&super::fence::WriterFence>,
+    ) -> Result<Snapshot> {
+        let compression = ManifestCompression::parse(&self.options().manifest_compression)?;
+        let max_attempts = self.options().commit_max_retries.max(1) + 1;
+        let mut backoff = Duration::from_millis(10);
+        let mut last_error = None;
+        for attempt in 1..=max_attempts {
+            if attempt > 1 {
+                let jitter = rand::random_range(0..=backoff.as_millis() as u64 / 2);
+                tokio::time::sleep(backoff + Duration::from_millis(jitter)).await;
+                backoff = (backoff * 2).min(Duration::from_secs(10));
+            }
+            match self.publish_once(prepared, fence, compression).await {
+                Ok(Attempt::Published(snapshot)) => return Ok(*snapshot),
+                Ok(Attempt::LostRace) => {
+                    tracing::debug!(table = %self.identifier(), attempt, "lost the commit race, retrying");
+                    last_error = None;
+                }
+                Err(e) if is_retryable(&e) => {
+                    tracing::warn!(table = %self.identifier(), attempt, error = %e,
+                        in_doubt = prepared.in_doubt(), "commit attempt failed, retrying");
+                    last_error = Some(e);
+                }
+                Err(e) => {
+                    if matches!(e, Error::CommitConflict { .. }) && !prepared.in_doubt() {
+                        // Nothing references our delta manifest and list any more.
+                        let mut names: Vec<String> = prepared
+                            .delta_metas
+                            .iter()
+                            .map(|m| m.file_name.clone())
+                            .collect();
+                        names.push(prepared.delta_list.clone());
+                        self.delete_quietly(&names).await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        if let Some(since) = prepared.in_doubt_since {
+            return Err(Error::CommitOutcomeUnknown {
+                table: self.identifier().to_string(),
+                since,
+                message: last_error.map_or_else(|| "retries exhausted".into(), |e| e.to_string()),
+            });
+        }
+        match last_error {
+            Some(e) => Err(e),
+            None => Err(Error::CommitRetriesExhausted {
+                table: self.identifier().to_string(),
+                attempts: max_attempts,
+            }),
+        }
+    }
+
+    async fn publish_once(
+        &self,
+        prepared: &mut PreparedCommit,
+        fence: Option<&super::fence::WriterFence>,
+        compression: ManifestCompression,
+    ) -> Result<Attempt> {
+        let latest = self.latest_snapshot().await?;
+        let latest_id = latest.as_ref().map_or(0, |s| s.id);
+        let scan_from = match (prepared.in_doubt_since, prepared.user_guard_since) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(since) = scan_from
+            && let Some(done) = self
+                .find_committed(prepared, since + 1, latest.as_ref())
+                .await?
+        {
+            // An earlier attempt landed even though we saw an error.
+            return Ok(Attempt::Published(Box::new(done)));
+        }
+        let request = &prepared.request;
+        let (base_metas, merged) = self
+            .prepare_base(latest.as_ref(), request, compression)
+            .await?;
+        let (base_list, base_list_size) =
+            self.write_manifest_list(&base_metas, compression).await?;
+        let id = latest_id + 1;
+        let snapshot = Snapshot {
+            version: 3,
+            id,
+            schema_id: self.schema().id,
+            base_manifest_list: base_list,
+            delta_manifest_list: prepared.delta_list.clone(),
+            changelog_manifest_list: None,
+            index_manifest: latest.as_ref().and_then(|s| s.index_manifest.clone()),
+            commit_user: request.commit_user.clone(),
+            commit_identifier: request.commit_identifier,
+            commit_kind: request.kind,
+            time_millis: chrono::Utc::now().timestamp_millis(),
+            total_record_count: latest.as_ref().map_or(0, |s| s.total_record_count)
+                + prepared.delta_record_count,
+            delta_record_count: prepared.delta_record_count,
+            changelog_record_count: Some(0),
+            base_manifest_list_size: Some(base_list_size),
+            delta_manifest_list_size: Some(prepared.delta_list_size),
+            watermark: latest.as_ref().and_then(|s| s.watermark).or(Some(i64::MIN)),
+            statistics: None,
+            properties: if request.properties.is_empty() {
+                None
+            } else {
+                Some(request.properties.clone())
+            },
+            next_row_id: None,
+        };
+        // Our own base list and merged manifest: deleted only once it is certain that no
+        // snapshot references them.
+        let attempt_files: Vec<String> = std::iter::once(snapshot.base_manifest_list.clone())
+            .chain(merged)
+            .collect();
+        if let Some(fence) = fence {
+            fence.check().await?;
+        }
+        let location = self.snapshot_dir().join(format!("snapshot-{id}"));
+        let put = self
+            .store()
+            .put_opts(
+                &location,
+                PutPayload::from(snapshot.to_json().into_bytes()),
+                PutOptions::from(PutMode::Create),
+            )
+            .await;
+        match put {
+            Ok(_) => {
+                self.write_latest_hint(id).await;
+                Ok(Attempt::Published(Box::new(snapshot)))
+            }
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                // Ours if an earlier write of this attempt was applied (a store-side
+                // retry, a lost response); else another commit won the id.
+                let there = match self.snapshot(id).await {
+                    Ok(there) => there,
+                    Err(e) => {
+                        prepared.in_doubt_since.get_or_insert(latest_id);
+                        return Err(e);
+                    }
+                };
+                if prepared.is(&there) {
+                    self.write_latest_hint(id).await;
+                    return Ok(Attempt::Published(Box::new(there)));
+                }
+                if prepared.is_foreign_of_user(&there) {
+                    return Err(self.foreign_commit(&there));
+                }
+                if prepared.in_doubt_since.is_none() {
+                    self.delete_quietly(&attempt_files).await;
+                }
+                Ok(Attempt::LostRace)
+            }
+            Err(e) => {
+                prepared.in_doubt_since.get_or_insert(latest_id);
+                let error = Error::store(format!("publishing {location}"), e);
+                // The write may have been applied: look before trying again.
+                match self.snapshot(id).await {
+                    Ok(there) if prepared.is(&there) => {
+                        self.write_latest_hint(id).await;
+                        Ok(Attempt::Published(Box::new(there)))
+                    }
+                    Ok(there) if prepared.is_foreign_of_user(&there) => {
+                        Err(self.foreign_commit(&there))
+                    }
+                    Ok(_) => Ok(Attempt::LostRace),
+                    Err(_) => Err(error),
+                }
+            }
+        }
+    }
+
+    fn foreign_commit(&self, snapshot: &Snapshot) -> Error {
+        Error::ForeignCommitOfUser {
+            table: self.identifier().to_string(),
+            user: snapshot.commit_user.clone(),
+            snapshot: snapshot.id,
+        }
+    }
+
+    /// Best-effort removal of manifest files that no snapshot references; whatever stays
+    /// behind is removed by orphan cleaning.
+    async fn delete_quietly(&self, names: &[String]) {
+        for name in names {
+            let _ = self.store().delete(&self.manifest_path(name)).await;
+        }
+    }
+
+    /// This commit, if it is among the snapshots `from..=latest`; `ForeignCommitOfUser` if
+    /// an APPEND of its user that is not this commit is among them.
     async fn find_committed(
         &self,
-        request: &CommitRequest,
+        prepared: &PreparedCommit,
         from: i64,
-        to: i64,
+        latest: Option<&Snapshot>,
     ) -> Result<Option<Snapshot>> {
-        for id in from..=to {
-            let s = match self.snapshot(id).await {
+        let Some(latest) = latest else {
+            return Ok(None);
+        };
+        let guard_from = prepared.user_guard_since.map_or(i64::MAX, |s| s + 1);
+        for id in from..=latest.id {
+            let read = if id == latest.id {
+                Ok(latest.clone())
+            } else {
+                self.snapshot(id).await
+            };
+            let s = match read {
                 Ok(s) => s,
                 // Expired meanwhile; it cannot be ours, which is newer than `from`.
                 Err(Error::SnapshotNotFound { .. }) => continue,
                 Err(e) => return Err(e),
             };
-            if s.commit_user == request.commit_user
-                && s.commit_identifier == request.commit_identifier
-                && s.commit_kind == request.kind
-            {
+            if prepared.is(&s) {
                 return Ok(Some(s));
+            }
+            if id >= guard_from && prepared.is_foreign_of_user(&s) {
+                return Err(self.foreign_commit(&s));
             }
         }
         Ok(None)
@@ -313,6 +499,14 @@ impl Table {
             .map_err(|e| Error::store(format!("writing {location}"), e))?;
         Ok(())
     }
+}
+
+/// Whether a publish attempt that failed with `error` is worth another attempt: the
+/// store failed or was cut off, or a file vanished under a concurrent expiry.
+fn is_retryable(error: &Error) -> bool {
+    is_not_found(error)
+        || matches!(error, Error::TruncatedRead { .. })
+        || matches!(error, Error::Store { .. } if error.kind() == crate::error::ErrorKind::Transient)
 }
 
 /// Whether `error` says an object (or snapshot) is missing.

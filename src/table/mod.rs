@@ -6,6 +6,7 @@ pub mod bucket;
 pub mod commit;
 pub mod data_file;
 pub mod datum;
+pub mod fence;
 pub mod manifest;
 pub mod options;
 pub mod path;
@@ -226,19 +227,16 @@ impl Table {
 
     pub async fn snapshot(&self, id: i64) -> Result<Snapshot> {
         let location = self.snapshot_dir().join(format!("snapshot-{id}"));
-        match self.store.get(&location).await {
-            Ok(r) => {
-                let bytes = r
-                    .bytes()
-                    .await
-                    .map_err(|e| Error::store(format!("reading {location}"), e))?;
-                Snapshot::from_json(&String::from_utf8_lossy(&bytes))
-            }
-            Err(object_store::Error::NotFound { .. }) => Err(Error::SnapshotNotFound {
+        match read_bytes(&*self.store, &location).await {
+            Ok(bytes) => Snapshot::from_json(&String::from_utf8_lossy(&bytes)),
+            Err(Error::Store {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }) => Err(Error::SnapshotNotFound {
                 table: self.identifier.to_string(),
                 id,
             }),
-            Err(e) => Err(Error::store(format!("reading {location}"), e)),
+            Err(e) => Err(e),
         }
     }
 
@@ -407,15 +405,26 @@ async fn list_numbered(store: &dyn ObjectStore, dir: &Path, prefix: &str) -> Res
         .collect())
 }
 
+/// Reads a whole object. A body shorter than the range the store announced (a response
+/// cut off mid-way) is an error rather than a short file that would decode wrongly.
 pub async fn read_bytes(store: &dyn ObjectStore, location: &Path) -> Result<Bytes> {
     let result = store
         .get(location)
         .await
         .map_err(|e| Error::store(format!("reading {location}"), e))?;
-    result
+    let expected = result.range.end.saturating_sub(result.range.start);
+    let bytes = result
         .bytes()
         .await
-        .map_err(|e| Error::store(format!("reading {location}"), e))
+        .map_err(|e| Error::store(format!("reading {location}"), e))?;
+    if bytes.len() as u64 != expected {
+        return Err(Error::TruncatedRead {
+            location: location.to_string(),
+            expected,
+            actual: bytes.len() as u64,
+        });
+    }
+    Ok(bytes)
 }
 
 pub(crate) async fn read_text(store: &dyn ObjectStore, location: &Path) -> Result<String> {

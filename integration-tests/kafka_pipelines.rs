@@ -7,7 +7,7 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -449,12 +449,24 @@ impl Model {
     /// Streams the changes from a thread, 100 at a time with pauses; the flag turns false
     /// when everything is acknowledged.
     fn stream(&self) -> (std::thread::JoinHandle<()>, Arc<AtomicBool>) {
+        self.stream_gated(Arc::new(AtomicUsize::new(usize::MAX)))
+    }
+
+    /// Streams the changes in chunks of 100, sending chunk `i` only once `released`
+    /// exceeds `i`, so a test can spread the stream over the runs it kills.
+    fn stream_gated(
+        &self,
+        released: Arc<AtomicUsize>,
+    ) -> (std::thread::JoinHandle<()>, Arc<AtomicBool>) {
         let producing = Arc::new(AtomicBool::new(true));
         let changes = self.changes.clone();
         let flag = producing.clone();
         let thread = std::thread::spawn(move || {
             let producer = TestProducer::new();
-            for chunk in changes.chunks(100) {
+            for (i, chunk) in changes.chunks(100).enumerate() {
+                while released.load(Ordering::SeqCst) <= i {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 for (topic, key, payload) in chunk {
                     if payload.is_empty() {
                         producer.send_tombstone(topic, key);
@@ -557,6 +569,7 @@ prefix = "customer_"
 fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
     const CUSTOMERS: i64 = 150;
     const KILLS: usize = 6;
+    const STEPS: i64 = 24_000;
     let customers = unique("customers");
     let payments = unique("payments");
     let orders = unique("orders");
@@ -578,8 +591,12 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
 
     // The model, computed before anything is produced; the producer thread streams it.
     let mut rng = StdRng::seed_from_u64(0x1a4e_7015);
-    let model = Model::generate(&mut rng, 24_000, CUSTOMERS, &customers, &payments, &orders);
-    let (producer_thread, producing) = model.stream();
+    let model = Model::generate(&mut rng, STEPS, CUSTOMERS, &customers, &payments, &orders);
+    // Each run gets its share of the stream, so every run is killed while changes and
+    // facts are still coming in.
+    let released = Arc::new(AtomicUsize::new(0));
+    let (producer_thread, producing) = model.stream_gated(released.clone());
+    let chunks_per_run = model.changes.len().div_ceil(100) / (KILLS + 1);
 
     // Each run is killed at a random moment after it made progress (a table commit), so
     // every kill lands mid-stream: while consuming, writing files, committing or producing.
@@ -587,6 +604,7 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
     let mut kills = 0;
     let mut commits_before_kill = Vec::new();
     while kills < KILLS {
+        released.fetch_add(chunks_per_run, Ordering::SeqCst);
         let before = deployment.snapshot_count("shop.totals");
         let produced_before = output.records.len();
         let mut process = deployment.start();
@@ -605,6 +623,11 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
         commits_before_kill.push(deployment.snapshot_count("shop.totals") - before);
         kills += 1;
     }
+    assert!(
+        producing.load(Ordering::SeqCst),
+        "every kill came before the end of the stream"
+    );
+    released.store(usize::MAX, Ordering::SeqCst);
     producer_thread.join().expect("producer thread");
 
     let process = deployment.start();
@@ -614,13 +637,21 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
     deployment.wait_for_table("shop.customers", &expected_customers);
 
     let wanted: BTreeSet<i64> = model.order_ids.iter().copied().collect();
-    output.read_until("every order arrived", |records| {
-        let seen: BTreeSet<i64> = records
-            .iter()
-            .filter_map(|r| r.value["order_id"].as_i64())
-            .collect();
-        wanted.is_subset(&seen)
-    });
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        output.read_until("every order arrived", |records| {
+            let seen: BTreeSet<i64> = records
+                .iter()
+                .filter_map(|r| r.value["order_id"].as_i64())
+                .collect();
+            wanted.is_subset(&seen)
+        })
+    }));
+    if let Err(panic) = read {
+        let log =
+            std::fs::read_to_string(deployment.dir.path().join("lakejoin.log")).unwrap_or_default();
+        eprintln!("lakejoin log tail:\n{}", tail(&log, 80));
+        std::panic::resume_unwind(panic);
+    }
     process.terminate();
 
     assert_eq!(
@@ -724,13 +755,21 @@ fn sigterm_commits_so_a_restart_replays_nothing_and_loses_nothing() {
     deployment.wait_for_table("shop.totals", &expected_totals);
     deployment.wait_for_table("shop.customers", &expected_customers);
     let wanted: BTreeSet<i64> = model.order_ids.iter().copied().collect();
-    output.read_until("every order arrived", |records| {
-        let seen: BTreeSet<i64> = records
-            .iter()
-            .filter_map(|r| r.value["order_id"].as_i64())
-            .collect();
-        wanted.is_subset(&seen)
-    });
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        output.read_until("every order arrived", |records| {
+            let seen: BTreeSet<i64> = records
+                .iter()
+                .filter_map(|r| r.value["order_id"].as_i64())
+                .collect();
+            wanted.is_subset(&seen)
+        })
+    }));
+    if let Err(panic) = read {
+        let log =
+            std::fs::read_to_string(deployment.dir.path().join("lakejoin.log")).unwrap_or_default();
+        eprintln!("lakejoin log tail:\n{}", tail(&log, 80));
+        std::panic::resume_unwind(panic);
+    }
     process.terminate();
 
     assert_eq!(

@@ -5,6 +5,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use lakejoin::cli::{Cli, Outcome};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if !cli.sets_up_logging() {

@@ -301,18 +301,29 @@ impl Running {
     }
 }
 
-/// How this process names itself as a table's writer (shown to a writer it fences out).
-fn writer_holder(group_id: &str) -> String {
-    let host = std::env::var("HOSTNAME")
+/// This host's name, as the writer fence records it.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown host".into());
+        .unwrap_or_else(|| "unknown host".into())
+}
+
+/// How this process names itself as a table's writer (shown to a writer it fences out).
+fn writer_holder(group_id: &str) -> String {
     format!(
-        "lakejoin (group {group_id}, pid {}, host {host})",
-        std::process::id()
+        "lakejoin (group {group_id}, pid {}, host {})",
+        std::process::id(),
+        host_name()
     )
+}
+
+/// The deployment this process is one run of: a restart takes the table over from an
+/// earlier run at once (see `WriterFence::acquire_as`).
+fn writer_instance(group_id: &str) -> String {
+    format!("group {group_id} on host {}", host_name())
 }
 
 /// Builds and starts every pipeline of `config`.
@@ -446,9 +457,10 @@ pub async fn start_with(config: Config, registry: Arc<Registry>) -> Result<Runni
         // Claimed before the sink reads where to resume: from here on nobody else
         // commits as this table's writer (standby: waits here for the holder to stop).
         let fence = Arc::new(
-            WriterFence::acquire(
+            WriterFence::acquire_as(
                 &t,
                 &writer_holder(&config.kafka.group_id),
+                &writer_instance(&config.kafka.group_id),
                 config.fence_options(&table_name),
             )
             .await?,

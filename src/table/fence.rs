@@ -75,6 +75,9 @@ struct EpochRecord {
     /// Set by the holder on a clean shutdown: the next writer need not wait.
     #[serde(default)]
     released: bool,
+    /// The deployment the holder belongs to (see [`WriterFence::acquire_as`]).
+    #[serde(default)]
+    instance: Option<String>,
 }
 
 /// The newest claim on a table.
@@ -92,6 +95,7 @@ pub struct WriterFence {
     dir: Path,
     table: String,
     holder: String,
+    instance: Option<String>,
     claim: String,
     epoch: u64,
     beat: AtomicU64,
@@ -103,6 +107,29 @@ impl WriterFence {
     /// expired or was released); otherwise fails with `Error::WriterFenced`
     /// (`OnConflict::Fail`) or waits for the lease to expire (`OnConflict::Standby`).
     pub async fn acquire(table: &Table, holder: &str, options: FenceOptions) -> Result<Self> {
+        Self::claim(table, holder, None, options).await
+    }
+
+    /// [`acquire`](Self::acquire) for one `instance` of a deployment (its consumer group
+    /// on its host): a claim held by the same instance is taken over at once, since it is
+    /// an earlier run of this one that crashed or is still stopping. A restart after
+    /// `kill -9` then resumes at once instead of waiting out the lease, and that earlier
+    /// run, should it still be alive, is fenced like any superseded writer.
+    pub async fn acquire_as(
+        table: &Table,
+        holder: &str,
+        instance: &str,
+        options: FenceOptions,
+    ) -> Result<Self> {
+        Self::claim(table, holder, Some(instance), options).await
+    }
+
+    async fn claim(
+        table: &Table,
+        holder: &str,
+        instance: Option<&str>,
+        options: FenceOptions,
+    ) -> Result<Self> {
         let dir = table.path_of(FENCE_DIR);
         let store = table.store().clone();
         let claim = uuid::Uuid::new_v4().to_string();
@@ -112,6 +139,12 @@ impl WriterFence {
             let next = match &newest {
                 None => 1,
                 Some(n) if n.record.released || n.age >= options.lease_timeout => {
+                    n.record.epoch + 1
+                }
+                Some(n) if instance.is_some() && n.record.instance.as_deref() == instance => {
+                    tracing::info!(table = %table.identifier(), holder = %n.record.holder,
+                        epoch = n.record.epoch,
+                        "taking the table over from an earlier run of this instance");
                     n.record.epoch + 1
                 }
                 Some(n) => {
@@ -138,6 +171,7 @@ impl WriterFence {
                 claim: claim.clone(),
                 beat: 0,
                 released: false,
+                instance: instance.map(str::to_string),
             };
             let location = dir.clone().join(format!("epoch-{next}"));
             let put = store
@@ -168,6 +202,7 @@ impl WriterFence {
                     dir,
                     table: table.identifier().to_string(),
                     holder: holder.to_string(),
+                    instance: instance.map(str::to_string),
                     claim,
                     epoch: next,
                     beat: AtomicU64::new(0),
@@ -255,6 +290,7 @@ impl WriterFence {
             claim: self.claim.clone(),
             beat,
             released,
+            instance: self.instance.clone(),
         };
         let location = self.dir.clone().join(format!("epoch-{}", self.epoch));
         self.store
@@ -360,5 +396,47 @@ mod tests {
             first.heartbeat().await,
             Err(Error::WriterFenced { epoch: 2, .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn a_restart_of_the_same_instance_takes_over_at_once_and_fences_the_old_run() {
+        let table = table().await;
+        let first = WriterFence::acquire_as(
+            &table,
+            "run 1",
+            "group g on host h",
+            options(OnConflict::Fail),
+        )
+        .await
+        .unwrap();
+        first.heartbeat().await.unwrap();
+        // Another deployment still waits out the lease (here: fails fast)...
+        let other = WriterFence::acquire_as(
+            &table,
+            "run x",
+            "group g on host k",
+            options(OnConflict::Fail),
+        )
+        .await
+        .unwrap_err();
+        assert!(other.to_string().contains("run 1"), "{other}");
+        // ...a plain writer too; the restarted instance does not.
+        assert!(
+            WriterFence::acquire(&table, "plain", options(OnConflict::Fail))
+                .await
+                .is_err()
+        );
+        let second = WriterFence::acquire_as(
+            &table,
+            "run 2",
+            "group g on host h",
+            options(OnConflict::Fail),
+        )
+        .await
+        .unwrap();
+        assert_eq!(second.epoch(), 2);
+        second.check().await.unwrap();
+        let fenced = first.check().await.unwrap_err();
+        assert!(fenced.to_string().contains("run 2"), "{fenced}");
     }
 }

@@ -57,6 +57,8 @@ mod avro;
 mod canal;
 mod debezium;
 mod error;
+#[cfg(test)]
+mod fuzz_seeds;
 pub mod json;
 mod maxwell;
 mod registry;

@@ -23,8 +23,11 @@ use lakejoin::table::schema::TableSchema;
 use lakejoin::table::snapshot::Snapshot;
 use lakejoin::table::types::DataType;
 
+/// One fuzz target: its entry point, which takes any bytes.
+pub type Target = fn(&[u8]);
+
 /// The targets, by name, as `fuzz/Cargo.toml` lists them.
-pub const TARGETS: [(&str, fn(&[u8])); 10] = [
+pub const TARGETS: [(&str, Target); 10] = [
     ("json_upsert", json_upsert),
     ("debezium", debezium),
     ("canal", canal),

@@ -61,7 +61,7 @@ fn seeds() -> Vec<(&'static str, Format, Option<AvroSchemas>, Vec<u8>)> {
             "canal",
             Format::CanalJson,
             None,
-            canal_json(&[change.clone()]),
+            canal_json(std::slice::from_ref(&change)),
         ));
         out.push(("maxwell", Format::MaxwellJson, None, maxwell_json(&change)));
         let (key, value) = upsert_json(&change);

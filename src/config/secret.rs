@@ -49,16 +49,20 @@ pub fn redact_uri(text: &str) -> String {
     while let Some(i) = rest.find("://") {
         let (head, tail) = rest.split_at(i + 3);
         out.push_str(head);
-        // The authority ends at the first `/`, `?`, `#` or whitespace/quote; user info is
-        // what precedes its last `@`.
+        // The URI runs to the next whitespace or quote. Its user information is what
+        // precedes the first `@`: when that holds a `:` (`user:password`, and a password
+        // may hold a `/`), or no `/` (`token@host`); `bucket/a@b` is a path, not a user.
         let end = tail
-            .find(|c: char| matches!(c, '/' | '?' | '#' | '`' | '"' | '\'') || c.is_whitespace())
+            .find(|c: char| matches!(c, '`' | '"' | '\'') || c.is_whitespace())
             .unwrap_or(tail.len());
-        let authority = &tail[..end];
-        match authority.rfind('@') {
-            Some(at) => {
-                let user_info = &authority[..at];
-                match user_info.split_once(':') {
+        let uri = &tail[..end];
+        let user_info = uri
+            .find('@')
+            .map(|at| &uri[..at])
+            .filter(|info| info.contains(':') || !info.contains('/'));
+        match user_info {
+            Some(info) => {
+                match info.split_once(':') {
                     Some((user, _)) => {
                         out.push_str(user);
                         out.push(':');
@@ -66,9 +70,9 @@ pub fn redact_uri(text: &str) -> String {
                     }
                     None => out.push_str(MASK),
                 }
-                out.push_str(&authority[at..]);
+                out.push_str(&uri[info.len()..]);
             }
-            None => out.push_str(authority),
+            None => out.push_str(uri),
         }
         rest = &tail[end..];
     }

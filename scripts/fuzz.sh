@@ -47,7 +47,7 @@ for target in "${targets[@]}"; do
     rm -f "fuzz/artifacts/$target"/*
     log=fuzz/logs/$target.log
     start=$(date +%s)
-    nice -n 19 cargo +nightly fuzz run "$target" "fuzz/corpus/$target" -- \
+    nice -n 19 cargo +nightly fuzz run -O "$target" "fuzz/corpus/$target" -- \
         -max_total_time="$seconds" -rss_limit_mb="$limit_mb" -malloc_limit_mb="$limit_mb" \
         -timeout=30 -print_final_stats=1 >"$log" 2>&1
     result=$?
@@ -65,7 +65,7 @@ for target in "${targets[@]}"; do
         grep -m5 -E 'panicked|ERROR|SUMMARY' "$log" >&2
     fi
     # Keep only the inputs that add coverage.
-    nice -n 19 cargo +nightly fuzz cmin "$target" "fuzz/corpus/$target" -- \
+    nice -n 19 cargo +nightly fuzz cmin -O "$target" "fuzz/corpus/$target" -- \
         -rss_limit_mb="$limit_mb" -malloc_limit_mb="$limit_mb" >"fuzz/logs/$target.cmin.log" 2>&1
     printf '%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$target" "${execs:-?}" "$elapsed" "$crashes" \
         | tee -a fuzz/logs/summary.tsv

@@ -375,6 +375,29 @@ pub fn decode_data_file(
     file_schema: &TableSchema,
     table_schema: &TableSchema,
 ) -> Result<Vec<KeyValue>> {
+    // The parquet crate still panics on some corrupt page data (definition levels that
+    // overrun their buffer, found by the `data_file` fuzz target): a corrupt file must be
+    // an error, not a crash of the pipeline. Nothing is shared across the boundary.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decode_rows(bytes, file_schema, table_schema)
+    }))
+    .unwrap_or_else(|panic| {
+        let reason = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(Error::format(format!(
+            "data file is corrupt: the parquet reader failed ({reason})"
+        )))
+    })
+}
+
+fn decode_rows(
+    bytes: Bytes,
+    file_schema: &TableSchema,
+    table_schema: &TableSchema,
+) -> Result<Vec<KeyValue>> {
     let file_len = bytes.len() as u64;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map_err(|e| Error::parquet("opening data file", e))?;
@@ -570,6 +593,19 @@ mod tests {
             columns.push((format!("c{i}"), ty, true));
         }
         TableSchema::new(columns, vec![], vec!["id".into()], BTreeMap::new()).unwrap()
+    }
+
+    #[test]
+    fn corrupt_definition_levels_are_an_error() {
+        // Found by the `data_file` fuzz target: the parquet reader panics on this page.
+        let bytes = include_bytes!(
+            "../../fuzz/regressions/data_file/crash-abc26effde9d5ebe2f5a94d03e3ab90b88427cc3"
+        );
+        let schema = TableSchema::from_json(include_str!(
+            "../../tests/fixtures/pypaimon/db.db/orders/schema/schema-0"
+        ))
+        .unwrap();
+        assert!(decode_data_file(Bytes::from_static(bytes), &schema, &schema).is_err());
     }
 
     #[test]

@@ -31,6 +31,15 @@ pub enum Error {
     /// A table file is malformed or uses a feature lakejoin cannot read.
     #[error("table format: {0}")]
     Format(String),
+    /// A table file (schema, snapshot, manifest list, manifest, data file) exists but does
+    /// not decode: truncated, corrupt or not what its name says. Names the file, so an
+    /// operator knows which object to inspect or restore.
+    #[error("corrupt table file {path}: {source}")]
+    CorruptFile {
+        path: String,
+        #[source]
+        source: Box<Error>,
+    },
     /// A table does not exist where it was looked for.
     #[error("table not found: {0}")]
     TableNotFound(String),
@@ -164,6 +173,7 @@ impl Error {
             Error::ForeignCommitOfUser { .. } | Error::WriterFenced { .. } => ErrorKind::Fatal,
             Error::Io { .. } | Error::Kafka(_) => ErrorKind::Transient,
             Error::Format(_)
+            | Error::CorruptFile { .. }
             | Error::Parquet { .. }
             | Error::Arrow { .. }
             | Error::Avro { .. }
@@ -206,6 +216,14 @@ impl Error {
         Error::Json {
             context: context.to_string(),
             source,
+        }
+    }
+
+    /// This decode error, attributed to the table file at `path`.
+    pub(crate) fn in_file(self, path: impl fmt::Display) -> Self {
+        Error::CorruptFile {
+            path: path.to_string(),
+            source: Box::new(self),
         }
     }
 

@@ -35,7 +35,7 @@ fn main() -> ExitCode {
     }
     match result {
         Ok(Outcome::Success) => ExitCode::SUCCESS,
-        Ok(Outcome::NotFound | Outcome::Unhealthy) => ExitCode::from(1),
+        Ok(Outcome::NotFound | Outcome::Unhealthy | Outcome::Problems) => ExitCode::from(1),
         Ok(Outcome::Interrupted) => ExitCode::from(130),
         Err(e) => {
             eprintln!("error: {e}");

@@ -66,6 +66,8 @@ pub enum Outcome {
     NotFound,
     /// `health`: the process is not live (or not ready): exit 1.
     Unhealthy,
+    /// `table check` found missing or corrupt files: exit 1.
+    Problems,
     /// `run` stopped at once on a second signal: exit 130.
     Interrupted,
 }

@@ -222,6 +222,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn validate_never_prints_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("connectors.toml");
+        let text = "[kafka]\nbootstrap_servers = \"k:9092\"\n[kafka.properties]\n\
+                    \"ssl.key.password\" = 55550123\n\
+                    [warehouse]\nuri = \"s3://AKIAKEY:wJalrSecret@bucket/wh\"\n\
+                    [warehouse.options]\naws_secret_access_key = 99990123\n";
+        std::fs::write(&path, text).unwrap();
+        let err = validate(&path).unwrap_err().to_string();
+        assert!(err.contains("ssl.key.password"), "{err}");
+        for secret in ["55550123", "99990123", "wJalrSecret"] {
+            assert!(!err.contains(secret), "{secret} in {err}");
+        }
+    }
+
+    #[test]
     fn wildcard_addresses_are_checked_through_loopback() {
         assert_eq!(
             reachable("0.0.0.0:9464".parse().unwrap()),

@@ -15,6 +15,7 @@ use crate::lsm::lookup::{LookupOptions, PointLookup};
 use crate::lsm::orphan::{OrphanCleanConfig, clean_orphan_files};
 use crate::lsm::reader::{ScanFilter, scan};
 use crate::lsm::writer::TableWriter;
+use crate::table::check::check_snapshot;
 use crate::table::datum::datum_from_json;
 use crate::table::options::{MergeEngineKind, parse_duration};
 use crate::table::schema::TableSchema;
@@ -120,6 +121,15 @@ pub enum TableCommand {
         #[arg(long = "older-than", value_name = "DURATION")]
         older_than: Option<String>,
     },
+    /// Check that every file a snapshot references exists, has its recorded size and
+    /// parses; print each problem as `<path>: <problem>`; exit 1 if there is any.
+    Check {
+        #[command(flatten)]
+        location: TableLocation,
+        /// Check this snapshot instead of the latest.
+        #[arg(long)]
+        snapshot: Option<i64>,
+    },
     /// Remove files no snapshot references (left by failed writes), printing each one.
     CleanOrphans {
         #[command(flatten)]
@@ -218,6 +228,7 @@ impl TableCommand {
                 older_than,
                 dry_run,
             } => clean_orphans(&location, &older_than, dry_run).await,
+            TableCommand::Check { location, snapshot } => check(&location, snapshot).await,
         }
     }
 }
@@ -298,6 +309,38 @@ async fn create(
     Table::create(&location.warehouse()?, &identifier, schema).await?;
     eprintln!("created table {identifier}");
     Ok(Outcome::Success)
+}
+
+/// `table check`: problems on stdout (one per line, so scripts can read them), the
+/// summary on stderr.
+async fn check(location: &TableLocation, snapshot: Option<i64>) -> Result<Outcome> {
+    let table = location.open().await?;
+    let report = check_snapshot(&table, snapshot).await?;
+    let mut out = std::io::stdout().lock();
+    for p in &report.problems {
+        writeln!(out, "{}: {}", p.path, p.problem).map_err(|e| Error::Io {
+            context: "writing stdout".into(),
+            source: e,
+        })?;
+    }
+    let identifier = table.identifier();
+    match report.snapshot_id {
+        None => eprintln!("{identifier} has no snapshot: nothing to check"),
+        Some(id) if report.is_ok() => eprintln!(
+            "{identifier} snapshot {id}: {} files checked, no problem",
+            report.files_checked
+        ),
+        Some(id) => eprintln!(
+            "{identifier} snapshot {id}: {} files checked, {} problems",
+            report.files_checked,
+            report.problems.len()
+        ),
+    }
+    Ok(if report.is_ok() {
+        Outcome::Success
+    } else {
+        Outcome::Problems
+    })
 }
 
 /// Lines with errors shown before the rest are only counted.

@@ -58,6 +58,8 @@ mod canal;
 mod debezium;
 mod error;
 mod fact;
+#[cfg(test)]
+mod fuzz_seeds;
 pub mod json;
 mod maxwell;
 mod registry;

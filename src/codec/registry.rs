@@ -21,6 +21,7 @@ use url::Url;
 
 use super::avro::AvroSchema;
 use super::error::{DecodeError, shorten};
+use crate::config::secret::redact_uri;
 use crate::error::{Error, Result};
 
 /// How long an id the registry answered 404 for is not asked again.
@@ -101,7 +102,9 @@ impl SchemaResolver {
 
     /// Fetches ids missing locally from the registry at `url` (`http(s)://[user:pass@]host[:port][/prefix]`).
     pub fn with_registry(mut self, url: &str) -> Result<Self> {
-        let bad = |why: String| Error::Config(format!("schema registry URL `{url}`: {why}"));
+        let bad = |why: String| {
+            Error::Config(format!("schema registry URL `{}`: {why}", redact_uri(url)))
+        };
         let mut base = Url::parse(url).map_err(|e| bad(e.to_string()))?;
         if !matches!(base.scheme(), "http" | "https") {
             return Err(bad("must be http or https".into()));
@@ -345,6 +348,16 @@ mod tests {
             }
         });
         Server { url, hits, auth }
+    }
+
+    #[test]
+    fn registry_url_errors_mask_credentials() {
+        let err = SchemaResolver::new()
+            .with_registry("ftp://reader:regpass99@registry:8081")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("regpass99"), "{err}");
+        assert!(err.contains("ftp://reader:***@registry:8081"), "{err}");
     }
 
     #[tokio::test]

@@ -3,6 +3,7 @@
 
 pub mod duration;
 mod model;
+pub mod secret;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -11,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use model::*;
+use secret::{Redactor, redact_uri};
 
 use crate::error::{Error, Result};
 use crate::lsm::merge::{MergeEngine, SequenceOrder};
@@ -63,11 +65,11 @@ pub fn load_with_env(path: &Path, env: Option<config::Map<String, String>>) -> R
                 .source(env),
         )
         .build()
-        .map_err(|e| Error::Config(format!("{file}: {e}")))?;
+        .map_err(|e| Error::Config(redact_uri(&format!("{file}: {e}"))))?;
     let value: Value = raw
         .try_deserialize()
-        .map_err(|e| Error::Config(format!("{file}: {e}")))?;
-    from_value(&file, value)
+        .map_err(|e| Error::Config(redact_uri(&format!("{file}: {e}"))))?;
+    from_value_redacted(&file, value)
 }
 
 /// Parses TOML text (no environment overrides); `origin` names it in messages.
@@ -75,11 +77,21 @@ pub fn from_toml(origin: &str, text: &str) -> Result<Config> {
     let raw = config::Config::builder()
         .add_source(config::File::from_str(text, config::FileFormat::Toml))
         .build()
-        .map_err(|e| Error::Config(format!("{origin}: {e}")))?;
+        .map_err(|e| Error::Config(redact_uri(&format!("{origin}: {e}"))))?;
     let value: Value = raw
         .try_deserialize()
-        .map_err(|e| Error::Config(format!("{origin}: {e}")))?;
-    from_value(origin, value)
+        .map_err(|e| Error::Config(redact_uri(&format!("{origin}: {e}"))))?;
+    from_value_redacted(origin, value)
+}
+
+/// [`from_value`] with every secret of the configuration masked in its messages: a
+/// wrongly typed value is quoted by the parse error (`invalid type: integer `1234``).
+fn from_value_redacted(origin: &str, value: Value) -> Result<Config> {
+    let redactor = Redactor::from_config(&value);
+    from_value(origin, value).map_err(|e| match e {
+        Error::Config(message) => Error::Config(redactor.redact(&message)),
+        other => other,
+    })
 }
 
 /// Deserializes each section and each `[[…]]` entry on its own, so one bad entry does not

@@ -141,7 +141,10 @@ impl std::fmt::Debug for KafkaConfig {
     /// Prints property names only: values may be secrets.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KafkaConfig")
-            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field(
+                "bootstrap_servers",
+                &super::secret::redact_uri(&self.bootstrap_servers),
+            )
             .field("group_id", &self.group_id)
             .field("properties", &self.properties.keys().collect::<Vec<_>>())
             .finish()
@@ -165,7 +168,7 @@ pub struct WarehouseConfig {
 impl std::fmt::Debug for WarehouseConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WarehouseConfig")
-            .field("uri", &self.uri)
+            .field("uri", &super::secret::redact_uri(&self.uri))
             .field("options", &self.options.keys().collect::<Vec<_>>())
             .finish()
     }

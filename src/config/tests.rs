@@ -425,3 +425,63 @@ fn writer_problems_name_their_keys() {
         "{err}"
     );
 }
+
+/// Secrets of `[kafka.properties]`, `[warehouse.options]` and URI credentials, some of
+/// them wrongly typed so that the parse error would quote them.
+const WITH_SECRETS: &str = r#"
+[kafka]
+bootstrap_servers = "localhost:9092"
+[kafka.properties]
+"security.protocol" = "SASL_SSL"
+"sasl.mechanism" = "PLAIN"
+"sasl.password" = 73914628
+"sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="jaas-s3cret";'
+
+[warehouse]
+uri = "s3://AKIAEXAMPLE:wJalrUriSecret@bucket/wh"
+[warehouse.options]
+aws_secret_access_key = "wJalrXUtnFEMI"
+aws_session_token = 12345678
+"#;
+
+#[test]
+fn secrets_are_masked_in_config_errors() {
+    let err = from_toml("c.toml", WITH_SECRETS).unwrap_err().to_string();
+    assert!(
+        err.contains("sasl.password"),
+        "the key is still named: {err}"
+    );
+    for secret in ["73914628", "12345678", "wJalrUriSecret", "jaas-s3cret"] {
+        assert!(!err.contains(secret), "{secret} in {err}");
+    }
+    // Loading from a file goes through the same masking (`lakejoin validate`, `run`).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("connectors.toml");
+    std::fs::write(&path, WITH_SECRETS).unwrap();
+    let err = load_with_env(&path, Some(config::Map::new()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !err.contains("73914628") && !err.contains("12345678"),
+        "{err}"
+    );
+}
+
+#[test]
+fn secrets_never_reach_debug_output() {
+    let text = WITH_SECRETS
+        .replace("73914628", "\"hunter2-pass\"")
+        .replace("12345678", "\"FQoGZXIvYXdzE\"");
+    let c = from_toml("c.toml", &text).unwrap();
+    let debug = format!("{c:?}");
+    for secret in [
+        "hunter2-pass",
+        "FQoGZXIvYXdzE",
+        "wJalrXUtnFEMI",
+        "wJalrUriSecret",
+        "jaas-s3cret",
+    ] {
+        assert!(!debug.contains(secret), "{secret} in {debug}");
+    }
+    assert!(debug.contains("s3://AKIAEXAMPLE:***@bucket/wh"), "{debug}");
+}

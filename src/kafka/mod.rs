@@ -17,6 +17,7 @@ use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::producer::FutureProducer;
 
 use crate::config::KafkaConfig;
+use crate::config::secret::Redactor;
 use crate::error::{Error, Result};
 
 /// A lakejoin consumer: its librdkafka logs go through [`ClientLog`].
@@ -44,8 +45,10 @@ fn apply_properties(config: &mut ClientConfig, kafka: &KafkaConfig) {
     }
 }
 
-fn kafka_error(what: &str, e: rdkafka::error::KafkaError) -> Error {
-    Error::Config(format!("{what}: {e}"))
+/// librdkafka quotes a property's value when it rejects it: secret values are masked.
+fn kafka_error(kafka: &KafkaConfig, what: &str, e: rdkafka::error::KafkaError) -> Error {
+    let redactor = Redactor::from_pairs(&kafka.properties);
+    Error::Config(redactor.redact(&format!("{what}: {e}")))
 }
 
 /// A consumer that never commits on its own: positions are taken from table snapshots
@@ -61,7 +64,7 @@ pub fn consumer(kafka: &KafkaConfig, group_id: &str, pipeline: &str) -> Result<C
     apply_properties(&mut config, kafka);
     config
         .create_with_context(ClientLog::new(pipeline))
-        .map_err(|e| kafka_error("creating the Kafka consumer", e))
+        .map_err(|e| kafka_error(kafka, "creating the Kafka consumer", e))
 }
 
 /// An idempotent producer (no duplicates from internal retries). Records wait for
@@ -78,7 +81,7 @@ pub fn producer(kafka: &KafkaConfig) -> Result<Producer> {
     apply_properties(&mut config, kafka);
     config
         .create_with_context(ClientLog::new("producer"))
-        .map_err(|e| kafka_error("creating the Kafka producer", e))
+        .map_err(|e| kafka_error(kafka, "creating the Kafka producer", e))
 }
 
 /// Partition ids of `topic` (blocking metadata call; run it off the async workers).
@@ -158,5 +161,41 @@ pub fn log_consumer_error(pipeline: &str, error: &rdkafka::error::KafkaError) {
         tracing::debug!(pipeline, %error, "Kafka consumer error");
     } else {
         tracing::warn!(pipeline, %error, "Kafka consumer error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_errors_mask_secret_property_values() {
+        let kafka = KafkaConfig {
+            bootstrap_servers: "localhost:9092".into(),
+            group_id: "g".into(),
+            properties: [
+                ("sasl.password".to_string(), "hunter2-pass".to_string()),
+                ("sasl.mechanism".to_string(), "PLAIN".to_string()),
+            ]
+            .into(),
+        };
+        let rejected = rdkafka::error::KafkaError::ClientCreation(
+            "Invalid value \"hunter2-pass\" for configuration property \"sasl.password\"".into(),
+        );
+        let message = kafka_error(&kafka, "creating the Kafka consumer", rejected).to_string();
+        assert!(!message.contains("hunter2-pass"), "{message}");
+        assert!(message.contains("sasl.password"), "{message}");
+        // A real client: a secret value librdkafka rejects stays masked too.
+        let mut bad = kafka.clone();
+        bad.properties
+            .insert("sasl.mechanism".into(), "hunter2-mechanism".into());
+        bad.properties.insert(
+            "sasl.oauthbearer.client.secret".into(),
+            "hunter2-mechanism".into(),
+        );
+        let Err(err) = consumer(&bad, "g", "test") else {
+            panic!("an unknown SASL mechanism is rejected")
+        };
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 }

@@ -375,8 +375,34 @@ pub fn decode_data_file(
     file_schema: &TableSchema,
     table_schema: &TableSchema,
 ) -> Result<Vec<KeyValue>> {
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .map_err(|e| Error::parquet("opening data file", e))?
+    // The parquet crate still panics on some corrupt page data (definition levels that
+    // overrun their buffer, found by the `data_file` fuzz target): a corrupt file must be
+    // an error, not a crash of the pipeline. Nothing is shared across the boundary.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decode_rows(bytes, file_schema, table_schema)
+    }))
+    .unwrap_or_else(|panic| {
+        let reason = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(Error::format(format!(
+            "data file is corrupt: the parquet reader failed ({reason})"
+        )))
+    })
+}
+
+fn decode_rows(
+    bytes: Bytes,
+    file_schema: &TableSchema,
+    table_schema: &TableSchema,
+) -> Result<Vec<KeyValue>> {
+    let file_len = bytes.len() as u64;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| Error::parquet("opening data file", e))?;
+    check_column_chunks(builder.metadata(), file_len)?;
+    let reader = builder
         .with_batch_size(8192)
         .build()
         .map_err(|e| Error::parquet("reading data file", e))?;
@@ -430,6 +456,35 @@ pub fn decode_data_file(
         }
     }
     Ok(out)
+}
+
+/// Checks that every column chunk the footer describes lies inside the file. The parquet
+/// crate asserts (panics) on a negative offset or size when it reads the chunk, and a
+/// corrupt footer can say anything: found by the `data_file` fuzz target.
+fn check_column_chunks(
+    metadata: &parquet::file::metadata::ParquetMetaData,
+    file_len: u64,
+) -> Result<()> {
+    for (rg, group) in metadata.row_groups().iter().enumerate() {
+        for (c, column) in group.columns().iter().enumerate() {
+            let start = column
+                .dictionary_page_offset()
+                .unwrap_or_else(|| column.data_page_offset());
+            let len = column.compressed_size();
+            let inside = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(len).ok())
+                .and_then(|(start, len)| start.checked_add(len))
+                .is_some_and(|end| end <= file_len);
+            if !inside {
+                return Err(Error::format(format!(
+                    "data file footer: column chunk {c} of row group {rg} claims bytes \
+                     {start}+{len} of a {file_len}-byte file"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Converts one Arrow column to datums of `field`'s type, casting first so files written
@@ -538,6 +593,33 @@ mod tests {
             columns.push((format!("c{i}"), ty, true));
         }
         TableSchema::new(columns, vec![], vec!["id".into()], BTreeMap::new()).unwrap()
+    }
+
+    #[test]
+    fn corrupt_definition_levels_are_an_error() {
+        // Found by the `data_file` fuzz target: the parquet reader panics on this page.
+        let bytes = include_bytes!(
+            "../../fuzz/regressions/data_file/crash-abc26effde9d5ebe2f5a94d03e3ab90b88427cc3"
+        );
+        let schema = TableSchema::from_json(include_str!(
+            "../../tests/fixtures/pypaimon/db.db/orders/schema/schema-0"
+        ))
+        .unwrap();
+        assert!(decode_data_file(Bytes::from_static(bytes), &schema, &schema).is_err());
+    }
+
+    #[test]
+    fn a_footer_with_a_negative_column_chunk_offset_is_an_error() {
+        // Found by the `data_file` fuzz target: the parquet crate asserted on it.
+        let bytes = include_bytes!(
+            "../../fuzz/regressions/data_file/crash-c4540f6c0ecb3ce991d6a1d80b2c002c068f283d"
+        );
+        let schema = TableSchema::from_json(include_str!(
+            "../../tests/fixtures/pypaimon/db.db/orders/schema/schema-0"
+        ))
+        .unwrap();
+        let err = decode_data_file(Bytes::from_static(bytes), &schema, &schema).unwrap_err();
+        assert!(err.to_string().contains("column chunk"), "{err}");
     }
 
     #[test]

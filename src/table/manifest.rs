@@ -17,6 +17,9 @@
 //! `null`, `deflate`, `snappy` and `zstandard` are accepted.
 
 pub(crate) mod avro;
+mod index;
+
+pub use index::{IndexFileMeta, decode_index_manifest};
 
 use std::sync::LazyLock;
 

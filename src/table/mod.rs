@@ -3,6 +3,7 @@
 
 pub mod binary_row;
 pub mod bucket;
+pub mod check;
 pub mod commit;
 pub mod data_file;
 pub mod datum;
@@ -99,12 +100,9 @@ impl Table {
                 "{identifier} (no schema under {schema_dir})"
             )));
         };
-        let text = read_text(
-            &*warehouse.store,
-            &schema_dir.clone().join(format!("schema-{latest}")),
-        )
-        .await?;
-        let schema = TableSchema::from_json(&text)?;
+        let location = schema_dir.clone().join(format!("schema-{latest}"));
+        let text = read_text(&*warehouse.store, &location).await?;
+        let schema = TableSchema::from_json(&text).map_err(|e| e.in_file(&location))?;
         let options = TableOptions::from_map(&schema.options)?;
         Table::from_parts(warehouse, identifier, path, schema, options)
     }
@@ -187,8 +185,9 @@ impl Table {
         if let Some(s) = self.schemas.lock().ok().and_then(|m| m.get(&id).cloned()) {
             return Ok(s);
         }
-        let text = read_text(&*self.store, &self.path_of(&format!("schema/schema-{id}"))).await?;
-        let schema = Arc::new(TableSchema::from_json(&text)?);
+        let location = self.path_of(&format!("schema/schema-{id}"));
+        let text = read_text(&*self.store, &location).await?;
+        let schema = Arc::new(TableSchema::from_json(&text).map_err(|e| e.in_file(&location))?);
         if let Ok(mut m) = self.schemas.lock() {
             m.insert(id, schema.clone());
         }
@@ -228,7 +227,8 @@ impl Table {
     pub async fn snapshot(&self, id: i64) -> Result<Snapshot> {
         let location = self.snapshot_dir().join(format!("snapshot-{id}"));
         match read_bytes(&*self.store, &location).await {
-            Ok(bytes) => Snapshot::from_json(&String::from_utf8_lossy(&bytes)),
+            Ok(bytes) => Snapshot::from_json(&String::from_utf8_lossy(&bytes))
+                .map_err(|e| e.in_file(&location)),
             Err(Error::Store {
                 source: object_store::Error::NotFound { .. },
                 ..
@@ -264,13 +264,15 @@ impl Table {
     }
 
     pub async fn read_manifest_list(&self, name: &str) -> Result<Vec<ManifestFileMeta>> {
-        let bytes = read_bytes(&*self.store, &self.manifest_path(name)).await?;
-        manifest::decode_manifest_list(&bytes)
+        let location = self.manifest_path(name);
+        let bytes = read_bytes(&*self.store, &location).await?;
+        manifest::decode_manifest_list(&bytes).map_err(|e| e.in_file(&location))
     }
 
     pub async fn read_manifest(&self, name: &str) -> Result<Vec<ManifestEntry>> {
-        let bytes = read_bytes(&*self.store, &self.manifest_path(name)).await?;
-        manifest::decode_manifest(&bytes)
+        let location = self.manifest_path(name);
+        let bytes = read_bytes(&*self.store, &location).await?;
+        manifest::decode_manifest(&bytes).map_err(|e| e.in_file(&location))
     }
 
     /// Every manifest named by the snapshot's base and delta lists, in order.
@@ -339,7 +341,12 @@ impl Table {
                 entry.file.file_name
             )));
         }
-        let partition = self.partition_values(&entry.partition)?;
+        let partition = self.partition_values(&entry.partition).map_err(|e| {
+            Error::format(format!(
+                "partition of data file {}: {e}",
+                entry.file.file_name
+            ))
+        })?;
         Ok(self.data_file_location(&partition, entry.bucket, &entry.file.file_name))
     }
 
@@ -361,7 +368,7 @@ impl Table {
             )));
         }
         data_file::decode_data_file(bytes, &file_schema, &self.schema)
-            .map_err(|e| Error::format(format!("data file {location}: {e}")))
+            .map_err(|e| e.in_file(&location))
     }
 }
 

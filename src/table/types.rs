@@ -59,7 +59,8 @@ impl DataType {
             .to_string();
         let (name, args) = match base.find('(') {
             Some(open) => {
-                let close = base.rfind(')').ok_or_else(|| {
+                // A `)` before the `(` (`INT)(`) is as unbalanced as none at all.
+                let close = base.rfind(')').filter(|&c| c > open).ok_or_else(|| {
                     Error::Data(format!("unbalanced parenthesis in type `{text}`"))
                 })?;
                 let args: Vec<String> = base[open + 1..close]
@@ -239,6 +240,15 @@ impl Field {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closing_parenthesis_before_the_opening_one_is_an_error() {
+        // Found by the `schema` fuzz target: slicing between them panicked.
+        for text in ["INT)(", ")DECIMAL(", "VARCHAR)(3", "CHAR) NOT NULL("] {
+            let err = DataType::parse(text).unwrap_err();
+            assert!(err.to_string().contains("unbalanced"), "{text}: {err}");
+        }
+    }
 
     #[test]
     fn parses_and_prints_every_supported_type() {

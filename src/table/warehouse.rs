@@ -10,6 +10,7 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use url::Url;
 
+use crate::config::secret::{Redactor, redact_uri};
 use crate::error::{Error, Result};
 
 /// Where tables live.
@@ -42,6 +43,8 @@ impl Warehouse {
     /// object_store options such as `aws_endpoint`, `aws_access_key_id`, `aws_allow_http`.
     pub fn from_uri(uri: &str, options: &BTreeMap<String, String>) -> Result<Self> {
         let trimmed = uri.trim();
+        // Messages quote the URI with its credentials (`s3://key:secret@…`) masked.
+        let shown = redact_uri(uri);
         if trimmed.is_empty() {
             return Err(Error::Config("warehouse URI is empty".into()));
         }
@@ -49,7 +52,8 @@ impl Warehouse {
             return Ok(Warehouse::in_memory());
         }
         let url = if trimmed.contains("://") {
-            Url::parse(trimmed).map_err(|e| Error::Config(format!("warehouse URI `{uri}`: {e}")))?
+            Url::parse(trimmed)
+                .map_err(|e| Error::Config(format!("warehouse URI `{shown}`: {e}")))?
         } else {
             // A local directory; it must exist for canonicalization, so create it.
             std::fs::create_dir_all(trimmed).map_err(|e| Error::Io {
@@ -61,12 +65,12 @@ impl Warehouse {
                 source: e,
             })?;
             Url::from_directory_path(&absolute)
-                .map_err(|_| Error::Config(format!("warehouse path `{uri}` is not absolute")))?
+                .map_err(|_| Error::Config(format!("warehouse path `{shown}` is not absolute")))?
         };
         if url.scheme() == "file" {
-            let dir = url
-                .to_file_path()
-                .map_err(|_| Error::Config(format!("warehouse URI `{uri}` is not a local path")))?;
+            let dir = url.to_file_path().map_err(|_| {
+                Error::Config(format!("warehouse URI `{shown}` is not a local path"))
+            })?;
             std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
                 context: format!("creating warehouse directory {}", dir.display()),
                 source: e,
@@ -79,8 +83,10 @@ impl Warehouse {
             warehouse.local_root = Some(dir);
             return Ok(warehouse);
         }
-        let (store, root) = object_store::parse_url_opts(&url, options.iter())
-            .map_err(|e| Error::Config(format!("warehouse URI `{uri}`: {e}")))?;
+        let (store, root) = object_store::parse_url_opts(&url, options.iter()).map_err(|e| {
+            let message = format!("warehouse URI `{shown}`: {e}");
+            Error::Config(Redactor::from_pairs(options).redact(&message))
+        })?;
         Ok(Warehouse::new(Arc::from(store), root))
     }
 
@@ -142,5 +148,22 @@ mod tests {
         assert!(TableIdentifier::parse("a.b/c").is_err());
         let wh = Warehouse::in_memory();
         assert_eq!(wh.table_path(&id).as_ref(), "warehouse/shop.db/customers");
+    }
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+
+    #[test]
+    fn uri_errors_mask_credentials() {
+        let options = BTreeMap::new();
+        let Err(err) = Warehouse::from_uri("s3://AKIAKEY:wJalrSecret@bucket:port/wh", &options)
+        else {
+            panic!("an invalid port is an error")
+        };
+        let message = err.to_string();
+        assert!(!message.contains("wJalrSecret"), "{message}");
+        assert!(message.contains("s3://AKIAKEY:***@bucket"), "{message}");
     }
 }

@@ -1,0 +1,7 @@
+#![no_main]
+//! Fuzz target `canal`: see `harness/mod.rs` for the entry points it drives.
+
+#[path = "../harness/mod.rs"]
+mod harness;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::canal(data));

@@ -50,35 +50,39 @@ impl<'a> Fact<'a> {
         }))
     }
 
-    /// The value at a dotted path, as [`lookup_path`] finds it in the fact's tree.
-    pub fn get(&self, path: &str) -> Option<Cow<'_, Value>> {
+    /// The value at a dotted path, as [`lookup_path`] finds it in the fact's tree. `Err`
+    /// when the value is not readable as a JSON value (a number out of range).
+    pub fn get(&self, path: &str) -> Result<Option<Cow<'_, Value>>, String> {
         let raw = match self {
-            Fact::Tree(map) => return lookup_path(map, path).map(Cow::Borrowed),
+            Fact::Tree(map) => return Ok(lookup_path(map, path).map(Cow::Borrowed)),
             Fact::Raw(raw) => raw,
         };
         if let Some((_, value)) = raw.added.iter().find(|(name, _)| name == path) {
-            return Some(Cow::Borrowed(value));
+            return Ok(Some(Cow::Borrowed(value)));
         }
         if let Some(value) = raw.fields.get(path) {
-            return serde_json::from_str(value.get()).ok().map(Cow::Owned);
+            return serde_json::from_str(value.get())
+                .map(|v| Some(Cow::Owned(v)))
+                .map_err(|e| format!("field `{path}`: {e}"));
         }
         if !path.contains('.') {
-            return None;
+            return Ok(None);
         }
         // A path into a nested value (rare): look it up in the tree.
-        let tree = raw.to_tree();
-        lookup_path(&tree, path).cloned().map(Cow::Owned)
+        let tree = raw.to_tree()?;
+        Ok(lookup_path(&tree, path).cloned().map(Cow::Owned))
     }
 
     /// Sets a field, as inserting into the fact's tree would: a new name is appended, an
-    /// existing one keeps its place.
-    pub fn insert(&mut self, name: &str, value: Value) {
+    /// existing one keeps its place. `Err` when replacing a field of a payload that cannot
+    /// be read as a tree.
+    pub fn insert(&mut self, name: &str, value: Value) -> Result<(), String> {
         match self {
             Fact::Tree(map) => {
                 map.insert(name.to_string(), value);
             }
             Fact::Raw(raw) if raw.fields.contains_key(name) => {
-                let mut map = raw.to_tree();
+                let mut map = raw.to_tree()?;
                 map.insert(name.to_string(), value);
                 *self = Fact::Tree(map);
             }
@@ -87,34 +91,41 @@ impl<'a> Fact<'a> {
                 None => raw.added.push((name.to_string(), value)),
             },
         }
+        Ok(())
     }
 
     /// The output record's bytes.
     pub fn encode(&self, encoder: &OutputEncoder) -> Result<Vec<u8>, EncodeError> {
         match (self, encoder) {
             (Fact::Raw(raw), OutputEncoder::Json) => Ok(raw.splice()),
-            (Fact::Raw(raw), _) => encoder.encode(&raw.to_tree()),
+            (Fact::Raw(raw), _) => encoder.encode(&raw.to_tree().map_err(|got| EncodeError {
+                path: String::new(),
+                expected: "a JSON object".into(),
+                got,
+            })?),
             (Fact::Tree(map), _) => encoder.encode(map),
         }
     }
 
     /// The fact as a tree.
-    pub fn into_tree(self) -> Map<String, Value> {
+    pub fn into_tree(self) -> Result<Map<String, Value>, String> {
         match self {
-            Fact::Tree(map) => map,
+            Fact::Tree(map) => Ok(map),
             Fact::Raw(raw) => raw.to_tree(),
         }
     }
 }
 
 impl RawFact<'_> {
-    fn to_tree(&self) -> Map<String, Value> {
-        // The payload parsed as a raw fact, so it is a valid JSON object.
-        let mut map = json::parse_object(self.payload, super::Part::Payload).unwrap_or_default();
+    /// The payload as a tree plus the added fields. The payload is valid JSON (it parsed
+    /// as a raw fact), but a number out of range does not fit a `Value`.
+    fn to_tree(&self) -> Result<Map<String, Value>, String> {
+        let mut map =
+            json::parse_object(self.payload, super::Part::Payload).map_err(|e| e.to_string())?;
         for (name, value) in &self.added {
             map.insert(name.clone(), value.clone());
         }
-        map
+        Ok(map)
     }
 
     /// The payload with the added fields written before its closing brace.
@@ -164,8 +175,9 @@ mod tests {
         let payload = r#" {"order_id": 7, "amount": 1.50e1, "customer": {"id": 3}} "#;
         let (mut raw, mut tree) = both(payload);
         for fact in [&mut raw, &mut tree] {
-            fact.insert("customer_name", json!("ada \"the\" first"));
-            fact.insert("customer_country", Value::Null);
+            fact.insert("customer_name", json!("ada \"the\" first"))
+                .unwrap();
+            fact.insert("customer_country", Value::Null).unwrap();
         }
         let bytes = raw.encode(&OutputEncoder::Json).unwrap();
         assert_eq!(
@@ -173,9 +185,9 @@ mod tests {
             r#" {"order_id": 7, "amount": 1.50e1, "customer": {"id": 3},"customer_name":"ada \"the\" first","customer_country":null} "#
         );
         assert_eq!(output(&raw), output(&tree));
-        assert_eq!(raw.get("customer.id").as_deref(), Some(&json!(3)));
+        assert_eq!(raw.get("customer.id").unwrap().as_deref(), Some(&json!(3)));
         assert_eq!(
-            raw.get("customer_name").as_deref(),
+            raw.get("customer_name").unwrap().as_deref(),
             Some(&json!("ada \"the\" first"))
         );
     }
@@ -183,7 +195,7 @@ mod tests {
     #[test]
     fn an_empty_object_gets_no_leading_comma() {
         let (mut raw, _) = both("{ }");
-        raw.insert("a", json!(1));
+        raw.insert("a", json!(1)).unwrap();
         assert_eq!(
             raw.encode(&OutputEncoder::Json).unwrap(),
             br#"{ "a":1}"#.to_vec()
@@ -193,11 +205,27 @@ mod tests {
     #[test]
     fn replacing_a_field_of_the_payload_turns_the_fact_into_a_tree() {
         let (mut raw, mut tree) = both(r#"{"a": 1, "b": 2}"#);
-        raw.insert("a", json!("x"));
-        tree.insert("a", json!("x"));
+        raw.insert("a", json!("x")).unwrap();
+        tree.insert("a", json!("x")).unwrap();
         assert!(matches!(raw, Fact::Tree(_)));
         assert_eq!(output(&raw), json!({"a": "x", "b": 2}));
         assert_eq!(output(&raw), output(&tree));
+    }
+
+    #[test]
+    fn a_number_out_of_range_is_an_error_where_a_tree_is_needed_never_an_empty_object() {
+        let payload = br#"{"big": 1e400, "k": 1}"#;
+        let mut raw = Fact::raw(payload).expect("valid JSON stays raw");
+        assert!(raw.get("big").is_err());
+        // Spliced output keeps the number as written.
+        let mut spliced = raw.clone();
+        spliced.insert("x", json!(2)).unwrap();
+        assert_eq!(
+            spliced.encode(&OutputEncoder::Json).unwrap(),
+            br#"{"big": 1e400, "k": 1,"x":2}"#.to_vec()
+        );
+        // Replacing a field needs the tree: an error, not a silently emptied fact.
+        assert!(raw.insert("k", json!(2)).is_err());
     }
 
     #[test]
@@ -244,10 +272,10 @@ mod tests {
             };
             let (mut raw, mut tree) = both(&payload);
             for (name, value) in inserts {
-                raw.insert(&name, value.clone());
-                tree.insert(&name, value);
+                raw.insert(&name, value.clone()).unwrap();
+                tree.insert(&name, value).unwrap();
                 for path in ["a", "b", "c.a", "a.b", "e", "a.0", "f"] {
-                    prop_assert_eq!(raw.get(path), tree.get(path), "path {}", path);
+                    prop_assert_eq!(raw.get(path).unwrap(), tree.get(path).unwrap(), "path {}", path);
                 }
             }
             prop_assert_eq!(output(&raw), output(&tree));

@@ -254,7 +254,7 @@ proptest! {
         };
         let bytes = OutputEncoder::Json.encode(&object).expect("json encodes");
         let facts = FactDecoder::new(Format::Json, None).expect("json facts");
-        prop_assert_eq!(facts.decode(&record(&bytes)).map(|f| f.map(Fact::into_tree)), Ok(Some(object)));
+        prop_assert_eq!(facts.decode(&record(&bytes)).map(|f| f.map(|f| f.into_tree().expect("a tree"))), Ok(Some(object)));
     }
 
     #[test]
@@ -271,7 +271,7 @@ proptest! {
             Some(AvroSchemas::Confluent(Arc::new(resolver))),
         )
         .expect("avro facts");
-        prop_assert_eq!(facts.decode(&record(&bytes)).map(|f| f.map(Fact::into_tree)), Ok(Some(object)));
+        prop_assert_eq!(facts.decode(&record(&bytes)).map(|f| f.map(|f| f.into_tree().expect("a tree"))), Ok(Some(object)));
     }
 
     #[test]

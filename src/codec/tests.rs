@@ -137,7 +137,7 @@ async fn fact_records_decode_to_json_objects() {
         .unwrap()
         .unwrap();
     assert!(matches!(got, Fact::Raw(_)), "kept as its bytes");
-    assert_eq!(got.get("customer.id").as_deref(), Some(&json!(7)));
+    assert_eq!(got.get("customer.id").unwrap().as_deref(), Some(&json!(7)));
     let mut tombstone = record(b"");
     tombstone.payload = None;
     assert!(matches!(json_facts.decode(&tombstone), Ok(None)));
@@ -153,7 +153,8 @@ async fn fact_records_decode_to_json_objects() {
         .decode(&record(&bytes))
         .unwrap()
         .unwrap()
-        .into_tree();
+        .into_tree()
+        .unwrap();
     // The JSON form of datum_to_json.
     assert_eq!(got, row_json(&row));
     assert_eq!(got["weight"], json!("3.14"));

@@ -211,6 +211,7 @@ impl Enricher {
             };
             let mut joined = Vec::new();
             let mut any_miss_to_retry = false;
+            let mut failed = None;
             for fact in facts {
                 let Some(((_, key), found)) = rows.next_if(|((k, _), _)| *k == i) else {
                     break;
@@ -218,12 +219,19 @@ impl Enricher {
                 if found.is_empty() && key.is_some() && join.retries() {
                     any_miss_to_retry = true;
                 }
-                let hit = join.emit(fact, &found, &mut joined);
-                matches[i].push((j, hit, share));
+                match join.emit(fact, &found, &mut joined) {
+                    Ok(hit) => matches[i].push((j, hit, share)),
+                    Err(reason) => {
+                        failed = Some(reason);
+                        break;
+                    }
+                }
             }
             // Skip what is left of this fact's keys (none unless it failed above).
             while rows.next_if(|((k, _), _)| *k == i).is_some() {}
-            progress[i] = if any_miss_to_retry {
+            progress[i] = if let Some(reason) = failed {
+                Progress::Failed(reason)
+            } else if any_miss_to_retry {
                 Progress::OnItsOwn
             } else {
                 Progress::Joining(joined)
@@ -306,12 +314,13 @@ fn encode_all(
     facts
         .iter()
         .map(|fact| {
-            let key = config.output.key.as_ref().and_then(|path| {
-                fact.get(path).map(|v| match v.as_ref() {
+            let key = match &config.output.key {
+                Some(path) => fact.get(path)?.map(|v| match v.as_ref() {
                     Value::String(s) => s.clone().into_bytes(),
                     other => other.to_string().into_bytes(),
-                })
-            });
+                }),
+                None => None,
+            };
             let payload = fact.encode(encoder).map_err(|e| e.to_string())?;
             Ok((key, payload))
         })

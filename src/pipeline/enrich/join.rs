@@ -115,7 +115,11 @@ impl Join {
     pub fn key(&self, fact: &Fact<'_>) -> std::result::Result<Option<Vec<Datum>>, String> {
         let mut key = Vec::with_capacity(self.key_fields.len());
         for (field, ty) in &self.key_fields {
-            match fact.get(field).as_deref() {
+            match fact
+                .get(field)
+                .map_err(|e| format!("join on {}: {e}", self.table_name))?
+                .as_deref()
+            {
                 None | Some(Value::Null) => return Ok(None),
                 Some(v) => {
                     key.push(datum_from_json(v, ty).map_err(|e| {
@@ -177,7 +181,7 @@ impl Join {
                 rows
             }
         };
-        let matched = self.emit(fact, &rows, out);
+        let matched = self.emit(fact, &rows, out)?;
         let counter = if matched {
             &metrics.join_hits
         } else {
@@ -190,19 +194,24 @@ impl Join {
     /// Pushes the joined facts to `out`: one per matching row (a join by primary key
     /// matches at most one; a join on other columns may match several, as in Flink), the
     /// fact with nulls when nothing matches and the join is LEFT, nothing when it is
-    /// INNER. Returns whether a row matched.
-    pub fn emit<'a>(&self, fact: Fact<'a>, rows: &[Arc<Row>], out: &mut Vec<Fact<'a>>) -> bool {
+    /// INNER. Returns whether a row matched; `Err` is a bad record.
+    pub fn emit<'a>(
+        &self,
+        fact: Fact<'a>,
+        rows: &[Arc<Row>],
+        out: &mut Vec<Fact<'a>>,
+    ) -> std::result::Result<bool, String> {
         let Some((last, others)) = rows.split_last() else {
             if self.kind == JoinKind::Left {
-                out.push(self.with_columns(fact, None));
+                out.push(self.with_columns(fact, None)?);
             }
-            return false;
+            return Ok(false);
         };
         for row in others {
-            out.push(self.with_columns(fact.clone(), Some(row)));
+            out.push(self.with_columns(fact.clone(), Some(row))?);
         }
-        out.push(self.with_columns(fact, Some(last)));
-        true
+        out.push(self.with_columns(fact, Some(last))?);
+        Ok(true)
     }
 
     /// The matching rows (projected): at most one by primary key, any number otherwise.
@@ -217,14 +226,19 @@ impl Join {
     }
 
     /// The fact with the joined columns added (nulls without a row).
-    fn with_columns<'a>(&self, mut fact: Fact<'a>, row: Option<&Arc<Row>>) -> Fact<'a> {
+    fn with_columns<'a>(
+        &self,
+        mut fact: Fact<'a>,
+        row: Option<&Arc<Row>>,
+    ) -> std::result::Result<Fact<'a>, String> {
         for (i, (name, ty)) in self.outputs.iter().enumerate() {
             let value = row
                 .and_then(|r| r.get(i))
                 .map_or(Value::Null, |d| datum_to_json(d, ty));
-            fact.insert(name, value);
+            fact.insert(name, value)
+                .map_err(|e| format!("join on {}: {e}", self.table_name))?;
         }
-        fact
+        Ok(fact)
     }
 
     pub fn kind(&self) -> JoinKind {

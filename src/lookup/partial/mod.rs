@@ -1,12 +1,17 @@
 //! The `partial` strategy: an LRU of recently looked-up keys (misses included), invalidated
 //! key by key from each refresh's changed rows.
 
+mod front;
+
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use moka::sync::Cache;
+
+use front::{Front, FrontTimes};
 
 use crate::table::datum::{Datum, Row};
 
@@ -74,11 +79,24 @@ impl Borrow<[u8]> for CacheKey {
     }
 }
 
+/// What moka holds per key: the row and the generation of the insert that made it, which
+/// the front uses to tell a notice about an old value from one about the current value.
+#[derive(Clone)]
+struct Stored {
+    generation: u64,
+    row: Option<Arc<Row>>,
+}
+
 /// Serialized primary key → projected row (`None`: the table has no such key).
+///
+/// Hits are answered by [`Front`]; moka decides what stays (see `front.rs`).
 pub struct PartialCache {
+    front: Arc<Front>,
     /// foldhash instead of moka's default SipHash: keys are short and hashed on every
-    /// lookup; the per-cache random seed keeps the fact stream from choosing collisions.
-    cache: Cache<CacheKey, Option<Arc<Row>>, foldhash::fast::RandomState>,
+    /// miss; the per-cache random seed keeps the fact stream from choosing collisions.
+    cache: Cache<CacheKey, Stored, foldhash::fast::RandomState>,
+    next_generation: AtomicU64,
+    started: Instant,
     cache_missing_keys: bool,
     /// Orders "insert what was read at snapshot S" against "invalidate what changed after
     /// S": a refresh holds it exclusively while it invalidates, a lookup shares it while
@@ -87,14 +105,31 @@ pub struct PartialCache {
     epoch: RwLock<()>,
 }
 
+/// How often at most moka hears of the reads of one entry: often enough for its LRU
+/// order, and a quarter of the idle expiry so that moka never idles out an entry that is
+/// being read (it may expire one idle for 3/4 of `expire_after_access` or more).
+fn touch_interval(expire_after_access: Option<Duration>) -> Duration {
+    let second = Duration::from_secs(1);
+    expire_after_access.map_or(second, |tti| (tti / 4).min(second))
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl PartialCache {
     pub fn new(options: &PartialOptions) -> Self {
+        let front = Arc::new(Front::new(FrontTimes {
+            expire_after_write_ms: options.expire_after_write.map(millis),
+            expire_after_access_ms: options.expire_after_access.map(millis),
+            touch_interval_ms: millis(touch_interval(options.expire_after_access)),
+        }));
         let mut builder = Cache::builder();
         builder = match options.max_bytes {
             Some(bytes) => builder
-                .weigher(|key: &CacheKey, row: &Option<Arc<Row>>| {
+                .weigher(|key: &CacheKey, stored: &Stored| {
                     let bytes = key.as_bytes().len()
-                        + row.as_deref().map_or(0, estimated_bytes)
+                        + stored.row.as_deref().map_or(0, estimated_bytes)
                         + ENTRY_OVERHEAD;
                     u32::try_from(bytes).unwrap_or(u32::MAX)
                 })
@@ -107,16 +142,36 @@ impl PartialCache {
         if let Some(tti) = options.expire_after_access {
             builder = builder.time_to_idle(tti);
         }
+        let evicted_from = front.clone();
+        builder = builder.eviction_listener(move |key: Arc<CacheKey>, stored: Stored, _cause| {
+            evicted_from.remove(key.as_bytes(), Some(stored.generation));
+        });
         PartialCache {
+            front,
             cache: builder.build_with_hasher(foldhash::fast::RandomState::default()),
+            next_generation: AtomicU64::new(0),
+            started: Instant::now(),
             cache_missing_keys: options.cache_missing_keys,
             epoch: RwLock::new(()),
         }
     }
 
+    fn now_ms(&self) -> u64 {
+        millis(self.started.elapsed())
+    }
+
     /// `Some(cached)` on a hit (`cached` is `None` for a remembered miss).
     pub fn get(&self, key: &[u8]) -> Option<Option<Arc<Row>>> {
-        self.cache.get(key)
+        let hit = self.front.get(key, self.now_ms())?;
+        // Outside the front's lock: moka may run its housekeeping here, whose eviction
+        // listener locks the front.
+        if hit.touch && self.cache.get(key).is_none() {
+            // moka let it go (idle expiry by its older view of the reads); the front
+            // follows.
+            self.front.remove(key, None);
+            return None;
+        }
+        Some(hit.row)
     }
 
     /// Caches what a lookup read at `read_snapshot`, unless the table moved on since
@@ -133,19 +188,27 @@ impl PartialCache {
         }
         let _shared = self.epoch.read().unwrap_or_else(|p| p.into_inner());
         if current_snapshot() == read_snapshot {
-            self.cache.insert(CacheKey::new(key), row);
+            let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+            let key = CacheKey::new(key);
+            // The front first: if moka turns the entry away at once, its listener then
+            // finds the entry to remove.
+            self.front
+                .insert(key.clone(), row.clone(), generation, self.now_ms());
+            self.cache.insert(key, Stored { generation, row });
         }
     }
 
     pub fn invalidate<'a>(&self, keys: impl IntoIterator<Item = &'a [u8]>) {
         let _exclusive = self.epoch.write().unwrap_or_else(|p| p.into_inner());
         for key in keys {
+            self.front.remove(key, None);
             self.cache.invalidate(key);
         }
     }
 
     pub fn invalidate_all(&self) {
         let _exclusive = self.epoch.write().unwrap_or_else(|p| p.into_inner());
+        self.front.clear();
         self.cache.invalidate_all();
     }
 
@@ -159,8 +222,9 @@ impl PartialCache {
     }
 }
 
-/// moka's per-entry bookkeeping plus the `Arc` and `Vec` headers, roughly.
-const ENTRY_OVERHEAD: usize = 96;
+/// moka's per-entry bookkeeping, the front's entry, and the `Arc` and `Vec` headers,
+/// roughly.
+const ENTRY_OVERHEAD: usize = 96 + std::mem::size_of::<front::FrontEntry>();
 
 /// Heap bytes of a decoded row, roughly: the datums plus their out-of-line payloads.
 pub fn estimated_bytes(row: &Row) -> usize {
@@ -253,5 +317,87 @@ mod tests {
         cache.cache.run_pending_tasks();
         assert!(cache.weighted_size() <= 10_000, "{}", cache.weighted_size());
         assert!(cache.entry_count() < 1_000);
+    }
+
+    #[test]
+    fn the_front_holds_no_more_than_moka_after_evictions() {
+        let cache = PartialCache::new(&PartialOptions {
+            max_rows: 100,
+            ..options()
+        });
+        for i in 0..10_000_i32 {
+            let row = Arc::new(vec![Datum::Int(i)]);
+            cache.insert(&i.to_be_bytes(), Some(row), None, || None);
+        }
+        cache.cache.run_pending_tasks();
+        assert!(cache.entry_count() <= 100);
+        assert_eq!(cache.front.len() as u64, cache.entry_count());
+        // What is still cached is what was inserted last for its key.
+        for i in 0..10_000_i32 {
+            if let Some(row) = cache.get(&i.to_be_bytes()) {
+                assert_eq!(row, Some(Arc::new(vec![Datum::Int(i)])));
+            }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u8, Option<i32>),
+        Get(u8),
+        Invalidate(u8),
+        InvalidateAll,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (0..40_u8, proptest::option::of(any::<i32>())).prop_map(|(k, v)| Op::Insert(k, v)),
+            6 => (0..40_u8).prop_map(Op::Get),
+            1 => (0..40_u8).prop_map(Op::Invalidate),
+            1 => Just(Op::InvalidateAll),
+        ]
+    }
+
+    proptest::proptest! {
+        /// A hit returns what was inserted last for the key and not invalidated since;
+        /// with room for every key nothing is lost; with little room the front never
+        /// outgrows moka.
+        #[test]
+        fn hits_are_the_latest_insert(ops in proptest::collection::vec(op(), 1..300), roomy: bool) {
+            let cache = PartialCache::new(&PartialOptions {
+                max_rows: if roomy { 1_000 } else { 8 },
+                ..options()
+            });
+            let mut model: std::collections::HashMap<u8, Option<i32>> = Default::default();
+            for op in ops {
+                match op {
+                    Op::Insert(k, v) => {
+                        let row = v.map(|v| Arc::new(vec![Datum::Int(v)]));
+                        cache.insert(&[k], row, None, || None);
+                        model.insert(k, v);
+                    }
+                    Op::Get(k) => {
+                        let got = cache.get(&[k]).map(|r| r.map(|r| r[0].clone()));
+                        let want = model.get(&k).map(|v| v.map(Datum::Int));
+                        if roomy || got.is_some() {
+                            proptest::prop_assert_eq!(got, want, "key {}", k);
+                        }
+                    }
+                    Op::Invalidate(k) => {
+                        cache.invalidate([[k].as_slice()]);
+                        model.remove(&k);
+                    }
+                    Op::InvalidateAll => {
+                        cache.invalidate_all();
+                        model.clear();
+                    }
+                }
+            }
+            cache.cache.run_pending_tasks();
+            proptest::prop_assert!(cache.front.len() as u64 <= cache.entry_count().max(model.len() as u64));
+            if !roomy {
+                proptest::prop_assert!(cache.front.len() <= 8 + 1, "{}", cache.front.len());
+            }
+        }
     }
 }

@@ -297,6 +297,14 @@ impl Config {
         if self.run.shutdown_timeout.is_zero() {
             problems.push("run.shutdown_timeout: must be greater than zero".into());
         }
+        if self
+            .writer
+            .instance
+            .as_deref()
+            .is_some_and(|i| i.trim().is_empty())
+        {
+            problems.push("writer.instance: must not be empty when set".into());
+        }
         if self.writer.heartbeat_interval.is_zero() {
             problems.push("writer.heartbeat_interval: must be greater than zero".into());
         }

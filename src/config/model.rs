@@ -47,6 +47,12 @@ pub struct WriterConfig {
     /// How often the holder renews its lease (default 5s); at most half the lease.
     #[serde(deserialize_with = "duration::deserialize")]
     pub heartbeat_interval: Duration,
+    /// Names this deployment as a table's writer: a process that finds the table held by
+    /// its own instance (a restart after a crash) takes it over at once instead of waiting
+    /// out the lease. Default `group <kafka.group_id> on host <hostname>`. Set it where the
+    /// hostname changes on every restart (a Kubernetes Deployment), e.g. to the
+    /// Deployment's name; two processes running at once must never share it.
+    pub instance: Option<String>,
 }
 
 impl Default for WriterConfig {
@@ -55,6 +61,7 @@ impl Default for WriterConfig {
             on_conflict: OnConflict::Fail,
             lease_timeout: Duration::from_secs(30),
             heartbeat_interval: Duration::from_secs(5),
+            instance: None,
         }
     }
 }

@@ -396,8 +396,9 @@ fn writer_fencing_defaults_to_fail_and_tables_can_stand_by() {
     let text = GOOD.replace(
         "buckets = 4\n",
         "buckets = 4\nwriter_on_conflict = \"standby\"\n",
-    ) + "\n[writer]\nlease_timeout = \"10s\"\nheartbeat_interval = \"1s\"\n";
+    ) + "\n[writer]\nlease_timeout = \"10s\"\nheartbeat_interval = \"1s\"\ninstance = \"enrich-orders\"\n";
     let c = from_toml("c.toml", &text).unwrap();
+    assert_eq!(c.writer.instance.as_deref(), Some("enrich-orders"));
     let fence = c.fence_options("shop.customers");
     assert_eq!(fence.on_conflict, crate::table::fence::OnConflict::Standby);
     assert_eq!(fence.lease_timeout, std::time::Duration::from_secs(10));
@@ -410,6 +411,12 @@ fn writer_problems_name_their_keys() {
     let err = from_toml("c.toml", &text).unwrap_err().to_string();
     assert!(
         err.contains("writer.on_conflict: unknown variant `wait`"),
+        "{err}"
+    );
+    let text = format!("{GOOD}\n[writer]\ninstance = \" \"\n");
+    let err = from_toml("c.toml", &text).unwrap_err().to_string();
+    assert!(
+        err.contains("c.toml: writer.instance: must not be empty when set"),
         "{err}"
     );
     let text = format!("{GOOD}\n[writer]\nlease_timeout = \"5s\"\nheartbeat_interval = \"0s\"\n");

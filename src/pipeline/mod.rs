@@ -460,7 +460,11 @@ pub async fn start_with(config: Config, registry: Arc<Registry>) -> Result<Runni
             WriterFence::acquire_as(
                 &t,
                 &writer_holder(&config.kafka.group_id),
-                &writer_instance(&config.kafka.group_id),
+                &config
+                    .writer
+                    .instance
+                    .clone()
+                    .unwrap_or_else(|| writer_instance(&config.kafka.group_id)),
                 config.fence_options(&table_name),
             )
             .await?,

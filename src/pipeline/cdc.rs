@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use futures::FutureExt as _;
 use rdkafka::consumer::Consumer as _;
 
 use crate::kafka::Consumer;
@@ -41,7 +42,8 @@ const MAX_FAILED_COMMITS: u32 = 10;
 /// topic → partition → next offset to consume.
 pub type Offsets = BTreeMap<String, BTreeMap<i32, i64>>;
 
-/// Decoded changes of one Kafka record, and the position after it.
+/// Decoded changes of consecutive Kafka records of one partition, and the position after
+/// the last of them.
 #[derive(Debug)]
 pub struct ChangeBatch {
     pub pipeline: String,
@@ -277,6 +279,46 @@ impl TableSink {
     }
 }
 
+/// Records decoded per wake-up of the sink, at most: what one poll usually returns.
+const RECORD_BATCH: usize = 256;
+
+/// The validated changes of one record, or the reason it goes to the dead-letter topic.
+/// `Err` only for a transient failure (a schema registry outage), which must not turn
+/// good records into dead letters.
+async fn decode_record(
+    config: &CdcConfig,
+    decoder: &CdcDecoder,
+    validator: &super::RowValidator,
+    message: &impl Message,
+) -> Result<std::result::Result<Vec<RowChange>, String>> {
+    let record = KafkaRecord {
+        topic: message.topic(),
+        partition: message.partition(),
+        offset: message.offset(),
+        timestamp_ms: message.timestamp().to_millis(),
+        key: message.key(),
+        payload: message.payload(),
+    };
+    let decoded = match decoder.prepare(&record).await {
+        Ok(()) => decoder.decode(&record),
+        Err(e) => Err(e),
+    };
+    Ok(match decoded {
+        Ok(Decoded::Changes(changes)) => changes
+            .iter()
+            .try_for_each(|c| validator.check(c))
+            .map(|()| changes),
+        Ok(Decoded::Skipped(reason)) => {
+            tracing::debug!(pipeline = %config.name, %reason, "record skipped");
+            Ok(Vec::new())
+        }
+        Err(e) if e.is_transient() => {
+            return Err(Error::Kafka(format!("{}: {e}", config.name)));
+        }
+        Err(e) => Err(e.to_string()),
+    })
+}
+
 /// Consumes one CDC pipeline's topics from `resume` (or `start_from`), decodes, and sends
 /// the changes to the table's sink. Bad records go to the dead-letter topic.
 #[allow(clippy::too_many_arguments)]
@@ -363,59 +405,78 @@ pub async fn run_consumer(
         &kafka.bootstrap_servers,
     );
     let validator = super::RowValidator::new(&table)?;
+    let mut batch: Option<ChangeBatch> = None;
     loop {
         tokio::select! {
             message = consumer.recv() => {
-                let message = match message {
+                let first = match message {
                     Ok(m) => m,
                     Err(e) => {
                         crate::kafka::log_consumer_error(&config.name, &e);
                         continue;
                     }
                 };
-                PipelineMetrics::add(&metrics.records_in, 1);
-                let record = KafkaRecord {
-                    topic: message.topic(),
-                    partition: message.partition(),
-                    offset: message.offset(),
-                    timestamp_ms: message.timestamp().to_millis(),
-                    key: message.key(),
-                    payload: message.payload(),
-                };
-                let decoded = match decoder.prepare(&record).await {
-                    Ok(()) => decoder.decode(&record),
-                    Err(e) => Err(e),
-                };
-                let changes: std::result::Result<Vec<RowChange>, String> = match decoded {
-                    Ok(Decoded::Changes(changes)) => changes
-                        .iter()
-                        .try_for_each(|c| validator.check(c))
-                        .map(|()| changes),
-                    Ok(Decoded::Skipped(reason)) => {
-                        tracing::debug!(pipeline = %config.name, %reason, "record skipped");
-                        Ok(Vec::new())
+                // What the client has already fetched joins the batch: the sink then
+                // wakes once per run of records of one partition, not once per record.
+                let mut next = Some(first);
+                let mut taken = 0;
+                let mut sink_gone = false;
+                while let Some(message) = next.take() {
+                    taken += 1;
+                    PipelineMetrics::add(&metrics.records_in, 1);
+                    let changes = decode_record(&config, &decoder, &validator, &message)
+                        .await?;
+                    let changes = match changes {
+                        Ok(c) => c,
+                        Err(reason) => {
+                            PipelineMetrics::add(&metrics.dead_lettered, 1);
+                            dead_letters.send(&config.name, &message, &reason).await?;
+                            Vec::new()
+                        }
+                    };
+                    let same_partition = batch.as_ref().is_some_and(|b| {
+                        b.partition == message.partition() && b.topic == message.topic()
+                    });
+                    match (&mut batch, same_partition) {
+                        (Some(b), true) => {
+                            b.next_offset = message.offset() + 1;
+                            b.timestamp_ms = message.timestamp().to_millis().or(b.timestamp_ms);
+                            b.changes.extend(changes);
+                        }
+                        _ => {
+                            if let Some(full) = batch.take()
+                                && sink.send(full).await.is_err()
+                            {
+                                sink_gone = true;
+                                break;
+                            }
+                            batch = Some(ChangeBatch {
+                                pipeline: config.name.clone(),
+                                topic: message.topic().to_string(),
+                                partition: message.partition(),
+                                next_offset: message.offset() + 1,
+                                timestamp_ms: message.timestamp().to_millis(),
+                                changes,
+                            });
+                        }
                     }
-                    // A schema registry outage must not turn good records into dead letters.
-                    Err(e) if e.is_transient() => return Err(Error::Kafka(format!("{}: {e}", config.name))),
-                    Err(e) => Err(e.to_string()),
-                };
-                let changes = match changes {
-                    Ok(c) => c,
-                    Err(reason) => {
-                        PipelineMetrics::add(&metrics.dead_lettered, 1);
-                        dead_letters.send(&config.name, &message, &reason).await?;
-                        Vec::new()
+                    if taken < RECORD_BATCH {
+                        next = match consumer.recv().now_or_never() {
+                            Some(Ok(m)) => Some(m),
+                            Some(Err(e)) => {
+                                crate::kafka::log_consumer_error(&config.name, &e);
+                                None
+                            }
+                            None => None,
+                        };
                     }
-                };
-                let batch = ChangeBatch {
-                    pipeline: config.name.clone(),
-                    topic: message.topic().to_string(),
-                    partition: message.partition(),
-                    next_offset: message.offset() + 1,
-                    timestamp_ms: message.timestamp().to_millis(),
-                    changes,
-                };
-                if sink.send(batch).await.is_err() {
+                }
+                if sink_gone {
+                    break;
+                }
+                if let Some(full) = batch.take()
+                    && sink.send(full).await.is_err()
+                {
                     // The sink stopped (shutdown or a fatal error it reports itself).
                     break;
                 }

@@ -353,7 +353,36 @@ impl LookupTable {
                     .map(|k| k.as_ref().and_then(|_| rows.next().flatten().map(Arc::new)))
                     .collect())
             }
-            Cache::Partial(_) | Cache::None => {
+            Cache::Partial(cache) => {
+                // The hits first, with one clock read and one key buffer for the batch;
+                // then the misses, each a point read.
+                let now = cache.now_ms();
+                let mut buffer = Vec::new();
+                let mut out = Vec::with_capacity(keys.len());
+                let mut missed = Vec::new();
+                for (i, key) in keys.iter().enumerate() {
+                    let Some(key) = key else {
+                        out.push(None);
+                        continue;
+                    };
+                    buffer.clear();
+                    binary_row::encode_into(&mut buffer, key, &self.key_types)?;
+                    match cache.get_at(&buffer, now) {
+                        Some(hit) => out.push(hit),
+                        None => {
+                            out.push(None);
+                            missed.push(i);
+                        }
+                    }
+                }
+                for i in missed {
+                    if let Some(key) = &keys[i] {
+                        out[i] = self.get_primary(key).await?;
+                    }
+                }
+                Ok(out)
+            }
+            Cache::None => {
                 let mut out = Vec::with_capacity(keys.len());
                 for key in &keys {
                     out.push(match key {

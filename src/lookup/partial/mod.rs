@@ -156,13 +156,19 @@ impl PartialCache {
         }
     }
 
-    fn now_ms(&self) -> u64 {
+    /// The cache's clock, for [`PartialCache::get_at`].
+    pub fn now_ms(&self) -> u64 {
         millis(self.started.elapsed())
     }
 
     /// `Some(cached)` on a hit (`cached` is `None` for a remembered miss).
     pub fn get(&self, key: &[u8]) -> Option<Option<Arc<Row>>> {
-        let hit = self.front.get(key, self.now_ms())?;
+        self.get_at(key, self.now_ms())
+    }
+
+    /// [`PartialCache::get`] at a time read once for a whole batch of keys.
+    pub fn get_at(&self, key: &[u8], now_ms: u64) -> Option<Option<Arc<Row>>> {
+        let hit = self.front.get(key, now_ms)?;
         // Outside the front's lock: moka may run its housekeeping here, whose eviction
         // listener locks the front.
         if hit.touch && self.cache.get(key).is_none() {

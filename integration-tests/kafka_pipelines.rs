@@ -503,8 +503,8 @@ group_id = "{group}"
 
 [kafka.properties]
 # A killed member is dropped from the group quickly, so a restart gets its partitions.
-"session.timeout.ms" = "6000"
-"heartbeat.interval.ms" = "500"
+"session.timeout.ms" = "{session_timeout_ms}"
+"heartbeat.interval.ms" = "300"
 
 [warehouse]
 uri = "{warehouse}"
@@ -561,15 +561,32 @@ select = ["name"]
 prefix = "customer_"
 "#;
 
+/// The enrich consumer's `session.timeout.ms` in the `kill -9` test.
+const KILL_SESSION_TIMEOUT: Duration = Duration::from_millis(3_000);
+
 /// `kill -9` at random moments while changes and facts stream in, restarting each time.
 /// The sum-aggregation table would count a change applied twice (or lost) in its totals,
 /// so pypaimon reading exactly the model proves exactly-once CDC; every order is in the
-/// output at least once.
+/// output at least once, and an order is output more than once only when it lay in the
+/// replay window of a kill: already output, but at or after the offset the enrich group
+/// had committed when the process died.
+///
+/// Each restart waits until the killed process's group member has passed its session
+/// timeout. That works around a tansu 0.6.0 group-coordinator bug (Apache Kafka does not
+/// have it): when a new member joins while the killed member is still the group's leader,
+/// and the old leader's session expires after the JoinGroup completed but before the new
+/// member's SyncGroup, tansu drops the leader and accepts the follower's SyncGroup (which
+/// carries no assignments) as the leader's, so the group turns Stable with the one live
+/// member assigned no partitions, and never rebalances again (its heartbeats succeed).
+/// Kafka instead answers REBALANCE_IN_PROGRESS and the member rejoins as the new leader.
 #[test]
 fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
     const CUSTOMERS: i64 = 150;
-    const KILLS: usize = 6;
+    const KILLS: usize = 20;
     const STEPS: i64 = 24_000;
+    let started = Instant::now();
+    let group = unique("crash");
+    let enrich_group = format!("{group}-orders-enriched");
     let customers = unique("customers");
     let payments = unique("payments");
     let orders = unique("orders");
@@ -582,7 +599,11 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
     ]);
     let deployment = Deployment::new(
         &CRASH
-            .replace("{group}", &unique("crash"))
+            .replace(
+                "{session_timeout_ms}",
+                &KILL_SESSION_TIMEOUT.as_millis().to_string(),
+            )
+            .replace("{group}", &group)
             .replace("{customers}", &customers)
             .replace("{payments}", &payments)
             .replace("{orders}", &orders)
@@ -601,9 +622,10 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
     // Each run is killed at a random moment after it made progress (a table commit), so
     // every kill lands mid-stream: while consuming, writing files, committing or producing.
     let mut output = TopicReader::new(&enriched);
-    let mut kills = 0;
+    let markers = TestProducer::new();
+    let mut kills = Vec::new();
     let mut commits_before_kill = Vec::new();
-    while kills < KILLS {
+    while kills.len() < KILLS {
         released.fetch_add(chunks_per_run, Ordering::SeqCst);
         let before = deployment.snapshot_count("shop.totals");
         let produced_before = output.records.len();
@@ -620,8 +642,17 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
         std::thread::sleep(Duration::from_millis(rng.random_range(0..1_500)));
         process.assert_alive();
         process.kill_9();
+        let killed_at = Instant::now();
         commits_before_kill.push(deployment.snapshot_count("shop.totals") - before);
-        kills += 1;
+        kills.push(after_kill(
+            kills.len(),
+            killed_at,
+            &enrich_group,
+            &orders,
+            &enriched,
+            &markers,
+            &mut output,
+        ));
     }
     assert!(
         producing.load(Ordering::SeqCst),
@@ -639,10 +670,7 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
     let wanted: BTreeSet<i64> = model.order_ids.iter().copied().collect();
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         output.read_until("every order arrived", |records| {
-            let seen: BTreeSet<i64> = records
-                .iter()
-                .filter_map(|r| r.value["order_id"].as_i64())
-                .collect();
+            let seen: BTreeSet<i64> = records.iter().filter_map(order_id).collect();
             wanted.is_subset(&seen)
         })
     }));
@@ -650,6 +678,10 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
         let log =
             std::fs::read_to_string(deployment.dir.path().join("lakejoin.log")).unwrap_or_default();
         eprintln!("lakejoin log tail:\n{}", tail(&log, 80));
+        let kept = std::env::temp_dir().join(format!("lakejoin-{group}.log"));
+        let _ = std::fs::write(&kept, &log);
+        eprintln!("the whole lakejoin log: {}", kept.display());
+        diagnose_missing_orders(&group, &orders, &wanted, &output.records);
         std::panic::resume_unwind(panic);
     }
     process.terminate();
@@ -664,22 +696,190 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
         expected_customers,
         "pypaimon: customers"
     );
+
+    // Every order's position in the input, to place the duplicates against the offsets
+    // the enrich group had committed at each kill.
+    let mut input = TopicReader::new(&orders);
+    input.read_until("every order is read back from the input", |records| {
+        records.iter().filter_map(order_id).count() >= wanted.len()
+    });
+    let position: BTreeMap<i64, (i32, i64)> = input
+        .records
+        .iter()
+        .filter_map(|r| order_id(r).map(|id| (id, (r.partition, r.offset))))
+        .collect();
     let records = output.drain(Duration::from_secs(1));
-    let mut seen = BTreeSet::new();
-    let mut duplicates = 0;
+    let mut outputs: BTreeMap<i64, usize> = BTreeMap::new();
+    let mut order_records = 0;
     for record in records {
-        let id = record.value["order_id"].as_i64().expect("order_id");
+        if record.value.get("marker").is_some() {
+            continue;
+        }
+        let id = order_id(record).unwrap_or_else(|| panic!("not an order: {record:?}"));
         assert!(wanted.contains(&id), "an order nobody sent: {record:?}");
-        if !seen.insert(id) {
-            duplicates += 1;
+        *outputs.entry(id).or_default() += 1;
+        order_records += 1;
+    }
+    // A fact is output again only by a run that starts below it: at a kill, it had been
+    // output, but the committed offset of its partition was not yet past it.
+    let windows: Vec<usize> = kills
+        .iter()
+        .map(|kill| {
+            kill.output_before
+                .iter()
+                .filter(|id| kill.in_window(position[id]))
+                .count()
+        })
+        .collect();
+    let mut duplicates = 0;
+    for (id, n) in &outputs {
+        if *n < 2 {
+            continue;
+        }
+        duplicates += n - 1;
+        let at = position[id];
+        let replays = kills
+            .iter()
+            .filter(|kill| kill.output_before.contains(id) && kill.in_window(at))
+            .count();
+        assert!(
+            n - 1 <= replays,
+            "order {id} (orders partition {}, offset {}) was output {n} times, but lay in the \
+             replay window (output, not yet committed) of only {replays} kill(s); committed \
+             offsets at each kill: {:?}",
+            at.0,
+            at.1,
+            kills.iter().map(|k| &k.committed).collect::<Vec<_>>()
+        );
+    }
+    assert!(duplicates <= windows.iter().sum::<usize>());
+    eprintln!(
+        "crash safety: {} kills, {} restarts, {} orders, {order_records} output records, \
+         {duplicates} duplicates (each in the replay window after the last offset commit \
+         before a kill; window sizes per kill: {windows:?}); table commits per killed run: \
+         {commits_before_kill:?}; {:.0} s",
+        kills.len(),
+        kills.len(),
+        wanted.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+fn order_id(record: &support::broker::Record) -> Option<i64> {
+    record.value.get("order_id").and_then(Value::as_i64)
+}
+
+/// What the `kill -9` test knows about one kill.
+struct Kill {
+    /// The enrich group's committed offset of each orders partition when the process died.
+    committed: Vec<Option<i64>>,
+    /// Orders output before the kill.
+    output_before: BTreeSet<i64>,
+}
+
+impl Kill {
+    /// Whether the order at `(partition, offset)` of the input is at or after the committed
+    /// offset, so the next run consumes it again.
+    fn in_window(&self, (partition, offset): (i32, i64)) -> bool {
+        let committed = self
+            .committed
+            .get(partition as usize)
+            .copied()
+            .flatten()
+            .unwrap_or(0);
+        offset >= committed
+    }
+}
+
+/// After kill `k`: waits until the killed member's group session has expired (the tansu
+/// workaround explained on the test), then marks the end of what the dead process output
+/// with a marker record in each output partition and reads up to the markers, and reads
+/// the offsets the enrich group had committed.
+fn after_kill(
+    k: usize,
+    killed_at: Instant,
+    enrich_group: &str,
+    orders: &str,
+    enriched: &str,
+    markers: &TestProducer,
+    output: &mut TopicReader,
+) -> Kill {
+    // The member's last heartbeat was before the kill; a protocol timeout, not a guess.
+    let expired = killed_at + KILL_SESSION_TIMEOUT + Duration::from_millis(300);
+    while Instant::now() < expired {
+        output.poll_for(expired.saturating_duration_since(Instant::now()));
+    }
+    for partition in 0..2 {
+        markers.send_to(
+            enriched,
+            partition,
+            "marker",
+            &json!({"marker": k}).to_string(),
+        );
+    }
+    markers.flush();
+    output.read_until(&format!("the markers after kill {k}"), |records| {
+        let marked: BTreeSet<i32> = records
+            .iter()
+            .filter(|r| r.value.get("marker").and_then(Value::as_u64) == Some(k as u64))
+            .map(|r| r.partition)
+            .collect();
+        marked.len() == 2
+    });
+    Kill {
+        committed: broker::committed_offsets(enrich_group, orders, 2),
+        output_before: output.records.iter().filter_map(order_id).collect(),
+    }
+}
+
+/// Why orders are missing from the output: the broker's watermarks of the orders topic,
+/// what a reader gets from it, where the missing orders are, and the enrich group's
+/// committed offsets.
+fn diagnose_missing_orders(
+    group: &str,
+    orders: &str,
+    wanted: &BTreeSet<i64>,
+    output: &[support::broker::Record],
+) {
+    let seen: BTreeSet<i64> = output
+        .iter()
+        .filter_map(|r| r.value["order_id"].as_i64())
+        .collect();
+    let missing: BTreeSet<i64> = wanted.difference(&seen).copied().collect();
+    let watermarks = broker::watermarks(orders, 2);
+    let enrich_group = format!("{group}-orders-enriched");
+    let committed = broker::committed_offsets(&enrich_group, orders, 2);
+    eprintln!("{}", broker::describe_group(&enrich_group));
+    let mut input = TopicReader::new(orders);
+    input.poll_for(Duration::from_secs(10));
+    let mut per_partition: BTreeMap<i32, (usize, i64)> = BTreeMap::new();
+    let mut missing_at = Vec::new();
+    for r in &input.records {
+        let e = per_partition.entry(r.partition).or_insert((0, -1));
+        e.0 += 1;
+        e.1 = e.1.max(r.offset);
+        if let Some(id) = r.value["order_id"].as_i64()
+            && missing.contains(&id)
+        {
+            missing_at.push((r.partition, r.offset, id));
         }
     }
+    let in_input: BTreeSet<i64> = input
+        .records
+        .iter()
+        .filter_map(|r| r.value["order_id"].as_i64())
+        .collect();
+    let never_read: Vec<i64> = wanted.difference(&in_input).copied().collect();
     eprintln!(
-        "crash safety: {kills} kills (table commits per killed run: {commits_before_kill:?}), \
-         {} orders, {} output records, {duplicates} duplicates \
-         (replayed after the last offset commit)",
+        "orders topic {orders}: watermarks {watermarks:?}, read back (count, max offset) per \
+         partition {per_partition:?}, {} of {} orders readable (unreadable: {:?}…); \
+         committed by the enrich group {committed:?}; {} orders missing from the output, \
+         at (partition, offset, id) {:?}…",
+        in_input.len(),
         wanted.len(),
-        records.len()
+        never_read.iter().take(10).collect::<Vec<_>>(),
+        missing.len(),
+        missing_at.iter().take(10).collect::<Vec<_>>(),
     );
 }
 
@@ -714,6 +914,7 @@ fn sigterm_commits_so_a_restart_replays_nothing_and_loses_nothing() {
     ]);
     let deployment = Deployment::new(
         &(CRASH
+            .replace("{session_timeout_ms}", "6000")
             .replace("{group}", &unique("graceful"))
             .replace("{customers}", &customers)
             .replace("{payments}", &payments)

@@ -120,6 +120,16 @@ impl TestProducer {
         self.enqueue(BaseRecord::to(topic).key(key).payload(payload.as_bytes()));
     }
 
+    /// A record to one partition of `topic`.
+    pub fn send_to(&self, topic: &str, partition: i32, key: &str, payload: &str) {
+        self.enqueue(
+            BaseRecord::to(topic)
+                .partition(partition)
+                .key(key)
+                .payload(payload.as_bytes()),
+        );
+    }
+
     /// A record with a key and no value (a delete for `upsert-json`).
     pub fn send_tombstone(&self, topic: &str, key: &str) {
         self.enqueue(BaseRecord::to(topic).key(key));
@@ -686,5 +696,77 @@ impl Drop for Tansu {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Low and high watermark of every partition of `topic` (`partitions` of them).
+pub fn watermarks(topic: &str, partitions: i32) -> Vec<(i64, i64)> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("watermark client");
+    (0..partitions)
+        .map(|p| {
+            consumer
+                .fetch_watermarks(topic, p, Duration::from_secs(10))
+                .unwrap_or_else(|e| panic!("watermarks of {topic}/{p}: {e}"))
+        })
+        .collect()
+}
+
+/// The offsets `group` committed for the `partitions` partitions of `topic` (`None`:
+/// nothing committed), read without joining the group.
+pub fn committed_offsets(group: &str, topic: &str, partitions: i32) -> Vec<Option<i64>> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("offset client");
+    let mut list = TopicPartitionList::new();
+    for p in 0..partitions {
+        list.add_partition(topic, p);
+    }
+    let committed = consumer
+        .committed_offsets(list, Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("committed offsets of {group} on {topic}: {e}"));
+    (0..partitions)
+        .map(|p| {
+            committed
+                .find_partition(topic, p)
+                .and_then(|e| match e.offset() {
+                    Offset::Offset(n) => Some(n),
+                    _ => None,
+                })
+        })
+        .collect()
+}
+
+/// The broker's view of consumer group `group` (DescribeGroups): its state and members.
+pub fn describe_group(group: &str) -> String {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("group client");
+    match consumer.fetch_group_list(Some(group), Duration::from_secs(10)) {
+        Err(e) => format!("describing group {group}: {e}"),
+        Ok(list) => list
+            .groups()
+            .iter()
+            .map(|g| {
+                let members: Vec<String> = g
+                    .members()
+                    .iter()
+                    .map(|m| format!("{} ({})", m.id(), m.client_host()))
+                    .collect();
+                format!(
+                    "group {} state {} protocol {} members {members:?}",
+                    g.name(),
+                    g.state(),
+                    g.protocol()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
     }
 }

@@ -181,6 +181,52 @@ impl Error {
         }
     }
 
+    /// The operating-system error under this one, if any: LocalFileSystem reports
+    /// `No space left on device (os error 28)` and the like through its source chain.
+    pub fn os_error(&self) -> Option<&std::io::Error> {
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(error) = next {
+            if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                return Some(io);
+            }
+            next = error.source();
+        }
+        None
+    }
+
+    /// Whether the warehouse refuses writes for a reason that no quick retry fixes but an
+    /// operator can (or that clears on its own): the disk or quota is full, the file system
+    /// is read-only, or access is denied. Writers keep their changes and retry with backoff
+    /// until it clears.
+    pub fn is_storage_unwritable(&self) -> bool {
+        if let Error::Store {
+            source:
+                object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. },
+            ..
+        } = self
+        {
+            return true;
+        }
+        self.os_error().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull
+                    | std::io::ErrorKind::QuotaExceeded
+                    | std::io::ErrorKind::ReadOnlyFilesystem
+                    | std::io::ErrorKind::PermissionDenied
+            )
+        })
+    }
+
+    /// The object an object-store error is about (`writing <path>` → `<path>`).
+    pub fn store_location(&self) -> Option<&str> {
+        match self {
+            Error::Store { context, .. } => context.split_once(' ').map(|(_, path)| path),
+            _ => None,
+        }
+    }
+
     pub(crate) fn store(context: impl fmt::Display, source: object_store::Error) -> Self {
         Error::Store {
             context: context.to_string(),
@@ -233,3 +279,73 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An OS error wrapped the way LocalFileSystem wraps it (its own error type, boxed in
+    /// object_store's `Generic`).
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "Unable to copy data to file: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn local(errno: i32) -> Error {
+        Error::store(
+            "writing wh/db.db/t/bucket-0/data-1.parquet",
+            object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(Wrapped(std::io::Error::from_raw_os_error(errno))),
+            },
+        )
+    }
+
+    #[test]
+    fn full_read_only_and_denied_warehouses_are_recognised_through_the_source_chain() {
+        // ENOSPC, EDQUOT, EROFS, EACCES, EPERM (Linux numbers).
+        for errno in [28, 122, 30, 13, 1] {
+            let e = local(errno);
+            assert!(e.is_storage_unwritable(), "{e}");
+            assert_eq!(e.kind(), ErrorKind::Transient);
+            assert_eq!(
+                e.os_error().and_then(std::io::Error::raw_os_error),
+                Some(errno)
+            );
+            assert_eq!(
+                e.store_location(),
+                Some("wh/db.db/t/bucket-0/data-1.parquet")
+            );
+        }
+        // Other OS errors and store errors are not.
+        assert!(!local(5).is_storage_unwritable(), "EIO");
+        let generic = Error::store(
+            "writing x",
+            object_store::Error::Generic {
+                store: "S3",
+                source: "connection reset".into(),
+            },
+        );
+        assert!(!generic.is_storage_unwritable());
+        assert!(generic.os_error().is_none());
+        let denied = Error::store(
+            "writing x",
+            object_store::Error::PermissionDenied {
+                path: "x".into(),
+                source: "403".into(),
+            },
+        );
+        assert!(denied.is_storage_unwritable());
+        assert_eq!(Error::Data("x".into()).store_location(), None);
+    }
+}

@@ -176,6 +176,8 @@ pub struct PipelineMetrics {
     pub join_retries: AtomicU64,
     /// Table commits (CDC).
     pub commits: AtomicU64,
+    /// Table commits that failed and are retried (CDC).
+    pub commit_failures: AtomicU64,
     pub rows_written: AtomicU64,
     /// Duration of table commits (CDC).
     pub commit_latency: Histogram,
@@ -187,6 +189,9 @@ pub struct PipelineMetrics {
     pub assigned: AtomicBool,
     /// Lag per assigned partition (sampled off the hot path).
     lag: Mutex<Vec<PartitionLag>>,
+    /// Why the pipeline's table cannot be written right now (CDC): set while its commits
+    /// fail, cleared by the next successful one. Makes the process unready.
+    table_fault: Mutex<Option<String>>,
 }
 
 impl PipelineMetrics {
@@ -219,6 +224,18 @@ impl PipelineMetrics {
 
     pub fn lag(&self) -> Vec<PartitionLag> {
         self.lag.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Records (`Some`) or clears (`None`) why the pipeline's table cannot be written.
+    pub fn set_table_fault(&self, fault: Option<String>) {
+        *self.table_fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    }
+
+    pub fn table_fault(&self) -> Option<String> {
+        self.table_fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Sum of the partitions' lag (0 before the first sample).
@@ -316,6 +333,13 @@ impl Registry {
                     p.name
                 ));
             }
+            if let Some(fault) = p.metrics.table_fault() {
+                reasons.push(format!(
+                    "pipeline {}: table {}: {fault}",
+                    p.name,
+                    p.table.as_deref().unwrap_or("?")
+                ));
+            }
             for (i, join) in p.metrics.joins.iter().enumerate() {
                 if !join.is_loaded() {
                     reasons.push(format!(
@@ -409,6 +433,13 @@ impl Registry {
             "Table commits (snapshots with the consumed offsets).",
             &[Cdc],
             |m| &m.commits,
+        );
+        counter(
+            &mut out,
+            "lakejoin_commit_failures_total",
+            "Table commits that failed and are retried (full or read-only warehouse, store errors).",
+            &[Cdc],
+            |m| &m.commit_failures,
         );
 
         out.family(
@@ -837,5 +868,35 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape_label("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+    }
+
+    #[test]
+    fn a_failing_table_makes_the_process_unready_until_it_commits_again() {
+        let registry = Registry::default();
+        let metrics = Arc::new(PipelineMetrics::default());
+        metrics.assigned.store(true, Ordering::Relaxed);
+        registry.register(
+            "c",
+            PipelineKind::Cdc,
+            Some("shop.customers"),
+            metrics.clone(),
+        );
+        registry.set_started();
+        assert!(registry.readiness().is_ok());
+        metrics.set_table_fault(Some("commits failing: No space left on device".into()));
+        PipelineMetrics::add(&metrics.commit_failures, 2);
+        let reasons = registry.readiness().unwrap_err();
+        assert_eq!(
+            reasons,
+            vec!["pipeline c: table shop.customers: commits failing: No space left on device"]
+        );
+        assert!(
+            registry
+                .render()
+                .lines()
+                .any(|l| l == "lakejoin_commit_failures_total{pipeline=\"c\",kind=\"cdc\"} 2")
+        );
+        metrics.set_table_fault(None);
+        assert!(registry.readiness().is_ok());
     }
 }

@@ -36,8 +36,14 @@ pub const OFFSETS_PROPERTY_PREFIX: &str = "lakejoin.offsets.";
 
 /// Consecutive failed commits (each already retried inside the commit) after which a sink
 /// gives up and stops its pipeline. Until then the changes stay buffered and the commit is
-/// tried again at the next tick; a commit whose outcome was unknown is resolved first.
+/// tried again after a backoff; a commit whose outcome was unknown is resolved first.
+/// Failures of a full, over-quota, read-only or access-denied warehouse
+/// ([`Error::is_storage_unwritable`]) do not count: they are retried until they clear.
 const MAX_FAILED_COMMITS: u32 = 10;
+
+/// Longest wait between attempts of a failing commit. The first wait is the commit
+/// interval (at most a second); each failure doubles it up to this.
+const MAX_COMMIT_BACKOFF: Duration = Duration::from_secs(30);
 
 /// topic → partition → next offset to consume.
 pub type Offsets = BTreeMap<String, BTreeMap<i32, i64>>;
@@ -75,6 +81,11 @@ pub struct TableSink {
     committed: watch::Sender<Option<Arc<Committed>>>,
     /// Commits that failed in a row.
     failed_commits: u32,
+    /// While commits fail: when the next attempt is due. No changes are taken meanwhile
+    /// (the consumers wait on the full channel), so memory stays bounded.
+    retry_at: Option<Instant>,
+    /// The error of the last failed commit, while commits fail.
+    last_failure: Option<Error>,
 }
 
 /// Commit user of this process's writer of `table`: stable across restarts.
@@ -140,6 +151,8 @@ impl TableSink {
                 last_timestamps: BTreeMap::new(),
                 committed: tx,
                 failed_commits: 0,
+                retry_at: None,
+                last_failure: None,
             },
             rx,
         ))
@@ -164,8 +177,9 @@ impl TableSink {
                 .max(Duration::from_millis(10)),
         );
         loop {
+            let retry_at = self.retry_at;
             tokio::select! {
-                batch = batches.recv() => {
+                batch = batches.recv(), if retry_at.is_none() => {
                     let Some(batch) = batch else { break };
                     self.apply(batch);
                     if self.pending_changes >= self.commit_max_rows || self.writer.needs_flush() {
@@ -173,20 +187,30 @@ impl TableSink {
                         last_commit = Instant::now();
                     }
                 }
-                _ = tick.tick() => {
+                _ = tick.tick(), if retry_at.is_none() => {
                     if last_commit.elapsed() >= self.commit_interval {
                         self.commit().await?;
                         last_commit = Instant::now();
                     }
                 }
+                _ = sleep_until(retry_at) => {
+                    self.commit().await?;
+                    last_commit = Instant::now();
+                }
                 _ = shutdown.changed() => break,
             }
         }
-        // Take what the consumers already sent, then commit it.
+        // Take what the consumers already sent, then commit it: one more attempt when
+        // commits were failing, and its error when it fails too (nothing was lost: a
+        // restart resumes from the last snapshot's offsets).
         while let Ok(batch) = batches.try_recv() {
             self.apply(batch);
         }
-        self.commit().await
+        self.commit().await?;
+        match (self.retry_at, self.last_failure.take()) {
+            (Some(_), Some(e)) => Err(e),
+            _ => Ok(()),
+        }
     }
 
     fn apply(&mut self, batch: ChangeBatch) {
@@ -236,17 +260,19 @@ impl TableSink {
         let started = Instant::now();
         let committed = match self.writer.commit(properties).await {
             Ok(committed) => committed,
-            Err(e)
-                if e.kind() == ErrorKind::Transient && self.failed_commits < MAX_FAILED_COMMITS =>
-            {
-                self.failed_commits += 1;
-                tracing::warn!(table = %self.writer.table().identifier(), error = %e,
-                    failures = self.failed_commits, "commit failed; retrying at the next tick");
-                return Ok(());
-            }
-            Err(e) => return Err(e),
+            Err(e) => return self.commit_failed(e),
         };
+        if self.failed_commits > 0 {
+            tracing::info!(table = %self.writer.table().identifier(),
+                failed_attempts = self.failed_commits,
+                "table commits succeed again; taking changes again");
+            for m in self.metrics.values() {
+                m.set_table_fault(None);
+            }
+        }
         self.failed_commits = 0;
+        self.retry_at = None;
+        self.last_failure = None;
         if let Some(snapshot) = committed {
             let elapsed = started.elapsed();
             tracing::debug!(table = %self.writer.table().identifier(), snapshot = snapshot.id, rows = self.pending_changes, "committed");
@@ -276,6 +302,66 @@ impl TableSink {
         }
         self.pending_changes = 0;
         Ok(())
+    }
+}
+
+impl TableSink {
+    /// After a failed commit: the changes stay buffered (and flushed files stay pending),
+    /// nothing more is taken, and the commit is tried again after a backoff. A full or
+    /// read-only warehouse is retried until it clears, other transient errors up to
+    /// [`MAX_FAILED_COMMITS`] times in a row; anything else stops the pipeline.
+    fn commit_failed(&mut self, e: Error) -> Result<()> {
+        let unwritable = e.is_storage_unwritable();
+        if e.kind() != ErrorKind::Transient
+            || (!unwritable && self.failed_commits >= MAX_FAILED_COMMITS)
+        {
+            return Err(e);
+        }
+        self.failed_commits = self.failed_commits.saturating_add(1);
+        let first = self
+            .commit_interval
+            .clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let backoff = first
+            .saturating_mul(1 << (self.failed_commits - 1).min(16))
+            .min(MAX_COMMIT_BACKOFF);
+        self.retry_at = Some(Instant::now() + backoff);
+        let table = self.writer.table().identifier().to_string();
+        let retry_in = format!("{backoff:?}");
+        let os_error = e.os_error().map(ToString::to_string);
+        if unwritable {
+            tracing::error!(
+                table = %table,
+                file = e.store_location().unwrap_or(""),
+                os_error = os_error.as_deref().unwrap_or(""),
+                error = %e,
+                attempt = self.failed_commits,
+                retry_in,
+                "cannot write the table: the warehouse is full, read-only or denies access; \
+                 its changes are kept (no offsets are committed for them) and the commit is \
+                 retried until it succeeds"
+            );
+        } else {
+            tracing::warn!(table = %table, error = %e, attempt = self.failed_commits, retry_in,
+                "commit failed; retrying");
+        }
+        let fault = format!(
+            "commits failing ({} attempt(s), next in {retry_in}): {e}",
+            self.failed_commits
+        );
+        for m in self.metrics.values() {
+            PipelineMetrics::add(&m.commit_failures, 1);
+            m.set_table_fault(Some(fault.clone()));
+        }
+        self.last_failure = Some(e);
+        Ok(())
+    }
+}
+
+/// Sleeps until `at`; never returns without one.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => futures::future::pending().await,
     }
 }
 

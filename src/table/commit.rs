@@ -161,7 +161,9 @@ impl Table {
     /// An existing snapshot is never overwritten, and nothing a published snapshot may
     /// reference is deleted. When retries run out the error is
     /// `Error::CommitOutcomeUnknown` if the commit is in doubt; publishing the same
-    /// `prepared` again later resolves it.
+    /// `prepared` again later resolves it. A full, read-only or access-denied warehouse
+    /// ([`Error::is_storage_unwritable`]) is returned at once, its cause intact, with the
+    /// commit in doubt as above.
     pub async fn publish(
         &self,
         prepared: &mut PreparedCommit,
@@ -503,7 +505,14 @@ impl Table {
 
 /// Whether a publish attempt that failed with `error` is worth another attempt: the
 /// store failed or was cut off, or a file vanished under a concurrent expiry.
+/// Whether a publish attempt that failed with `error` is worth repeating at once. A full,
+/// read-only or access-denied warehouse is not: it is reported right away (the commit
+/// stays in doubt when the snapshot write may have landed), and the caller retries with
+/// its own, longer backoff.
 fn is_retryable(error: &Error) -> bool {
+    if error.is_storage_unwritable() {
+        return false;
+    }
     is_not_found(error)
         || matches!(error, Error::TruncatedRead { .. })
         || matches!(error, Error::Store { .. } if error.kind() == crate::error::ErrorKind::Transient)

@@ -1,7 +1,8 @@
 //! A fault-injecting `ObjectStore` for tests: wraps a real store (InMemory,
 //! LocalFileSystem) and, per operation and path pattern, on a schedule, fails a request
 //! before it is applied, applies a write and loses its response, answers a create with
-//! `AlreadyExists`, delays a request, or cuts a read short.
+//! `AlreadyExists`, delays a request, cuts a read short, or fails a write with an OS error
+//! (disk full, permission denied, read-only file system) as LocalFileSystem reports it.
 
 use std::fmt;
 use std::ops::Range;
@@ -48,6 +49,51 @@ pub enum Fault {
     Latency(Duration),
     /// Returns only the first half of the object's bytes (reads only).
     TruncateRead,
+    /// Fails a write without applying it, with this OS error (`libc` errno: 28 ENOSPC,
+    /// 13 EACCES, 30 EROFS) wrapped as LocalFileSystem wraps it: object_store's `Generic`
+    /// error whose source chain ends in the `std::io::Error`.
+    Os(i32),
+}
+
+pub const ENOSPC: i32 = 28;
+pub const EACCES: i32 = 13;
+pub const EROFS: i32 = 30;
+
+/// LocalFileSystem's error for a failed write: its message, then the OS error.
+#[derive(Debug)]
+struct LocalWriteError {
+    message: String,
+    source: std::io::Error,
+}
+
+impl fmt::Display for LocalWriteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.message, self.source)
+    }
+}
+
+impl std::error::Error for LocalWriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// The error LocalFileSystem returns when writing `location` fails with `errno`: a full
+/// disk fails while copying the bytes into the staging file, a denied or read-only
+/// directory already when opening it.
+fn os_error(errno: i32, location: &Path) -> object_store::Error {
+    let message = if errno == ENOSPC {
+        "Unable to copy data to file".to_string()
+    } else {
+        format!("Unable to open file {location}#1")
+    };
+    object_store::Error::Generic {
+        store: "LocalFileSystem",
+        source: Box::new(LocalWriteError {
+            message,
+            source: std::io::Error::from_raw_os_error(errno),
+        }),
+    }
 }
 
 /// Which of the matching requests a rule picks.
@@ -199,6 +245,7 @@ impl ObjectStore for FaultyStore {
                 self.inner.put_opts(location, payload, opts).await
             }
             Some(Fault::TruncateRead) => self.inner.put_opts(location, payload, opts).await,
+            Some(Fault::Os(errno)) => Err(os_error(errno, location)),
         }
     }
 
@@ -217,7 +264,8 @@ impl ObjectStore for FaultyStore {
     ) -> object_store::Result<GetResult> {
         let op = if options.head { Op::Head } else { Op::Get };
         match self.pick(op, location) {
-            None | Some(Fault::AppliedThenAlreadyExists | Fault::SpuriousAlreadyExists) => {
+            None
+            | Some(Fault::AppliedThenAlreadyExists | Fault::SpuriousAlreadyExists | Fault::Os(_)) => {
                 self.inner.get_opts(location, options).await
             }
             Some(Fault::FailBefore | Fault::LoseResponse) => Err(injected("read failed", location)),

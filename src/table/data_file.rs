@@ -206,11 +206,23 @@ fn mismatch(field: &Field, datum: &Datum) -> Error {
 }
 
 /// Builds an Arrow array of one column from `rows`.
-fn column_array(
+fn column_array<'a>(
     field: &Field,
-    values: impl Iterator<Item = Result<Datum>>,
+    values: impl Iterator<Item = Result<&'a Datum>> + Clone,
     len: usize,
 ) -> Result<ArrayRef> {
+    // Exact byte capacity for variable-length columns: growing a builder of megabytes
+    // copies it and faults in fresh pages each time.
+    let payload_bytes = || {
+        values
+            .clone()
+            .map(|v| match v {
+                Ok(Datum::String(s)) => s.len(),
+                Ok(Datum::Bytes(b)) => b.len(),
+                _ => 0,
+            })
+            .sum::<usize>()
+    };
     macro_rules! build {
         ($builder:expr, $variant:ident, $conv:expr) => {{
             let mut b = $builder;
@@ -225,33 +237,33 @@ fn column_array(
         }};
     }
     let array = match field.data_type {
-        DataType::Boolean => build!(BooleanBuilder::with_capacity(len), Boolean, |x| x),
-        DataType::TinyInt => build!(Int8Builder::with_capacity(len), TinyInt, |x| x),
-        DataType::SmallInt => build!(Int16Builder::with_capacity(len), SmallInt, |x| x),
-        DataType::Int => build!(Int32Builder::with_capacity(len), Int, |x| x),
-        DataType::BigInt => build!(Int64Builder::with_capacity(len), BigInt, |x| x),
-        DataType::Float => build!(Float32Builder::with_capacity(len), Float, |x| x),
-        DataType::Double => build!(Float64Builder::with_capacity(len), Double, |x| x),
-        DataType::Date => build!(Date32Builder::with_capacity(len), Date, |x| x),
+        DataType::Boolean => build!(BooleanBuilder::with_capacity(len), Boolean, |x: &bool| *x),
+        DataType::TinyInt => build!(Int8Builder::with_capacity(len), TinyInt, |x: &i8| *x),
+        DataType::SmallInt => build!(Int16Builder::with_capacity(len), SmallInt, |x: &i16| *x),
+        DataType::Int => build!(Int32Builder::with_capacity(len), Int, |x: &i32| *x),
+        DataType::BigInt => build!(Int64Builder::with_capacity(len), BigInt, |x: &i64| *x),
+        DataType::Float => build!(Float32Builder::with_capacity(len), Float, |x: &f32| *x),
+        DataType::Double => build!(Float64Builder::with_capacity(len), Double, |x: &f64| *x),
+        DataType::Date => build!(Date32Builder::with_capacity(len), Date, |x: &i32| *x),
         DataType::Char(_) | DataType::Varchar(_) => {
             build!(
-                StringBuilder::with_capacity(len, len * 8),
+                StringBuilder::with_capacity(len, payload_bytes()),
                 String,
-                |x: String| x
+                |x: &'a String| x.as_str()
             )
         }
         DataType::Binary(_) | DataType::Varbinary(_) => {
             build!(
-                BinaryBuilder::with_capacity(len, len * 8),
+                BinaryBuilder::with_capacity(len, payload_bytes()),
                 Bytes,
-                |x: Vec<u8>| x
+                |x: &'a Vec<u8>| x.as_slice()
             )
         }
         DataType::Decimal { precision, scale } => {
             let b = Decimal128Builder::with_capacity(len)
                 .with_precision_and_scale(precision, scale as i8)
                 .map_err(|e| Error::arrow("decimal column", e))?;
-            build!(b, Decimal, |x| x)
+            build!(b, Decimal, |x: &i128| *x)
         }
         DataType::Timestamp(p) | DataType::TimestampLtz(p) => {
             let tz = matches!(field.data_type, DataType::TimestampLtz(_)).then_some("UTC");
@@ -259,22 +271,22 @@ fn column_array(
                 TimeUnit::Second => build!(
                     TimestampSecondBuilder::with_capacity(len).with_timezone_opt(tz),
                     Timestamp,
-                    |t: Timestamp| t.millis.div_euclid(1000)
+                    |t: &Timestamp| t.millis.div_euclid(1000)
                 ),
                 TimeUnit::Millisecond => build!(
                     TimestampMillisecondBuilder::with_capacity(len).with_timezone_opt(tz),
                     Timestamp,
-                    |t: Timestamp| t.millis
+                    |t: &Timestamp| t.millis
                 ),
                 TimeUnit::Microsecond => build!(
                     TimestampMicrosecondBuilder::with_capacity(len).with_timezone_opt(tz),
                     Timestamp,
-                    |t: Timestamp| t.to_micros()
+                    |t: &Timestamp| t.to_micros()
                 ),
                 TimeUnit::Nanosecond => build!(
                     TimestampNanosecondBuilder::with_capacity(len).with_timezone_opt(tz),
                     Timestamp,
-                    |t: Timestamp| t.to_nanos()
+                    |t: &Timestamp| t.to_nanos()
                 ),
             }
         }
@@ -295,7 +307,7 @@ pub fn encode_data_file(
         let field = &schema.fields[i];
         columns.push(column_array(
             field,
-            rows.iter().map(|kv| Ok(kv.row[i].clone())),
+            rows.iter().map(|kv| Ok(&kv.row[i])),
             n,
         )?);
     }
@@ -309,7 +321,7 @@ pub fn encode_data_file(
         columns.push(column_array(
             field,
             rows.iter().map(|kv| {
-                kv.row.get(i).cloned().ok_or_else(|| {
+                kv.row.get(i).ok_or_else(|| {
                     Error::Data(format!("row has {} values, table has more", kv.row.len()))
                 })
             }),

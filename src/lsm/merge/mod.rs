@@ -154,35 +154,59 @@ impl MergeEngine {
     /// a file keeps (it hides older versions) and a reader drops.
     pub fn merge(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
         match &self.rule {
-            Rule::Deduplicate => Ok(self.merge_deduplicate(versions)),
+            Rule::Deduplicate => Ok(self.pick_deduplicate(versions).map(|i| versions[i].clone())),
+            Rule::FirstRow => Ok(self.pick_first_row(versions)?.map(|i| versions[i].clone())),
             Rule::PartialUpdate(p) => p.merge(versions),
             Rule::Aggregation(a) => a.merge(versions),
-            Rule::FirstRow => self.merge_first_row(versions),
         }
     }
 
-    fn merge_deduplicate(&self, versions: &[KeyValue]) -> Option<KeyValue> {
+    /// [`MergeEngine::merge`] of versions the caller owns: the engines that keep one
+    /// version unchanged move it out instead of copying it (the rest are left in place).
+    pub fn merge_owned(&self, versions: &mut [KeyValue]) -> Result<Option<KeyValue>> {
+        match self.pick(versions) {
+            Some(picked) => Ok(picked?.map(|i| {
+                std::mem::replace(
+                    &mut versions[i],
+                    KeyValue {
+                        sequence_number: 0,
+                        kind: RowKind::Insert,
+                        row: Vec::new(),
+                    },
+                )
+            })),
+            None => self.merge(versions),
+        }
+    }
+
+    /// For the engines whose merge keeps one version unchanged (deduplicate, first-row):
+    /// which one (`Ok(None)`: none). `None` for the engines that combine versions.
+    fn pick(&self, versions: &[KeyValue]) -> Option<Result<Option<usize>>> {
+        match &self.rule {
+            Rule::Deduplicate => Some(Ok(self.pick_deduplicate(versions))),
+            Rule::FirstRow => Some(self.pick_first_row(versions)),
+            Rule::PartialUpdate(_) | Rule::Aggregation(_) => None,
+        }
+    }
+
+    fn pick_deduplicate(&self, versions: &[KeyValue]) -> Option<usize> {
         if self.ignore_delete {
-            versions
-                .iter()
-                .rev()
-                .find(|kv| !kv.kind.is_retract())
-                .cloned()
+            versions.iter().rposition(|kv| !kv.kind.is_retract())
         } else {
-            versions.last().cloned()
+            versions.len().checked_sub(1)
         }
     }
 
     /// The first added version wins, with its own sequence number (Java's
     /// `FirstRowMergeFunction`); retractions are an error unless ignored.
-    fn merge_first_row(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
+    fn pick_first_row(&self, versions: &[KeyValue]) -> Result<Option<usize>> {
         // Every version is looked at: Java fails on a retraction wherever it stands.
         if !self.ignore_delete && versions.iter().any(|kv| kv.kind.is_retract()) {
             return Err(Error::format(
                 "first-row table holds a -U/-D row, but `first-row.ignore-delete` is not set",
             ));
         }
-        Ok(versions.iter().find(|kv| !kv.kind.is_retract()).cloned())
+        Ok(versions.iter().position(|kv| !kv.kind.is_retract()))
     }
 }
 
@@ -248,8 +272,8 @@ pub fn sort_and_fold(
     };
     rows.sort_by(|a, b| key_cmp(a, b).then_with(|| order.compare(a, b)));
     let mut out = Vec::with_capacity(rows.len());
-    for versions in rows.chunk_by(|a, b| key_cmp(a, b) == Ordering::Equal) {
-        if let Some(merged) = engine.merge(versions)? {
+    for versions in rows.chunk_by_mut(|a, b| key_cmp(a, b) == Ordering::Equal) {
+        if let Some(merged) = engine.merge_owned(versions)? {
             out.push(merged);
         }
     }

@@ -177,3 +177,33 @@ fn descending_sequence_order_lets_the_smallest_value_win() {
     let folded = sort_and_fold(rows, &[0], &order, &engine).unwrap();
     assert_eq!(folded[0].row[1], Datum::Int(1));
 }
+
+proptest::proptest! {
+    /// Moving the kept version out of owned versions gives what merging a copy gives,
+    /// for every engine and delete setting.
+    #[test]
+    fn merge_owned_equals_merge(
+        kinds in proptest::collection::vec(0..4_u8, 1..6),
+        engine_index in 0..4_usize,
+        ignore_delete: bool,
+    ) {
+        let engine_name = ["deduplicate", "first-row", "partial-update", "aggregation"][engine_index];
+        let mut options = vec![("merge-engine", engine_name)];
+        if ignore_delete {
+            options.push(("ignore-delete", "true"));
+        }
+        let (_, engine, _) = setup(&options);
+        let versions: Vec<KeyValue> = kinds
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| {
+                let kind = [RowKind::Insert, RowKind::UpdateBefore, RowKind::UpdateAfter, RowKind::Delete][k as usize];
+                kv(i as i64, kind, [Some(1), Some(i as i32), None, Some(i as i32)])
+            })
+            .collect();
+        let merged = engine.merge(&versions).map_err(|e| e.to_string());
+        let mut owned = versions.clone();
+        let moved = engine.merge_owned(&mut owned).map_err(|e| e.to_string());
+        proptest::prop_assert_eq!(merged, moved);
+    }
+}

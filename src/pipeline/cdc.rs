@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use futures::FutureExt as _;
 use rdkafka::consumer::Consumer as _;
 
 use crate::kafka::Consumer;
@@ -48,8 +47,7 @@ const MAX_COMMIT_BACKOFF: Duration = Duration::from_secs(30);
 /// topic → partition → next offset to consume.
 pub type Offsets = BTreeMap<String, BTreeMap<i32, i64>>;
 
-/// Decoded changes of consecutive Kafka records of one partition, and the position after
-/// the last of them.
+/// Decoded changes of one Kafka record, and the position after it.
 #[derive(Debug)]
 pub struct ChangeBatch {
     pub pipeline: String,
@@ -365,9 +363,6 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// Records decoded per wake-up of the sink, at most: what one poll usually returns.
-const RECORD_BATCH: usize = 256;
-
 /// The validated changes of one record, or the reason it goes to the dead-letter topic.
 /// `Err` only for a transient failure (a schema registry outage), which must not turn
 /// good records into dead letters.
@@ -491,78 +486,34 @@ pub async fn run_consumer(
         &kafka.bootstrap_servers,
     );
     let validator = super::RowValidator::new(&table)?;
-    let mut batch: Option<ChangeBatch> = None;
     loop {
         tokio::select! {
             message = consumer.recv() => {
-                let first = match message {
+                let message = match message {
                     Ok(m) => m,
                     Err(e) => {
                         crate::kafka::log_consumer_error(&config.name, &e);
                         continue;
                     }
                 };
-                // What the client has already fetched joins the batch: the sink then
-                // wakes once per run of records of one partition, not once per record.
-                let mut next = Some(first);
-                let mut taken = 0;
-                let mut sink_gone = false;
-                while let Some(message) = next.take() {
-                    taken += 1;
-                    PipelineMetrics::add(&metrics.records_in, 1);
-                    let changes = decode_record(&config, &decoder, &validator, &message)
-                        .await?;
-                    let changes = match changes {
-                        Ok(c) => c,
-                        Err(reason) => {
-                            PipelineMetrics::add(&metrics.dead_lettered, 1);
-                            dead_letters.send(&config.name, &message, &reason).await?;
-                            Vec::new()
-                        }
-                    };
-                    let same_partition = batch.as_ref().is_some_and(|b| {
-                        b.partition == message.partition() && b.topic == message.topic()
-                    });
-                    match (&mut batch, same_partition) {
-                        (Some(b), true) => {
-                            b.next_offset = message.offset() + 1;
-                            b.timestamp_ms = message.timestamp().to_millis().or(b.timestamp_ms);
-                            b.changes.extend(changes);
-                        }
-                        _ => {
-                            if let Some(full) = batch.take()
-                                && sink.send(full).await.is_err()
-                            {
-                                sink_gone = true;
-                                break;
-                            }
-                            batch = Some(ChangeBatch {
-                                pipeline: config.name.clone(),
-                                topic: message.topic().to_string(),
-                                partition: message.partition(),
-                                next_offset: message.offset() + 1,
-                                timestamp_ms: message.timestamp().to_millis(),
-                                changes,
-                            });
-                        }
+                PipelineMetrics::add(&metrics.records_in, 1);
+                let changes = match decode_record(&config, &decoder, &validator, &message).await? {
+                    Ok(c) => c,
+                    Err(reason) => {
+                        PipelineMetrics::add(&metrics.dead_lettered, 1);
+                        dead_letters.send(&config.name, &message, &reason).await?;
+                        Vec::new()
                     }
-                    if taken < RECORD_BATCH {
-                        next = match consumer.recv().now_or_never() {
-                            Some(Ok(m)) => Some(m),
-                            Some(Err(e)) => {
-                                crate::kafka::log_consumer_error(&config.name, &e);
-                                None
-                            }
-                            None => None,
-                        };
-                    }
-                }
-                if sink_gone {
-                    break;
-                }
-                if let Some(full) = batch.take()
-                    && sink.send(full).await.is_err()
-                {
+                };
+                let batch = ChangeBatch {
+                    pipeline: config.name.clone(),
+                    topic: message.topic().to_string(),
+                    partition: message.partition(),
+                    next_offset: message.offset() + 1,
+                    timestamp_ms: message.timestamp().to_millis(),
+                    changes,
+                };
+                if sink.send(batch).await.is_err() {
                     // The sink stopped (shutdown or a fatal error it reports itself).
                     break;
                 }

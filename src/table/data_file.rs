@@ -410,10 +410,9 @@ fn decode_rows(
     file_schema: &TableSchema,
     table_schema: &TableSchema,
 ) -> Result<Vec<KeyValue>> {
-    let file_len = bytes.len() as u64;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
         .map_err(|e| Error::parquet("opening data file", e))?;
-    check_column_chunks(builder.metadata(), file_len)?;
+    check_column_chunks(builder.metadata(), &bytes)?;
     let reader = builder
         .with_batch_size(8192)
         .build()
@@ -475,8 +474,9 @@ fn decode_rows(
 /// corrupt footer can say anything: found by the `data_file` fuzz target.
 fn check_column_chunks(
     metadata: &parquet::file::metadata::ParquetMetaData,
-    file_len: u64,
+    file: &[u8],
 ) -> Result<()> {
+    let file_len = file.len() as u64;
     for (rg, group) in metadata.row_groups().iter().enumerate() {
         for (c, column) in group.columns().iter().enumerate() {
             let start = column
@@ -494,6 +494,10 @@ fn check_column_chunks(
                      {start}+{len} of a {file_len}-byte file"
                 )));
             }
+            // In range: checked just above.
+            let chunk = &file[start as usize..(start + len) as usize];
+            super::page_headers::check_column_chunk(chunk)
+                .map_err(|e| Error::format(format!("column chunk {c} of row group {rg}: {e}")))?;
         }
     }
     Ok(())

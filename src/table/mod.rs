@@ -10,6 +10,7 @@ pub mod datum;
 pub mod fence;
 pub mod manifest;
 pub mod options;
+mod page_headers;
 pub mod path;
 pub mod schema;
 pub mod snapshot;

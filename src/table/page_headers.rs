@@ -1,0 +1,295 @@
+//! A bounded walk over the Thrift page headers of a Parquet column chunk, run before the
+//! parquet crate decodes a data file. Its header reader skips a field it does not know
+//! element by element without checking that the input still holds the elements, so a
+//! corrupt header claiming 2^31 of them spins for minutes (found by the `data_file` fuzz
+//! target). Here a collection may claim at most as many elements as bytes remain, since
+//! every element of the Thrift compact protocol takes at least one byte; the walk is
+//! therefore linear in the chunk's size.
+
+/// Deepest nesting of structs and collections accepted (the parquet crate's own limit).
+const MAX_DEPTH: u32 = 64;
+
+/// Compact-protocol type ids.
+const BOOLEAN_TRUE: u8 = 1;
+const BOOLEAN_FALSE: u8 = 2;
+const BYTE: u8 = 3;
+const I16: u8 = 4;
+const I32: u8 = 5;
+const I64: u8 = 6;
+const DOUBLE: u8 = 7;
+const BINARY: u8 = 8;
+const LIST: u8 = 9;
+const SET: u8 = 10;
+const MAP: u8 = 11;
+const STRUCT: u8 = 12;
+const UUID: u8 = 13;
+
+/// `PageHeader.compressed_page_size` (field 3, i32).
+const COMPRESSED_PAGE_SIZE: i16 = 3;
+
+/// Checks that the column chunk `chunk` (its bytes, dictionary page first) is a sequence
+/// of well-formed page headers, each followed by its page, ending inside the chunk.
+pub fn check_column_chunk(chunk: &[u8]) -> Result<(), String> {
+    let mut pos = 0;
+    let mut page = 0;
+    while pos < chunk.len() {
+        let mut reader = Reader {
+            buf: &chunk[pos..],
+            pos: 0,
+        };
+        let compressed = page_header(&mut reader).map_err(|e| format!("page {page}: {e}"))?;
+        let next = usize::try_from(compressed)
+            .ok()
+            .and_then(|c| (pos + reader.pos).checked_add(c))
+            .filter(|&next| next <= chunk.len())
+            .ok_or_else(|| {
+                format!(
+                    "page {page}: {compressed} compressed bytes do not fit the {}-byte chunk",
+                    chunk.len()
+                )
+            })?;
+        pos = next;
+        page += 1;
+    }
+    Ok(())
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn byte(&mut self) -> Result<u8, String> {
+        let b = *self
+            .buf
+            .get(self.pos)
+            .ok_or("header ends before its last field")?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn skip(&mut self, n: usize) -> Result<(), String> {
+        if n > self.remaining() {
+            return Err(format!(
+                "a field of {n} bytes with {} left",
+                self.remaining()
+            ));
+        }
+        self.pos += n;
+        Ok(())
+    }
+
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut value = 0_u64;
+        for shift in (0..70).step_by(7) {
+            let b = self.byte()?;
+            value |= u64::from(b & 0x7f).checked_shl(shift).unwrap_or(0);
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("varint longer than 10 bytes".into())
+    }
+
+    fn zigzag(&mut self) -> Result<i64, String> {
+        let v = self.varint()?;
+        Ok((v >> 1) as i64 ^ -((v & 1) as i64))
+    }
+
+    /// A collection's element count, refused when the rest of the input cannot hold
+    /// that many elements of `min_bytes` each.
+    fn count(&mut self, size: u64, min_bytes: usize) -> Result<usize, String> {
+        usize::try_from(size)
+            .ok()
+            .filter(|&n| n.saturating_mul(min_bytes) <= self.remaining())
+            .ok_or_else(|| {
+                format!(
+                    "a collection of {size} elements with {} bytes left",
+                    self.remaining()
+                )
+            })
+    }
+
+    /// Skips a value of compact type `kind`; `in_collection` because a boolean inside a
+    /// list takes a byte, while a boolean field is held in its field header.
+    fn skip_value(&mut self, kind: u8, in_collection: bool, depth: u32) -> Result<(), String> {
+        if depth == 0 {
+            return Err("nested too deeply".into());
+        }
+        match kind {
+            BOOLEAN_TRUE | BOOLEAN_FALSE => {
+                if in_collection {
+                    self.skip(1)?;
+                }
+            }
+            BYTE => self.skip(1)?,
+            I16 | I32 | I64 => {
+                self.varint()?;
+            }
+            DOUBLE => self.skip(8)?,
+            UUID => self.skip(16)?,
+            BINARY => {
+                let len = self.varint()?;
+                self.skip(usize::try_from(len).unwrap_or(usize::MAX))?;
+            }
+            LIST | SET => {
+                let header = self.byte()?;
+                let element = header & 0x0f;
+                let size = match header >> 4 {
+                    15 => self.varint()?,
+                    short => u64::from(short),
+                };
+                for _ in 0..self.count(size, 1)? {
+                    self.skip_value(element, true, depth - 1)?;
+                }
+            }
+            MAP => {
+                let size = self.varint()?;
+                let n = self.count(size, 2)?;
+                if n > 0 {
+                    let types = self.byte()?;
+                    for _ in 0..n {
+                        self.skip_value(types >> 4, true, depth - 1)?;
+                        self.skip_value(types & 0x0f, true, depth - 1)?;
+                    }
+                }
+            }
+            STRUCT => {
+                self.fields(depth - 1, |_, _, _| Ok(false))?;
+            }
+            other => return Err(format!("unknown Thrift type {other}")),
+        }
+        Ok(())
+    }
+
+    /// Walks a struct's fields up to its stop byte. `visit(reader, id, type)` may read a
+    /// field itself and return `true`; other fields are skipped.
+    fn fields(
+        &mut self,
+        depth: u32,
+        mut visit: impl FnMut(&mut Self, i16, u8) -> Result<bool, String>,
+    ) -> Result<(), String> {
+        let mut last_id: i16 = 0;
+        loop {
+            let header = self.byte()?;
+            if header == 0 {
+                return Ok(());
+            }
+            let kind = header & 0x0f;
+            let id = match header >> 4 {
+                0 => i16::try_from(self.zigzag()?).map_err(|_| "field id out of range")?,
+                delta => last_id.wrapping_add(i16::from(delta)),
+            };
+            last_id = id;
+            if !visit(self, id, kind)? {
+                self.skip_value(kind, false, depth)?;
+            }
+        }
+    }
+}
+
+/// Reads one `PageHeader` and returns its `compressed_page_size`.
+fn page_header(reader: &mut Reader<'_>) -> Result<i64, String> {
+    let mut compressed = None;
+    reader.fields(MAX_DEPTH, |r, id, kind| {
+        if id == COMPRESSED_PAGE_SIZE && kind == I32 {
+            compressed = Some(r.zigzag()?);
+            return Ok(true);
+        }
+        Ok(false)
+    })?;
+    compressed.ok_or_else(|| "header without compressed_page_size".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A header of `compressed` bytes with a data page header (num_values 7).
+    fn header(compressed: i64) -> Vec<u8> {
+        let zz = |v: i64| ((v << 1) ^ (v >> 63)) as u64;
+        let varint = |mut v: u64, out: &mut Vec<u8>| loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(b);
+                break;
+            }
+            out.push(b | 0x80);
+        };
+        let mut out = Vec::new();
+        out.push(0x15); // field 1, i32: type
+        varint(zz(0), &mut out);
+        out.push(0x15); // field 2, i32: uncompressed_page_size
+        varint(zz(compressed), &mut out);
+        out.push(0x15); // field 3, i32: compressed_page_size
+        varint(zz(compressed), &mut out);
+        out.push(0x2c); // field 5, struct: data_page_header
+        out.push(0x15); // field 1, i32: num_values
+        varint(zz(7), &mut out);
+        out.push(0x00);
+        out.push(0x00);
+        out
+    }
+
+    #[test]
+    fn pages_that_fill_the_chunk_pass() {
+        let mut chunk = header(3);
+        chunk.extend([1, 2, 3]);
+        chunk.extend(header(0));
+        assert_eq!(check_column_chunk(&chunk), Ok(()));
+        assert_eq!(check_column_chunk(&[]), Ok(()));
+    }
+
+    #[test]
+    fn a_page_past_the_chunk_end_is_an_error() {
+        let mut chunk = header(4);
+        chunk.extend([1, 2, 3]);
+        let err = check_column_chunk(&chunk).unwrap_err();
+        assert!(err.contains("page 0: 4 compressed bytes"), "{err}");
+        let err = check_column_chunk(&header(-1)).unwrap_err();
+        assert!(err.contains("-1 compressed bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_collection_larger_than_the_input_is_refused_at_once() {
+        // field 9 (unknown to Paimon's pages), a list of 2^31 binaries, then nothing.
+        let mut chunk = vec![0x19, 0xf8];
+        chunk.extend([0x80, 0x80, 0x80, 0x80, 0x08]);
+        let err = check_column_chunk(&chunk).unwrap_err();
+        assert!(err.contains("a collection of 2147483648 elements"), "{err}");
+        // A map of 2^31 entries.
+        let chunk = [0x1b, 0x80, 0x80, 0x80, 0x80, 0x08, 0x88];
+        let err = check_column_chunk(&chunk).unwrap_err();
+        assert!(err.contains("a collection of 2147483648 elements"), "{err}");
+    }
+
+    #[test]
+    fn truncated_or_deep_headers_are_errors() {
+        let full = header(0);
+        for cut in 1..full.len() {
+            assert!(check_column_chunk(&full[..cut]).is_err(), "cut at {cut}");
+        }
+        // 100 nested structs.
+        let mut deep = vec![0x1c; 100];
+        deep.extend(vec![0; 101]);
+        assert!(
+            check_column_chunk(&deep)
+                .unwrap_err()
+                .contains("nested too deeply")
+        );
+    }
+
+    proptest::proptest! {
+        /// Any bytes: an answer, never a panic, in time linear in the input.
+        #[test]
+        fn any_bytes_are_checked_without_panicking(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            let _ = check_column_chunk(&bytes);
+        }
+    }
+}

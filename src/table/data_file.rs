@@ -36,8 +36,6 @@ pub const KEY_FIELD_PREFIX: &str = "_KEY_";
 pub const DATA_PAGE_ROWS: usize = 1024;
 /// Rows per Parquet row group.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
-/// Rows per page of a local lookup file.
-pub const LOOKUP_PAGE_ROWS: usize = 256;
 /// False-positive rate of the key columns' bloom filters.
 pub const BLOOM_FILTER_FPP: f64 = 0.01;
 pub const SEQUENCE_NUMBER_COLUMN: &str = "_SEQUENCE_NUMBER";
@@ -142,16 +140,6 @@ impl DataFileWriteOptions {
             page_rows: DATA_PAGE_ROWS,
             dictionary: true,
         })
-    }
-
-    /// Settings of local lookup files: no compression and no dictionaries (a point read
-    /// then decodes one small page per column and nothing else) and small pages.
-    pub fn lookup() -> Self {
-        DataFileWriteOptions {
-            compression: Compression::UNCOMPRESSED,
-            page_rows: LOOKUP_PAGE_ROWS,
-            dictionary: false,
-        }
     }
 }
 

@@ -1,0 +1,86 @@
+//! The bytes of keys and rows in local lookup files: BinaryRow images in the table's
+//! current schema. Key images are canonical (equal keys, equal bytes), so a lookup
+//! compares bytes instead of decoding keys.
+
+use std::path::Path;
+
+use super::file::{BuiltFile, LookupFileWriter, Record};
+use crate::error::{Error, Result};
+use crate::table::binary_row;
+use crate::table::data_file::KeyValue;
+use crate::table::datum::{Datum, Row};
+use crate::table::schema::TableSchema;
+use crate::table::types::DataType;
+
+/// Encodes key-values of one table schema into lookup records and back.
+#[derive(Debug, Clone)]
+pub struct RowCodec {
+    key_indices: Vec<usize>,
+    key_types: Vec<DataType>,
+    value_types: Vec<DataType>,
+}
+
+impl RowCodec {
+    pub fn new(schema: &TableSchema) -> Self {
+        let key_indices = schema.trimmed_key_indices();
+        RowCodec {
+            key_types: schema.types_of(&key_indices),
+            key_indices,
+            value_types: schema.fields.iter().map(|f| f.data_type).collect(),
+        }
+    }
+
+    /// Appends the canonical bytes of trimmed primary-key values to `out`.
+    pub fn encode_key(&self, key: &[Datum], out: &mut Vec<u8>) -> Result<()> {
+        // Keys compare floating-point values as Java does, where every NaN is equal: give
+        // them one image. Everything else already has one image per value.
+        let is_nan = |d: &Datum| match d {
+            Datum::Float(v) => v.is_nan(),
+            Datum::Double(v) => v.is_nan(),
+            _ => false,
+        };
+        if key.iter().any(is_nan) {
+            let canonical: Vec<Datum> = key
+                .iter()
+                .map(|d| match d {
+                    Datum::Float(v) if v.is_nan() => Datum::Float(f32::NAN),
+                    Datum::Double(v) if v.is_nan() => Datum::Double(f64::NAN),
+                    other => other.clone(),
+                })
+                .collect();
+            return binary_row::encode_into(out, &canonical, &self.key_types);
+        }
+        binary_row::encode_into(out, key, &self.key_types)
+    }
+
+    /// Writes the local lookup file of `rows` (rows of this schema) to `target`.
+    pub fn write_file(&self, target: &Path, rows: &[KeyValue]) -> Result<BuiltFile> {
+        let mut writer = LookupFileWriter::create(target)?;
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        let mut key_values = Vec::with_capacity(self.key_indices.len());
+        for kv in rows {
+            key_values.clear();
+            for &i in &self.key_indices {
+                key_values.push(kv.row.get(i).cloned().ok_or_else(|| {
+                    Error::format(format!("a row of {} values has no key", kv.row.len()))
+                })?);
+            }
+            key.clear();
+            self.encode_key(&key_values, &mut key)?;
+            value.clear();
+            binary_row::encode_into(&mut value, &kv.row, &self.value_types)?;
+            writer.add(&key, kv.sequence_number, kv.kind, &value)?;
+        }
+        writer.finish()
+    }
+
+    /// The key-value of a record read from a lookup file.
+    pub fn decode(&self, record: Record<'_>) -> Result<KeyValue> {
+        let row: Row = binary_row::decode(record.value, &self.value_types)?;
+        Ok(KeyValue {
+            sequence_number: record.sequence_number,
+            kind: record.kind,
+            row,
+        })
+    }
+}

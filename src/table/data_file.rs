@@ -32,7 +32,7 @@ use super::types::{DataType, Field};
 use crate::error::{Error, Result};
 
 pub const KEY_FIELD_PREFIX: &str = "_KEY_";
-/// Rows per Parquet data page (the unit a point lookup decodes).
+/// Rows per Parquet data page (the unit a reader using the page index decodes).
 pub const DATA_PAGE_ROWS: usize = 1024;
 /// Rows per Parquet row group.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
@@ -320,14 +320,14 @@ pub fn encode_data_file(
         .map_err(|e| Error::arrow("building data file batch", e))?;
     let mut props = WriterProperties::builder()
         .set_compression(options.compression)
-        // Small pages and a page index let a point lookup decode one page per column
-        // instead of a whole row group.
+        // Small pages and a page index let readers that use it (Paimon's, query engines)
+        // decode one page per column instead of a whole row group.
         .set_data_page_row_count_limit(options.page_rows)
         .set_write_batch_size(options.page_rows)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_dictionary_enabled(options.dictionary);
     for i in schema.trimmed_key_indices() {
-        // Bloom filters on the key columns let a lookup skip files without the key.
+        // Bloom filters on the key columns let other readers skip files without the key.
         let column = ColumnPath::from(schema.fields[i].name.as_str());
         props = props
             // Keys are unique per file: a dictionary would never pay off.

@@ -81,7 +81,10 @@ impl LocalFileCache {
             .files
             .try_get_with(key.to_string(), async {
                 let built = build(target.clone()).await?;
-                fresh = Some(Arc::new(LookupFile::open(&target)?));
+                let file = LookupFile::open(&target).inspect_err(|_| {
+                    let _ = std::fs::remove_file(&target);
+                })?;
+                fresh = Some(Arc::new(file));
                 let weight = (built.file_bytes + built.index_bytes()).div_ceil(1024);
                 Ok::<_, Error>(Arc::new(LocalFile {
                     path: target.clone(),

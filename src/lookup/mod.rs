@@ -353,13 +353,25 @@ impl LookupTable {
                     .map(|k| k.as_ref().and_then(|_| rows.next().flatten().map(Arc::new)))
                     .collect())
             }
+            Cache::None => {
+                // One batch of point reads: each file is looked up once for all its keys.
+                let present: Vec<&[Datum]> = keys.iter().flatten().map(|k| k.as_ref()).collect();
+                let mut rows = self.point.get_many(&present).await?.into_iter();
+                Ok(keys
+                    .iter()
+                    .map(|k| {
+                        k.as_ref()
+                            .and_then(|_| rows.next().flatten().map(|r| self.project(r)))
+                    })
+                    .collect())
+            }
             Cache::Partial(cache) => {
                 // The hits first, with one clock read and one key buffer for the batch;
-                // then the misses, each a point read.
+                // then the misses in one batch of point reads.
                 let now = cache.now_ms();
                 let mut buffer = Vec::new();
-                let mut out = Vec::with_capacity(keys.len());
-                let mut missed = Vec::new();
+                let mut out: Vec<Option<Arc<Row>>> = Vec::with_capacity(keys.len());
+                let mut misses: Vec<usize> = Vec::new();
                 for (i, key) in keys.iter().enumerate() {
                     let Some(key) = key else {
                         out.push(None);
@@ -371,24 +383,26 @@ impl LookupTable {
                         Some(hit) => out.push(hit),
                         None => {
                             out.push(None);
-                            missed.push(i);
+                            misses.push(i);
                         }
                     }
                 }
-                for i in missed {
-                    if let Some(key) = &keys[i] {
-                        out[i] = self.get_primary(key).await?;
-                    }
+                if misses.is_empty() {
+                    return Ok(out);
                 }
-                Ok(out)
-            }
-            Cache::None => {
-                let mut out = Vec::with_capacity(keys.len());
-                for key in &keys {
-                    out.push(match key {
-                        Some(key) => self.get_primary(key).await?,
-                        None => None,
-                    });
+                let miss_keys: Vec<&[Datum]> = misses
+                    .iter()
+                    .filter_map(|&i| keys.get(i).and_then(|k| k.as_deref()))
+                    .collect();
+                let (rows, read_at) = self.point.get_many_pinned(&miss_keys).await?;
+                for ((&i, key), row) in misses.iter().zip(&miss_keys).zip(rows) {
+                    let row = row.map(|r| self.project(r));
+                    buffer.clear();
+                    binary_row::encode_into(&mut buffer, key, &self.key_types)?;
+                    cache.insert(&buffer, row.clone(), read_at, || self.point.snapshot_id());
+                    if let Some(slot) = out.get_mut(i) {
+                        *slot = row;
+                    }
                 }
                 Ok(out)
             }

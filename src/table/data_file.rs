@@ -32,12 +32,10 @@ use super::types::{DataType, Field};
 use crate::error::{Error, Result};
 
 pub const KEY_FIELD_PREFIX: &str = "_KEY_";
-/// Rows per Parquet data page (the unit a point lookup decodes).
+/// Rows per Parquet data page (the unit a reader using the page index decodes).
 pub const DATA_PAGE_ROWS: usize = 1024;
 /// Rows per Parquet row group.
 pub const ROW_GROUP_ROWS: usize = 128 * 1024;
-/// Rows per page of a local lookup file.
-pub const LOOKUP_PAGE_ROWS: usize = 256;
 /// False-positive rate of the key columns' bloom filters.
 pub const BLOOM_FILTER_FPP: f64 = 0.01;
 pub const SEQUENCE_NUMBER_COLUMN: &str = "_SEQUENCE_NUMBER";
@@ -142,16 +140,6 @@ impl DataFileWriteOptions {
             page_rows: DATA_PAGE_ROWS,
             dictionary: true,
         })
-    }
-
-    /// Settings of local lookup files: no compression and no dictionaries (a point read
-    /// then decodes one small page per column and nothing else) and small pages.
-    pub fn lookup() -> Self {
-        DataFileWriteOptions {
-            compression: Compression::UNCOMPRESSED,
-            page_rows: LOOKUP_PAGE_ROWS,
-            dictionary: false,
-        }
     }
 }
 
@@ -332,14 +320,14 @@ pub fn encode_data_file(
         .map_err(|e| Error::arrow("building data file batch", e))?;
     let mut props = WriterProperties::builder()
         .set_compression(options.compression)
-        // Small pages and a page index let a point lookup decode one page per column
-        // instead of a whole row group.
+        // Small pages and a page index let readers that use it (Paimon's, query engines)
+        // decode one page per column instead of a whole row group.
         .set_data_page_row_count_limit(options.page_rows)
         .set_write_batch_size(options.page_rows)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
         .set_dictionary_enabled(options.dictionary);
     for i in schema.trimmed_key_indices() {
-        // Bloom filters on the key columns let a lookup skip files without the key.
+        // Bloom filters on the key columns let other readers skip files without the key.
         let column = ColumnPath::from(schema.fields[i].name.as_str());
         props = props
             // Keys are unique per file: a dictionary would never pay off.

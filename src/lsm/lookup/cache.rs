@@ -1,21 +1,30 @@
-//! Bounded local lookup files: one per data file, re-encoded for point reads, so lookups
+//! Bounded local lookup files: one per data file, built for point reads, so lookups
 //! against object storage do not pay a GET per read and never decompress. Data files are
 //! immutable (unique names), so a lookup file never goes stale; the least recently used
-//! ones are deleted when the cache is over its size.
+//! ones are deleted when the files and their in-memory indexes are over the size bound.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use moka::future::Cache;
 
+use super::file::{BuiltFile, LookupFile};
 use crate::error::{Error, Result};
 
-/// Local copies of remote files under one directory, bounded in bytes.
+/// A built local file, weighed by its size on disk plus its index in memory.
+#[derive(Debug)]
+struct LocalFile {
+    path: PathBuf,
+    weight_kib: u32,
+}
+
+/// Local lookup files under one directory, bounded in bytes, and the open ones, bounded in
+/// number.
 #[derive(Clone)]
 pub struct LocalFileCache {
     dir: PathBuf,
-    files: Cache<String, Arc<PathBuf>>,
+    files: Cache<String, Arc<LocalFile>>,
+    open: moka::sync::Cache<String, Arc<LookupFile>>,
 }
 
 impl std::fmt::Debug for LocalFileCache {
@@ -27,57 +36,81 @@ impl std::fmt::Debug for LocalFileCache {
 }
 
 impl LocalFileCache {
-    /// A cache in `dir` (created if missing) holding at most `max_bytes` of files.
-    pub fn new(dir: PathBuf, max_bytes: u64) -> Result<Self> {
+    /// A cache in `dir` (created if missing) holding at most `max_bytes` of files and
+    /// indexes, with at most `max_open` files open.
+    pub fn new(dir: PathBuf, max_bytes: u64, max_open: u64) -> Result<Self> {
         std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
             context: format!("creating lookup cache directory {}", dir.display()),
             source: e,
         })?;
+        let open: moka::sync::Cache<String, Arc<LookupFile>> =
+            moka::sync::Cache::new(max_open.max(1));
+        let evicted = open.clone();
         let files = Cache::builder()
             // Weighed in KiB so files up to 4 TiB fit moka's u32 weights.
-            .weigher(|_name: &String, path: &Arc<PathBuf>| {
-                std::fs::metadata(path.as_ref())
-                    .map(|m| (m.len() / 1024).min(u32::MAX as u64) as u32)
-                    .unwrap_or(1)
-                    .max(1)
-            })
+            .weigher(|_name: &String, file: &Arc<LocalFile>| file.weight_kib)
             .max_capacity((max_bytes / 1024).max(1))
-            .eviction_listener(|_name, path: Arc<PathBuf>, _cause| {
-                // Open readers keep their descriptors; unlinking is safe on Unix.
-                let _ = std::fs::remove_file(path.as_ref());
+            .eviction_listener(move |name: Arc<String>, file: Arc<LocalFile>, _cause| {
+                // The open file goes too, so its index no longer takes memory; readers
+                // still holding it keep their descriptor (unlinking is safe on Unix).
+                evicted.invalidate(name.as_str());
+                let _ = std::fs::remove_file(&file.path);
             })
             .build();
-        Ok(LocalFileCache { dir, files })
+        Ok(LocalFileCache { dir, files, open })
     }
 
-    /// The local file for `key`, produced by `build` on first use (concurrent callers of
-    /// one key share a single build).
-    pub async fn get_or_build<F>(&self, key: &str, build: F) -> Result<Arc<PathBuf>>
+    /// The open local file for `key`, written by `build` on first use into the path it is
+    /// given (concurrent callers of one key share a single build). Errors of `build` are
+    /// returned as they are; a local file that does not open is an `Err` of the outer
+    /// result's inner value, so the caller can [`invalidate`](Self::invalidate) and retry.
+    pub async fn get_or_build<F, Fut>(&self, key: &str, build: F) -> Result<Result<Arc<LookupFile>>>
     where
-        F: std::future::Future<Output = Result<Bytes>>,
+        F: FnOnce(PathBuf) -> Fut,
+        Fut: std::future::Future<Output = Result<BuiltFile>>,
     {
+        if let Some(file) = self.open.get(key) {
+            return Ok(Ok(file));
+        }
         let target = self
             .dir
-            .join(format!("lookup-{}.parquet", uuid::Uuid::new_v4()));
-        self.files
+            .join(format!("lookup-{}.lkp", uuid::Uuid::new_v4()));
+        // The builder opens its file before the cache may evict (and delete) it.
+        let mut fresh: Option<Arc<LookupFile>> = None;
+        let local = self
+            .files
             .try_get_with(key.to_string(), async {
-                let bytes = build.await?;
-                tokio::fs::write(&target, &bytes)
-                    .await
-                    .map_err(|e| Error::Io {
-                        context: format!("writing lookup file {}", target.display()),
-                        source: e,
-                    })?;
-                Ok::<_, Error>(Arc::new(target))
+                let built = build(target.clone()).await?;
+                let file = LookupFile::open(&target).inspect_err(|_| {
+                    let _ = std::fs::remove_file(&target);
+                })?;
+                fresh = Some(Arc::new(file));
+                let weight = (built.file_bytes + built.index_bytes()).div_ceil(1024);
+                Ok::<_, Error>(Arc::new(LocalFile {
+                    path: target.clone(),
+                    weight_kib: weight.clamp(1, u32::MAX as u64) as u32,
+                }))
             })
             .await
             .map_err(|e: Arc<Error>| {
                 Error::format(format!("building the lookup file of {key}: {e}"))
-            })
+            })?;
+        let opened = match fresh {
+            Some(file) => Ok(file),
+            None => LookupFile::open(&local.path).map(Arc::new),
+        };
+        Ok(opened.inspect(|file| self.open.insert(key.to_string(), file.clone())))
+    }
+
+    /// Forgets (and deletes) the local file of `key`, so the next use builds it again.
+    pub async fn invalidate(&self, key: &str) {
+        self.open.invalidate(key);
+        self.files.invalidate(key).await;
     }
 
     /// Bytes currently held (approximate, KiB granularity).
-    pub fn weighted_bytes(&self) -> u64 {
+    pub async fn weighted_bytes(&self) -> u64 {
+        self.files.run_pending_tasks().await;
         self.files.weighted_size() * 1024
     }
 }

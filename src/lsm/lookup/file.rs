@@ -1,394 +1,393 @@
-//! Point reads in one sorted data file: row-group statistics and bloom filters rule the
-//! file out cheaply, the page index narrows the key to a few pages, and a binary search
-//! over those decoded rows finds it.
+//! Local lookup files: the key-values of one data file laid out for point reads, as
+//! Paimon's local lookup store does. A lookup hashes the key, finds the candidate records
+//! in an in-memory index sorted by hash, reads each with one positioned read, and checks
+//! its checksum and key bytes; nothing else is decoded.
+//!
+//! Layout (numbers little-endian):
+//!
+//! ```text
+//! record*   u32 body length, then the body:
+//!           u32 key length | key bytes | i64 sequence number | i8 row kind | value bytes
+//!           | u64 checksum (xxHash64 of the body before it)
+//! index     count × (u64 key hash, u64 record offset), sorted
+//! footer    u64 index offset | u64 count | u64 checksum (of the index and the two
+//!           numbers before it) | u32 version | 4 bytes magic
+//! ```
+//!
+//! A file is written under a temporary name and renamed into place when complete. A file
+//! that is truncated or corrupt fails its length, checksum or order checks: an error,
+//! never a wrong record.
 
-use std::cmp::Ordering;
 use std::fs::File;
+use std::hash::Hasher;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 
-use arrow::array::{ArrayRef, RecordBatch};
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
-    RowSelector,
-};
-use parquet::basic::Type as PhysicalType;
-use parquet::bloom_filter::Sbbf;
-use parquet::file::metadata::PageIndexPolicy;
-use parquet::file::page_index::column_index::ColumnIndexMetaData;
-use parquet::file::statistics::Statistics;
+use twox_hash::XxHash64;
 
 use crate::error::{Error, Result};
-use crate::table::data_file::{
-    KeyValue, RowKind, SEQUENCE_NUMBER_COLUMN, VALUE_KIND_COLUMN, array_to_datums,
-    file_column_names,
-};
-use crate::table::datum::{Datum, compare_datums};
-use crate::table::schema::TableSchema;
-use crate::table::types::Field;
+use crate::table::data_file::RowKind;
 
-/// A key value in the physical form Parquet statistics use; only integer and byte-string
-/// keys are pruned this way (other types fall back to reading the row group).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Bound {
-    Int(i64),
-    Bytes(Vec<u8>),
+const MAGIC: [u8; 4] = *b"LJLF";
+const VERSION: u32 = 1;
+const FOOTER_LEN: u64 = 32;
+const INDEX_ENTRY_LEN: u64 = 16;
+/// Bytes of a record read speculatively: most records fit, so most reads are one call.
+const FIRST_READ: u64 = 512;
+/// Smallest body: key length, sequence number, row kind and checksum.
+const MIN_BODY: usize = 4 + 8 + 1 + 8;
+const KEY_SEED: u64 = 0x6c61_6b65_6a6f_696e;
+const CHECKSUM_SEED: u64 = 0x6c6f_6f6b_7570_6669;
+
+/// Hash of a key's bytes that places it in the index.
+pub type KeyHash = fn(&[u8]) -> u64;
+
+/// xxHash64 of the key bytes: the hash every lookup file uses.
+pub fn key_hash(key: &[u8]) -> u64 {
+    XxHash64::oneshot(KEY_SEED, key)
 }
 
-fn bound_of(datum: &Datum) -> Option<Bound> {
-    match datum {
-        Datum::TinyInt(v) => Some(Bound::Int(*v as i64)),
-        Datum::SmallInt(v) => Some(Bound::Int(*v as i64)),
-        Datum::Int(v) | Datum::Date(v) => Some(Bound::Int(*v as i64)),
-        Datum::BigInt(v) => Some(Bound::Int(*v)),
-        Datum::String(s) => Some(Bound::Bytes(s.as_bytes().to_vec())),
-        Datum::Bytes(b) => Some(Bound::Bytes(b.clone())),
-        _ => None,
+fn checksum(bytes: &[u8]) -> u64 {
+    XxHash64::oneshot(CHECKSUM_SEED, bytes)
+}
+
+fn corrupt(path: &Path, what: impl std::fmt::Display) -> Error {
+    Error::format(format!(
+        "local lookup file {} is corrupt: {what}",
+        path.display()
+    ))
+}
+
+fn io_error(path: &Path, doing: &str, source: std::io::Error) -> Error {
+    Error::Io {
+        context: format!("{doing} local lookup file {}", path.display()),
+        source,
     }
 }
 
-/// Whether `[min, max]` (unknown ends open) may contain `key`.
-fn may_contain(min: &Option<Bound>, max: &Option<Bound>, key: &Bound) -> bool {
-    min.as_ref().is_none_or(|m| m <= key) && max.as_ref().is_none_or(|m| key <= m)
+/// What a finished lookup file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltFile {
+    /// Size on disk.
+    pub file_bytes: u64,
+    pub records: u64,
 }
 
-#[derive(Debug)]
-struct PageRange {
-    first_row: usize,
-    min: Option<Bound>,
-    max: Option<Bound>,
+impl BuiltFile {
+    /// Memory the index takes while the file is open.
+    pub fn index_bytes(&self) -> u64 {
+        self.records * INDEX_ENTRY_LEN
+    }
 }
 
-#[derive(Debug)]
-struct RowGroupIndex {
-    num_rows: usize,
-    min: Option<Bound>,
-    max: Option<Bound>,
-    pages: Vec<PageRange>,
-    /// Bloom filter of each trimmed key column, when the writer made one.
-    blooms: Vec<Option<Sbbf>>,
+/// Writes a lookup file: records in any order, then [`LookupFileWriter::finish`].
+pub struct LookupFileWriter {
+    out: BufWriter<File>,
+    temp: PathBuf,
+    target: PathBuf,
+    offset: u64,
+    index: Vec<(u64, u64)>,
+    hash: KeyHash,
+    body: Vec<u8>,
 }
 
-/// An open data file ready for point reads. Holds the file handle and decoded metadata.
-#[derive(Debug)]
-pub struct FileKeyReader {
-    file: File,
-    metadata: ArrowReaderMetadata,
-    projection: ProjectionMask,
-    /// Name in the file of each table column (None: column added after the file).
-    file_names: Vec<Option<String>>,
-    table_fields: Vec<Field>,
-    key_indices: Vec<usize>,
-    key_physical: Vec<Option<PhysicalType>>,
-    row_groups: Vec<RowGroupIndex>,
-}
+impl LookupFileWriter {
+    /// A writer of the file `target`, written as `target` plus a temporary suffix first.
+    pub fn create(target: &Path) -> Result<Self> {
+        Self::create_with(target, key_hash)
+    }
 
-impl FileKeyReader {
-    /// Opens `file` written with `file_schema`, for reading rows of `table_schema`.
-    pub fn open(file: File, file_schema: &TableSchema, table_schema: &TableSchema) -> Result<Self> {
-        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-        let metadata = ArrowReaderMetadata::load(&file, options)
-            .map_err(|e| Error::parquet("reading data file footer", e))?;
-        let file_names = file_column_names(file_schema, table_schema);
-        let parquet = metadata.metadata().clone();
-        let descr = parquet.file_metadata().schema_descr();
-        let leaf_of = |name: &str| {
-            (0..descr.num_columns()).find(|&i| descr.column(i).path().string() == name)
-        };
-        // Value columns plus the two system columns; `_KEY_*` are read from the values,
-        // as pypaimon does.
-        let mut wanted: Vec<usize> = file_names
-            .iter()
-            .flatten()
-            .filter_map(|n| leaf_of(n))
-            .collect();
-        for system in [SEQUENCE_NUMBER_COLUMN, VALUE_KIND_COLUMN] {
-            wanted.push(
-                leaf_of(system)
-                    .ok_or_else(|| Error::format(format!("data file has no {system} column")))?,
-            );
-        }
-        let projection = ProjectionMask::leaves(descr, wanted);
-        let key_indices = table_schema.trimmed_key_indices();
-        let key_leaves: Vec<Option<usize>> = key_indices
-            .iter()
-            .map(|&i| file_names[i].as_deref().and_then(leaf_of))
-            .collect();
-        let key_physical: Vec<Option<PhysicalType>> = key_leaves
-            .iter()
-            .map(|l| l.map(|l| descr.column(l).physical_type()))
-            .collect();
-        let mut row_groups = Vec::with_capacity(parquet.num_row_groups());
-        for rg in 0..parquet.num_row_groups() {
-            let meta = parquet.row_group(rg);
-            let num_rows = meta.num_rows().max(0) as usize;
-            let (mut min, mut max, mut pages) = (None, None, Vec::new());
-            if let Some(Some(leaf)) = key_leaves.first() {
-                if let Some(stats) = meta.column(*leaf).statistics() {
-                    (min, max) = stats_bounds(stats);
-                }
-                let page_index = parquet.page_index_for_row_group(rg);
-                if let (Some(offsets), Some(columns)) = (
-                    page_index.offset_index(*leaf),
-                    page_index.column_index(*leaf),
-                ) {
-                    for (p, location) in offsets.page_locations().iter().enumerate() {
-                        let (pmin, pmax) = page_bounds(columns, p);
-                        pages.push(PageRange {
-                            first_row: location.first_row_index.max(0) as usize,
-                            min: pmin,
-                            max: pmax,
-                        });
-                    }
-                }
-            }
-            let blooms = key_leaves
-                .iter()
-                .map(|leaf| match leaf {
-                    Some(l) => Sbbf::read_from_column_chunk(meta.column(*l), &file)
-                        .ok()
-                        .flatten(),
-                    None => None,
-                })
-                .collect();
-            row_groups.push(RowGroupIndex {
-                num_rows,
-                min,
-                max,
-                pages,
-                blooms,
-            });
-        }
-        Ok(FileKeyReader {
-            file,
-            metadata,
-            projection,
-            file_names,
-            table_fields: table_schema.fields.clone(),
-            key_indices,
-            key_physical,
-            row_groups,
+    fn create_with(target: &Path, hash: KeyHash) -> Result<Self> {
+        let mut temp = target.as_os_str().to_owned();
+        temp.push(".tmp");
+        let temp = PathBuf::from(temp);
+        let file = File::create(&temp).map_err(|e| io_error(&temp, "creating", e))?;
+        Ok(LookupFileWriter {
+            out: BufWriter::with_capacity(256 * 1024, file),
+            temp,
+            target: target.to_path_buf(),
+            offset: 0,
+            index: Vec::new(),
+            hash,
+            body: Vec::new(),
         })
     }
 
-    /// The version of `key` (trimmed primary-key values) in this file, if any.
-    pub fn get(&self, key: &[Datum]) -> Result<Option<KeyValue>> {
-        let first = key.first().and_then(bound_of);
-        for (rg, index) in self.row_groups.iter().enumerate() {
-            if let Some(k) = &first
-                && !may_contain(&index.min, &index.max, k)
-            {
-                continue;
-            }
-            if !self.bloom_may_contain(index, key) {
-                continue;
-            }
-            let (start, end) = match &first {
-                Some(k) => page_rows(index, k),
-                None => (0, index.num_rows),
-            };
-            if start >= end {
-                continue;
-            }
-            if let Some(found) = self.search_rows(rg, start, end, key)? {
-                return Ok(Some(found));
-            }
-        }
-        Ok(None)
-    }
-
-    fn bloom_may_contain(&self, index: &RowGroupIndex, key: &[Datum]) -> bool {
-        for ((bloom, physical), value) in index.blooms.iter().zip(&self.key_physical).zip(key) {
-            let Some(bloom) = bloom else { continue };
-            let present = match (physical, value) {
-                (Some(PhysicalType::INT32), Datum::TinyInt(v)) => bloom.check(&(*v as i32)),
-                (Some(PhysicalType::INT32), Datum::SmallInt(v)) => bloom.check(&(*v as i32)),
-                (Some(PhysicalType::INT32), Datum::Int(v) | Datum::Date(v)) => bloom.check(v),
-                (Some(PhysicalType::INT64), Datum::BigInt(v)) => bloom.check(v),
-                (Some(PhysicalType::BYTE_ARRAY), Datum::String(s)) => bloom.check(s.as_str()),
-                (Some(PhysicalType::BYTE_ARRAY), Datum::Bytes(b)) => bloom.check(b.as_slice()),
-                // Other encodings: no opinion.
-                _ => true,
-            };
-            if !present {
-                return false;
-            }
-        }
-        true
-    }
-
-    /// Decodes rows `start..end` of row group `rg` and binary-searches them for `key`.
-    fn search_rows(
-        &self,
-        rg: usize,
-        start: usize,
-        end: usize,
-        key: &[Datum],
-    ) -> Result<Option<KeyValue>> {
-        let file = self.file.try_clone().map_err(|e| Error::Io {
-            context: "reopening data file".into(),
-            source: e,
-        })?;
-        let selection = RowSelection::from(vec![
-            RowSelector::skip(start),
-            RowSelector::select(end - start),
-        ]);
-        let reader =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
-                .with_projection(self.projection.clone())
-                .with_row_groups(vec![rg])
-                .with_row_selection(selection)
-                .with_batch_size(end - start)
-                .build()
-                .map_err(|e| Error::parquet("reading data file rows", e))?;
-        for batch in reader {
-            let batch = batch.map_err(|e| Error::arrow("decoding data file rows", e))?;
-            if let Some(kv) = self.search_batch(&batch, key)? {
-                return Ok(Some(kv));
-            }
-        }
-        Ok(None)
-    }
-
-    fn column(&self, batch: &RecordBatch, field: usize) -> Option<ArrayRef> {
-        let name = self.file_names[field].as_deref()?;
-        batch
-            .schema()
-            .index_of(name)
-            .ok()
-            .map(|i| batch.column(i).clone())
-    }
-
-    fn datum_at(&self, batch: &RecordBatch, field: usize, row: usize) -> Result<Datum> {
-        match self.column(batch, field) {
-            Some(array) => Ok(
-                array_to_datums(&array.slice(row, 1), &self.table_fields[field])?
-                    .pop()
-                    .unwrap_or(Datum::Null),
-            ),
-            None => Ok(Datum::Null),
-        }
-    }
-
-    fn search_batch(&self, batch: &RecordBatch, key: &[Datum]) -> Result<Option<KeyValue>> {
-        let (mut lo, mut hi) = (0usize, batch.num_rows());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let mut ord = Ordering::Equal;
-            for (k, &field) in key.iter().zip(&self.key_indices) {
-                ord = compare_datums(&self.datum_at(batch, field, mid)?, k);
-                if ord != Ordering::Equal {
-                    break;
-                }
-            }
-            match ord {
-                Ordering::Less => lo = mid + 1,
-                Ordering::Greater => hi = mid,
-                Ordering::Equal => return self.key_value_at(batch, mid).map(Some),
-            }
-        }
-        Ok(None)
-    }
-
-    fn key_value_at(&self, batch: &RecordBatch, row: usize) -> Result<KeyValue> {
-        let schema = batch.schema();
-        let int_at = |name: &str| -> Result<i64> {
-            let i = schema
-                .index_of(name)
-                .map_err(|_| Error::format(format!("data file has no {name} column")))?;
-            let array = arrow::compute::cast(
-                &batch.column(i).slice(row, 1),
-                &arrow::datatypes::DataType::Int64,
-            )
-            .map_err(|e| Error::arrow(name, e))?;
-            let values = array
-                .as_any()
-                .downcast_ref::<arrow::array::Int64Array>()
-                .ok_or_else(|| Error::format(format!("{name} is not an integer")))?;
-            Ok(
-                if values.is_empty() || arrow::array::Array::is_null(values, 0) {
-                    0
-                } else {
-                    values.value(0)
-                },
-            )
+    /// Appends the record of one key: its key bytes (which must be canonical: equal keys,
+    /// equal bytes), sequence number, row kind and value bytes.
+    pub fn add(
+        &mut self,
+        key: &[u8],
+        sequence_number: i64,
+        kind: RowKind,
+        value: &[u8],
+    ) -> Result<()> {
+        let too_big = || {
+            Error::Data(format!(
+                "a lookup record of {} bytes is too big",
+                key.len() + value.len()
+            ))
         };
-        let sequence_number = int_at(SEQUENCE_NUMBER_COLUMN)?;
-        let kind_byte = int_at(VALUE_KIND_COLUMN)?;
-        let kind = i8::try_from(kind_byte)
-            .ok()
-            .and_then(RowKind::from_byte)
-            .ok_or_else(|| Error::format(format!("invalid _VALUE_KIND {kind_byte}")))?;
-        let row = (0..self.table_fields.len())
-            .map(|f| self.datum_at(batch, f, row))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(KeyValue {
+        let key_len = u32::try_from(key.len()).map_err(|_| too_big())?;
+        let body = &mut self.body;
+        body.clear();
+        body.extend_from_slice(&key_len.to_le_bytes());
+        body.extend_from_slice(key);
+        body.extend_from_slice(&sequence_number.to_le_bytes());
+        body.extend_from_slice(&kind.to_byte().to_le_bytes());
+        body.extend_from_slice(value);
+        let sum = checksum(body);
+        body.extend_from_slice(&sum.to_le_bytes());
+        let body_len = u32::try_from(body.len()).map_err(|_| too_big())?;
+        self.out
+            .write_all(&body_len.to_le_bytes())
+            .and_then(|()| self.out.write_all(body))
+            .map_err(|e| io_error(&self.temp, "writing", e))?;
+        self.index.push(((self.hash)(key), self.offset));
+        self.offset += 4 + u64::from(body_len);
+        Ok(())
+    }
+
+    /// Writes the index and footer and renames the file into place.
+    pub fn finish(mut self) -> Result<BuiltFile> {
+        self.index.sort_unstable();
+        let mut sum = XxHash64::with_seed(CHECKSUM_SEED);
+        let mut entry = [0u8; INDEX_ENTRY_LEN as usize];
+        for &(hash, offset) in &self.index {
+            entry[..8].copy_from_slice(&hash.to_le_bytes());
+            entry[8..].copy_from_slice(&offset.to_le_bytes());
+            sum.write(&entry);
+            self.out
+                .write_all(&entry)
+                .map_err(|e| io_error(&self.temp, "writing", e))?;
+        }
+        let records = self.index.len() as u64;
+        let mut footer = Vec::with_capacity(FOOTER_LEN as usize);
+        footer.extend_from_slice(&self.offset.to_le_bytes());
+        footer.extend_from_slice(&records.to_le_bytes());
+        sum.write(&footer);
+        footer.extend_from_slice(&sum.finish().to_le_bytes());
+        footer.extend_from_slice(&VERSION.to_le_bytes());
+        footer.extend_from_slice(&MAGIC);
+        self.out
+            .write_all(&footer)
+            .map_err(|e| io_error(&self.temp, "writing", e))?;
+        self.out
+            .flush()
+            .map_err(|e| io_error(&self.temp, "writing", e))?;
+        std::fs::rename(&self.temp, &self.target)
+            .map_err(|e| io_error(&self.target, "renaming into place", e))?;
+        Ok(BuiltFile {
+            file_bytes: self.offset + records * INDEX_ENTRY_LEN + FOOTER_LEN,
+            records,
+        })
+    }
+}
+
+impl Drop for LookupFileWriter {
+    fn drop(&mut self) {
+        // An abandoned write leaves no temporary file behind; after a rename this fails
+        // harmlessly.
+        let _ = std::fs::remove_file(&self.temp);
+    }
+}
+
+/// One record found by [`LookupFile::get`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub sequence_number: i64,
+    pub kind: RowKind,
+    pub value: &'a [u8],
+}
+
+/// An open lookup file: its descriptor and its index.
+#[derive(Debug)]
+pub struct LookupFile {
+    file: File,
+    path: PathBuf,
+    hashes: Vec<u64>,
+    offsets: Vec<u64>,
+    /// Where the records end (the index offset).
+    data_end: u64,
+    hash: KeyHash,
+}
+
+impl LookupFile {
+    /// Opens and checks the file at `path` and loads its index.
+    pub fn open(path: &Path) -> Result<Self> {
+        Self::open_with(path, key_hash)
+    }
+
+    fn open_with(path: &Path, hash: KeyHash) -> Result<Self> {
+        let file = File::open(path).map_err(|e| io_error(path, "opening", e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| io_error(path, "reading metadata of", e))?
+            .len();
+        if len < FOOTER_LEN {
+            return Err(corrupt(
+                path,
+                format!("{len} bytes, shorter than its footer"),
+            ));
+        }
+        let mut footer = [0u8; FOOTER_LEN as usize];
+        file.read_exact_at(&mut footer, len - FOOTER_LEN)
+            .map_err(|e| io_error(path, "reading", e))?;
+        let word = |at: usize| {
+            footer
+                .get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        let (data_end, records, stored_sum) = (word(0), word(8), word(16));
+        if footer[28..] != MAGIC {
+            return Err(corrupt(path, "no lookup file footer"));
+        }
+        let version = u32::from_le_bytes([footer[24], footer[25], footer[26], footer[27]]);
+        if version != VERSION {
+            return Err(corrupt(path, format!("unknown version {version}")));
+        }
+        let index_len = records.checked_mul(INDEX_ENTRY_LEN);
+        let expected = index_len
+            .and_then(|i| data_end.checked_add(i))
+            .and_then(|n| n.checked_add(FOOTER_LEN));
+        let (Some(index_len), Some(expected)) = (index_len, expected) else {
+            return Err(corrupt(path, "footer sizes overflow"));
+        };
+        if expected != len {
+            return Err(corrupt(
+                path,
+                format!("{len} bytes where its footer says {expected}"),
+            ));
+        }
+        let index_len = usize::try_from(index_len).map_err(|_| corrupt(path, "index too big"))?;
+        let mut index = vec![0u8; index_len];
+        file.read_exact_at(&mut index, data_end)
+            .map_err(|e| io_error(path, "reading", e))?;
+        let mut sum = XxHash64::with_seed(CHECKSUM_SEED);
+        sum.write(&index);
+        sum.write(&footer[..16]);
+        if sum.finish() != stored_sum {
+            return Err(corrupt(path, "index checksum mismatch"));
+        }
+        let n = index_len / INDEX_ENTRY_LEN as usize;
+        let mut hashes = Vec::with_capacity(n);
+        let mut offsets = Vec::with_capacity(n);
+        for entry in index.chunks_exact(INDEX_ENTRY_LEN as usize) {
+            let (h, o) = entry.split_at(8);
+            let h = u64::from_le_bytes(h.try_into().unwrap_or_default());
+            let o = u64::from_le_bytes(o.try_into().unwrap_or_default());
+            if hashes.last().is_some_and(|&last| last > h) || o >= data_end {
+                return Err(corrupt(path, "index out of order or out of bounds"));
+            }
+            hashes.push(h);
+            offsets.push(o);
+        }
+        Ok(LookupFile {
+            file,
+            path: path.to_path_buf(),
+            hashes,
+            offsets,
+            data_end,
+            hash,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records in the file.
+    pub fn len(&self) -> usize {
+        self.hashes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hashes.is_empty()
+    }
+
+    /// Calls `found` with every record whose key bytes are `key` (at most one in a file
+    /// written from a data file, whose keys are unique).
+    pub fn get(&self, key: &[u8], mut found: impl FnMut(Record<'_>) -> Result<()>) -> Result<()> {
+        let target = (self.hash)(key);
+        let start = self.hashes.partition_point(|&h| h < target);
+        let mut buf = Vec::new();
+        for (&h, &offset) in self.hashes[start..].iter().zip(&self.offsets[start..]) {
+            if h != target {
+                break;
+            }
+            let body = self.read_body(offset, &mut buf)?;
+            let (record_key, record) = parse_body(body).ok_or_else(|| {
+                corrupt(&self.path, format!("malformed record at offset {offset}"))
+            })?;
+            if record_key == key {
+                found(record)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The checked body of the record at `offset` (without its checksum).
+    fn read_body<'b>(&self, offset: u64, buf: &'b mut Vec<u8>) -> Result<&'b [u8]> {
+        let available = self.data_end.saturating_sub(offset);
+        let first = available.min(FIRST_READ) as usize;
+        if first < 4 {
+            return Err(corrupt(
+                &self.path,
+                format!("record at offset {offset} is cut off"),
+            ));
+        }
+        buf.resize(first, 0);
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| io_error(&self.path, "reading", e))?;
+        let body_len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as u64;
+        let total = 4 + body_len;
+        if total > available || (body_len as usize) < MIN_BODY {
+            return Err(corrupt(
+                &self.path,
+                format!("record at offset {offset} has a bad length {body_len}"),
+            ));
+        }
+        let total = total as usize;
+        if total > first {
+            buf.resize(total, 0);
+            self.file
+                .read_exact_at(&mut buf[first..], offset + first as u64)
+                .map_err(|e| io_error(&self.path, "reading", e))?;
+        }
+        let (body, sum) = buf[4..total].split_at(total - 4 - 8);
+        let sum = u64::from_le_bytes(sum.try_into().unwrap_or_default());
+        if checksum(body) != sum {
+            return Err(corrupt(
+                &self.path,
+                format!("checksum mismatch in the record at offset {offset}"),
+            ));
+        }
+        Ok(body)
+    }
+}
+
+/// Key bytes and record of a checked body; `None` when its lengths do not add up.
+fn parse_body(body: &[u8]) -> Option<(&[u8], Record<'_>)> {
+    let key_len = u32::from_le_bytes(body.get(..4)?.try_into().ok()?) as usize;
+    let rest = body.get(4..)?;
+    let key = rest.get(..key_len)?;
+    let rest = rest.get(key_len..)?;
+    let sequence_number = i64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
+    let kind = RowKind::from_byte(i8::from_le_bytes([*rest.get(8)?]))?;
+    let value = rest.get(9..)?;
+    Some((
+        key,
+        Record {
             sequence_number,
             kind,
-            row,
-        })
-    }
+            value,
+        },
+    ))
 }
 
-/// Rows of the row group whose pages may hold `key` (all rows without a page index).
-fn page_rows(index: &RowGroupIndex, key: &Bound) -> (usize, usize) {
-    if index.pages.is_empty() {
-        return (0, index.num_rows);
-    }
-    let mut first = None;
-    let mut last = None;
-    for (p, page) in index.pages.iter().enumerate() {
-        if may_contain(&page.min, &page.max, key) {
-            first.get_or_insert(p);
-            last = Some(p);
-        }
-    }
-    match (first, last) {
-        (Some(f), Some(l)) => {
-            let start = index.pages[f].first_row;
-            let end = index
-                .pages
-                .get(l + 1)
-                .map_or(index.num_rows, |p| p.first_row);
-            (start, end.min(index.num_rows))
-        }
-        _ => (0, 0),
-    }
-}
-
-fn stats_bounds(stats: &Statistics) -> (Option<Bound>, Option<Bound>) {
-    match stats {
-        Statistics::Int32(s) => (
-            s.min_opt().map(|v| Bound::Int(*v as i64)),
-            s.max_opt().map(|v| Bound::Int(*v as i64)),
-        ),
-        Statistics::Int64(s) => (
-            s.min_opt().map(|v| Bound::Int(*v)),
-            s.max_opt().map(|v| Bound::Int(*v)),
-        ),
-        // Byte-array statistics may be truncated: a truncated min is a prefix (still ≤),
-        // a truncated max is rounded up (still ≥), so pruning stays correct.
-        Statistics::ByteArray(s) => (
-            s.min_opt().map(|v| Bound::Bytes(v.data().to_vec())),
-            s.max_opt().map(|v| Bound::Bytes(v.data().to_vec())),
-        ),
-        _ => (None, None),
-    }
-}
-
-fn page_bounds(index: &ColumnIndexMetaData, page: usize) -> (Option<Bound>, Option<Bound>) {
-    match index {
-        ColumnIndexMetaData::INT32(i) => (
-            i.min_value(page).map(|v| Bound::Int(*v as i64)),
-            i.max_value(page).map(|v| Bound::Int(*v as i64)),
-        ),
-        ColumnIndexMetaData::INT64(i) => (
-            i.min_value(page).map(|v| Bound::Int(*v)),
-            i.max_value(page).map(|v| Bound::Int(*v)),
-        ),
-        ColumnIndexMetaData::BYTE_ARRAY(i) => (
-            i.min_value(page).map(|v| Bound::Bytes(v.to_vec())),
-            i.max_value(page).map(|v| Bound::Bytes(v.to_vec())),
-        ),
-        _ => (None, None),
-    }
-}
+#[cfg(test)]
+#[path = "file_tests.rs"]
+mod tests;

@@ -1,35 +1,39 @@
 //! Point lookups by primary key: partition → bucket → the files whose key range holds the
-//! key → row-group statistics and bloom filters → the pages that may hold it → binary
-//! search; the versions found in several files are merged with the table's engine.
+//! key → each file's local lookup file (built on first use: the key-values decoded once and
+//! laid out for point reads) → a hash probe and one positioned read; the versions found in
+//! several files are merged with the table's engine.
 
 mod cache;
+mod codec;
 mod file;
+mod key;
+mod read;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use moka::sync::Cache;
-
 pub use cache::LocalFileCache;
-pub use file::FileKeyReader;
+pub use file::{BuiltFile, LookupFile, LookupFileWriter, Record, key_hash};
 
-use super::merge::{MergeEngine, SequenceOrder, compare_keys};
+use codec::RowCodec;
+use key::KeyLayout;
+
+use super::merge::{MergeEngine, SequenceOrder};
 use crate::error::{Error, Result};
-use crate::table::data_file::{DataFileWriteOptions, KeyValue, decode_data_file, encode_data_file};
-use crate::table::datum::{Datum, Row, compare_rows};
+use crate::table::datum::{Datum, Row};
 use crate::table::manifest::{FileSource, ManifestEntry};
 use crate::table::snapshot::{CommitKind, Snapshot};
-use crate::table::{Table, binary_row, bucket, read_bytes};
+use crate::table::{Table, binary_row};
 
 /// Settings of a [`PointLookup`].
 #[derive(Debug, Clone)]
 pub struct LookupOptions {
     /// Where local lookup files are kept (a temporary directory when `None`).
     pub local_cache_dir: Option<PathBuf>,
-    /// Upper bound of the local copies, in bytes.
+    /// Upper bound of the local lookup files plus the indexes of the open ones, in bytes.
     pub local_cache_max_bytes: u64,
-    /// Open data files (descriptor plus decoded footer, page index and bloom filters).
+    /// Open local lookup files (descriptor plus index in memory).
     pub max_open_files: u64,
 }
 
@@ -61,6 +65,9 @@ pub struct SnapshotDelta {
 #[derive(Debug)]
 struct FileRange {
     entry: ManifestEntry,
+    /// Its location in the warehouse (the file name when it has none lakejoin reads),
+    /// which names its local lookup file in the cache.
+    cache_key: String,
     min_key: Vec<Datum>,
     max_key: Vec<Datum>,
 }
@@ -70,6 +77,8 @@ struct FileRange {
 struct LookupState {
     snapshot_id: Option<i64>,
     buckets: HashMap<(Vec<u8>, i32), Vec<FileRange>>,
+    /// Some file was written with another number of buckets than the table has now.
+    rescaled: bool,
 }
 
 /// Point reads of the merged current row of a primary key, pinned to a snapshot until
@@ -79,7 +88,10 @@ pub struct PointLookup {
     engine: MergeEngine,
     order: SequenceOrder,
     state: RwLock<Arc<LookupState>>,
-    readers: Cache<String, Arc<FileKeyReader>>,
+    codec: Arc<RowCodec>,
+    layout: KeyLayout,
+    /// Trimmed primary-key columns, to order versions.
+    key_indices: Vec<usize>,
     lookup_files: LocalFileCache,
     /// Keeps a temporary cache directory alive as long as the lookup.
     _temp_dir: Option<tempfile::TempDir>,
@@ -112,13 +124,19 @@ impl PointLookup {
                 (t.path().to_path_buf(), Some(t))
             }
         };
-        let lookup_files = LocalFileCache::new(dir, options.local_cache_max_bytes)?;
+        let lookup_files =
+            LocalFileCache::new(dir, options.local_cache_max_bytes, options.max_open_files)?;
+        let codec = Arc::new(RowCodec::new(table.schema()));
+        let layout = KeyLayout::new(&table);
+        let key_indices = table.schema().trimmed_key_indices();
         let lookup = PointLookup {
             table,
             engine,
             order,
             state: RwLock::new(Arc::new(LookupState::default())),
-            readers: Cache::new(options.max_open_files.max(1)),
+            codec,
+            layout,
+            key_indices,
             lookup_files,
             _temp_dir: temp_dir,
         };
@@ -163,19 +181,30 @@ impl PointLookup {
                 }
                 let min_key = binary_row::deserialize(&entry.file.min_key, &key_types)?;
                 let max_key = binary_row::deserialize(&entry.file.max_key, &key_types)?;
+                let cache_key = self
+                    .table
+                    .data_file_path(&entry)
+                    .map_or_else(|_| entry.file.file_name.clone(), |p| p.to_string());
                 buckets
                     .entry((entry.partition.clone(), entry.bucket))
                     .or_default()
                     .push(FileRange {
                         entry,
+                        cache_key,
                         min_key,
                         max_key,
                     });
             }
         }
+        let num_buckets = self.table.options().bucket;
+        let rescaled = buckets
+            .values()
+            .flatten()
+            .any(|f| f.entry.total_buckets != num_buckets);
         let state = Arc::new(LookupState {
             snapshot_id: latest_id,
             buckets,
+            rescaled,
         });
         let delta = self.delta(&previous, &state, latest.as_ref()).await?;
         match self.state.write() {
@@ -266,138 +295,23 @@ impl PointLookup {
         Ok((row, state.snapshot_id))
     }
 
-    /// [`PointLookup::get`] for many keys against one snapshot.
-    pub async fn get_many(&self, keys: &[Vec<Datum>]) -> Result<Vec<Option<Row>>> {
+    /// [`PointLookup::get`] for many keys against one snapshot. The keys are grouped by
+    /// the files that may hold them, so each file is looked up once per batch.
+    pub async fn get_many<K: AsRef<[Datum]>>(&self, keys: &[K]) -> Result<Vec<Option<Row>>> {
         let state = self.current();
-        let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            out.push(self.get_in(&state, key).await?);
-        }
-        Ok(out)
+        self.get_batch(&state, keys).await
     }
 
-    async fn get_in(&self, state: &LookupState, key: &[Datum]) -> Result<Option<Row>> {
-        let schema = self.table.schema();
-        if key.len() != schema.primary_keys.len() {
-            return Err(Error::Data(format!(
-                "a key of {} needs {} values ({}), got {}",
-                self.table.identifier(),
-                schema.primary_keys.len(),
-                schema.primary_keys.join(", "),
-                key.len()
-            )));
-        }
-        let value_of = |column: &str| {
-            schema
-                .primary_keys
-                .iter()
-                .position(|k| k == column)
-                .map(|p| key[p].clone())
-        };
-        let partition: Vec<Datum> = schema
-            .partition_keys
-            .iter()
-            .map(|k| value_of(k).unwrap_or(Datum::Null))
-            .collect();
-        let trimmed: Vec<Datum> = schema
-            .trimmed_primary_keys()
-            .iter()
-            .map(|k| value_of(k).unwrap_or(Datum::Null))
-            .collect();
-        let partition_bytes =
-            binary_row::serialize(&partition, &schema.types_of(&schema.partition_indices()))
-                .map_err(|e| Error::Data(format!("key of {}: {e}", self.table.identifier())))?;
-        let num_buckets = self.table.options().bucket;
-        let bucket_columns = schema.bucket_key_indices();
-        let bucket_values: Option<Vec<Datum>> = bucket_columns
-            .iter()
-            .map(|&i| value_of(&schema.fields[i].name))
-            .collect();
-        let target = match bucket_values {
-            Some(values) if num_buckets > 0 => Some(
-                bucket::bucket_of(&values, &schema.types_of(&bucket_columns), num_buckets)
-                    .map_err(|e| Error::Data(format!("key of {}: {e}", self.table.identifier())))?,
-            ),
-            // Dynamic buckets or a bucket key outside the primary key: look everywhere.
-            _ => None,
-        };
-        let mut versions: Vec<KeyValue> = Vec::new();
-        for ((part, b), files) in &state.buckets {
-            if part != &partition_bytes {
-                continue;
-            }
-            if let Some(t) = target
-                && *b != t
-                && files.iter().all(|f| f.entry.total_buckets == num_buckets)
-            {
-                continue;
-            }
-            for f in files {
-                if compare_rows(&trimmed, &f.min_key).is_lt()
-                    || compare_rows(&trimmed, &f.max_key).is_gt()
-                {
-                    continue;
-                }
-                let reader = self.reader(&f.entry).await?;
-                if let Some(kv) = reader.get(&trimmed)? {
-                    versions.push(kv);
-                }
-            }
-        }
-        if versions.is_empty() {
-            return Ok(None);
-        }
-        let key_indices = schema.trimmed_key_indices();
-        versions.sort_by(|a, b| {
-            compare_keys(&a.row, &b.row, &key_indices).then_with(|| self.order.compare(a, b))
-        });
-        let Some(merged) = self.engine.merge(&versions)? else {
-            return Ok(None);
-        };
-        if merged.kind.is_retract() {
-            return Ok(None);
-        }
-        let mut row = merged.row;
-        for (&i, v) in schema.partition_indices().iter().zip(partition) {
-            row[i] = v;
-        }
-        Ok(Some(row))
-    }
-
-    /// The open reader of a data file's local lookup file, building that file once: the
-    /// data file re-encoded in the current schema without compression or dictionaries,
-    /// because setting up a zstd page costs more than the whole point read.
-    async fn reader(&self, entry: &ManifestEntry) -> Result<Arc<FileKeyReader>> {
-        let location = self.table.data_file_path(entry)?;
-        let key = location.to_string();
-        if let Some(r) = self.readers.get(&key) {
-            return Ok(r);
-        }
-        let table = self.table.clone();
-        let path = self
-            .lookup_files
-            .get_or_build(&key, async {
-                let bytes = read_bytes(&**table.store(), &location).await?;
-                let file_schema = table.schema_by_id(entry.file.schema_id).await?;
-                let table_schema = table.schema().clone();
-                tokio::task::spawn_blocking(move || {
-                    let rows = decode_data_file(bytes, &file_schema, &table_schema)?;
-                    encode_data_file(&table_schema, &rows, DataFileWriteOptions::lookup())
-                })
-                .await
-                .map_err(|e| Error::format(format!("lookup file task failed: {e}")))?
-            })
-            .await?;
-        let file = std::fs::File::open(path.as_ref()).map_err(|e| Error::Io {
-            context: format!("opening lookup file {}", path.display()),
-            source: e,
-        })?;
-        let schema = self.table.schema();
-        let reader = Arc::new(
-            FileKeyReader::open(file, schema, schema)
-                .map_err(|e| Error::format(format!("lookup file of {location}: {e}")))?,
-        );
-        self.readers.insert(key, reader.clone());
-        Ok(reader)
+    /// [`PointLookup::get_many`], with the snapshot it read.
+    pub async fn get_many_pinned<K: AsRef<[Datum]>>(
+        &self,
+        keys: &[K],
+    ) -> Result<(Vec<Option<Row>>, Option<i64>)> {
+        let state = self.current();
+        let rows = self.get_batch(&state, keys).await?;
+        Ok((rows, state.snapshot_id))
     }
 }
+
+#[cfg(test)]
+mod tests;

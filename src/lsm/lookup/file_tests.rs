@@ -1,0 +1,140 @@
+use super::*;
+
+fn write(dir: &Path, hash: KeyHash, records: &[(Vec<u8>, i64, RowKind, Vec<u8>)]) -> PathBuf {
+    let target = dir.join("file.lookup");
+    let mut w = LookupFileWriter::create_with(&target, hash).unwrap();
+    for (k, s, kind, v) in records {
+        w.add(k, *s, *kind, v).unwrap();
+    }
+    let built = w.finish().unwrap();
+    assert_eq!(built.file_bytes, std::fs::metadata(&target).unwrap().len());
+    assert_eq!(built.records, records.len() as u64);
+    target
+}
+
+fn get(file: &LookupFile, key: &[u8]) -> Result<Vec<(i64, RowKind, Vec<u8>)>> {
+    let mut out = Vec::new();
+    file.get(key, |r| {
+        out.push((r.sequence_number, r.kind, r.value.to_vec()));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+fn sample(n: usize) -> Vec<(Vec<u8>, i64, RowKind, Vec<u8>)> {
+    (0..n)
+        .map(|i| {
+            let kind = if i % 7 == 3 {
+                RowKind::Delete
+            } else {
+                RowKind::Insert
+            };
+            // Some values are longer than the first read.
+            let value = vec![i as u8; (i * 37) % 1500];
+            (format!("key-{i}").into_bytes(), i as i64 * 3, kind, value)
+        })
+        .collect()
+}
+
+#[test]
+fn round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = sample(300);
+    let path = write(dir.path(), key_hash, &records);
+    assert!(!dir.path().join("file.lookup.tmp").exists());
+    let file = LookupFile::open(&path).unwrap();
+    assert_eq!(file.len(), 300);
+    for (k, s, kind, v) in &records {
+        assert_eq!(get(&file, k).unwrap(), vec![(*s, *kind, v.clone())]);
+    }
+    assert!(get(&file, b"key-300").unwrap().is_empty());
+    assert!(get(&file, b"").unwrap().is_empty());
+}
+
+#[test]
+fn empty_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), key_hash, &[]);
+    let file = LookupFile::open(&path).unwrap();
+    assert!(file.is_empty());
+    assert!(get(&file, b"x").unwrap().is_empty());
+}
+
+#[test]
+fn hash_collisions_compare_key_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = sample(50);
+    // Every key has the same hash, and a prefix of keys a quarter of another.
+    let constant: KeyHash = |_| 42;
+    let path = write(dir.path(), constant, &records);
+    let file = LookupFile::open_with(&path, constant).unwrap();
+    for (k, s, kind, v) in &records {
+        assert_eq!(get(&file, k).unwrap(), vec![(*s, *kind, v.clone())]);
+    }
+    assert!(get(&file, b"key-").unwrap().is_empty());
+    assert!(get(&file, b"missing").unwrap().is_empty());
+    // A few buckets of collisions.
+    let few: KeyHash = |k| k.len() as u64 % 3;
+    let path = write(dir.path(), few, &records);
+    let file = LookupFile::open_with(&path, few).unwrap();
+    for (k, s, kind, v) in &records {
+        assert_eq!(get(&file, k).unwrap(), vec![(*s, *kind, v.clone())]);
+    }
+}
+
+#[test]
+fn truncated_files_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = sample(20);
+    let path = write(dir.path(), key_hash, &records);
+    let bytes = std::fs::read(&path).unwrap();
+    for len in [0, 1, 31, 32, bytes.len() / 2, bytes.len() - 1] {
+        std::fs::write(&path, &bytes[..len]).unwrap();
+        let err = LookupFile::open(&path).expect_err("truncated");
+        assert!(err.to_string().contains("file.lookup"), "{err}");
+    }
+    std::fs::remove_file(&path).unwrap();
+    assert!(LookupFile::open(&path).is_err());
+}
+
+#[test]
+fn corrupt_bytes_are_errors_or_misses_never_wrong_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = sample(40);
+    let path = write(dir.path(), key_hash, &records);
+    let pristine = std::fs::read(&path).unwrap();
+    // Every byte, flipped: the file does not open, or every lookup gives the true record
+    // or an error.
+    for at in (0..pristine.len()).step_by(3) {
+        let mut bytes = pristine.clone();
+        bytes[at] ^= 0x5a;
+        std::fs::write(&path, &bytes).unwrap();
+        let Ok(file) = LookupFile::open(&path) else {
+            continue;
+        };
+        for (k, s, kind, v) in &records {
+            match get(&file, k) {
+                Ok(found) => assert_eq!(found, vec![(*s, *kind, v.clone())], "byte {at}"),
+                Err(e) => assert!(e.to_string().contains("corrupt"), "{e}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_file_that_is_not_a_lookup_file_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x");
+    std::fs::write(&path, vec![7u8; 100]).unwrap();
+    assert!(LookupFile::open(&path).is_err());
+}
+
+#[test]
+fn an_abandoned_writer_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("file.lookup");
+    let mut w = LookupFileWriter::create(&target).unwrap();
+    w.add(b"k", 1, RowKind::Insert, b"v").unwrap();
+    drop(w);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

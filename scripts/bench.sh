@@ -13,6 +13,8 @@
 #   PARTITIONS=4        partitions of the orders and output topics
 #   CASES=...           comma-separated case-name prefixes to run, e.g. "passthrough,redis",
 #                       "lakejoin full", "lakejoin CDC", "rss" (see the printed case names)
+#   LAKEJOIN_KAFKA_PROPERTIES  librdkafka properties for lakejoin's clients, e.g.
+#                       "linger.ms=20,compression.type=none" (the harness's loops keep theirs)
 #   KAFKA_BOOTSTRAP     benchmark against this broker instead of a local tansu
 #   TANSU, REDIS_SERVER binaries to use instead of the installed ones
 #   BENCH_DIR           logs, configs and warehouses (default target/bench-throughput)

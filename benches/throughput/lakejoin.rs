@@ -98,13 +98,23 @@ buckets = 4
     }
 }
 
-/// The head of every config: broker, warehouse, endpoint on a free port.
+/// The head of every config: broker, warehouse, endpoint on a free port, and the
+/// librdkafka properties of `LAKEJOIN_KAFKA_PROPERTIES` (`key=value,key=value`), to measure
+/// client settings against lakejoin's defaults (the harness's own loops keep theirs).
 pub fn config_head(bootstrap: &str, group: &str, warehouse: &Path) -> String {
+    let properties: String = std::env::var("LAKEJOIN_KAFKA_PROPERTIES")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| format!("{k:?} = {v:?}\n"))
+        .collect();
     format!(
         r#"[kafka]
 bootstrap_servers = "{bootstrap}"
 group_id = "{group}"
 
+[kafka.properties]
+{properties}
 [warehouse]
 uri = "file://{}"
 

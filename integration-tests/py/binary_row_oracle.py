@@ -23,6 +23,7 @@ Output (one JSON document):
 
 import json
 import struct
+import os
 import sys
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -136,4 +137,10 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    # Exit without interpreter finalisation: pyarrow's C++ thread pool can abort the
+    # process while it is torn down ("terminate called without an active exception",
+    # SIGABRT) after the work is done and printed.
+    code = main() or 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

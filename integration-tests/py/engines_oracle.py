@@ -14,6 +14,7 @@ Usage:
 import decimal
 import json
 import re
+import os
 import sys
 
 import pyarrow as pa
@@ -96,4 +97,10 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    # Exit without interpreter finalisation: pyarrow's C++ thread pool can abort the
+    # process while it is torn down ("terminate called without an active exception",
+    # SIGABRT) after the work is done and printed.
+    code = main() or 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -15,6 +15,7 @@ Errors go to stderr with exit status 2.
 
 import argparse
 import json
+import os
 import sys
 
 import pyarrow as pa
@@ -146,4 +147,10 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Exit without interpreter finalisation: pyarrow's C++ thread pool can abort the
+    # process while it is torn down ("terminate called without an active exception",
+    # SIGABRT) after the work is done and printed.
+    code = main() or 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -33,6 +33,7 @@ import datetime
 import decimal
 import json
 import re
+import os
 import sys
 from urllib.parse import urlparse
 
@@ -564,4 +565,10 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Exit without interpreter finalisation: pyarrow's C++ thread pool can abort the
+    # process while it is torn down ("terminate called without an active exception",
+    # SIGABRT) after the work is done and printed.
+    code = main() or 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -398,6 +398,8 @@ fn decode_rows(
     file_schema: &TableSchema,
     table_schema: &TableSchema,
 ) -> Result<Vec<KeyValue>> {
+    super::page_headers::check_footer(&bytes)
+        .map_err(|e| Error::format(format!("data file {e}")))?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
         .map_err(|e| Error::parquet("opening data file", e))?;
     check_column_chunks(builder.metadata(), &bytes)?;

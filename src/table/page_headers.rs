@@ -177,10 +177,11 @@ impl Reader<'_> {
         let mut last_id: i16 = 0;
         loop {
             let header = self.byte()?;
-            if header == 0 {
+            let kind = header & 0x0f;
+            // The type nibble alone marks the end, as in Thrift's own readers.
+            if kind == 0 {
                 return Ok(());
             }
-            let kind = header & 0x0f;
             let id = match header >> 4 {
                 0 => i16::try_from(self.zigzag()?).map_err(|_| "field id out of range")?,
                 delta => last_id.wrapping_add(i16::from(delta)),
@@ -191,6 +192,30 @@ impl Reader<'_> {
             }
         }
     }
+}
+
+/// Checks the Thrift structure of a Parquet file's footer (`FileMetaData`) the same way,
+/// before the parquet crate parses it: its slice reader skips a list of booleans without
+/// consuming input, so a footer claiming 2^31 of them spins (found by the `data_file` fuzz
+/// target). Files without the plain `PAR1` footer are left to the parquet crate.
+pub fn check_footer(file: &[u8]) -> Result<(), String> {
+    let Some(tail) = file.len().checked_sub(8).map(|at| &file[at..]) else {
+        return Ok(());
+    };
+    if &tail[4..] != b"PAR1" {
+        return Ok(());
+    }
+    let len = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize;
+    let Some(start) = (file.len() - 8).checked_sub(len) else {
+        return Ok(());
+    };
+    let mut reader = Reader {
+        buf: &file[start..file.len() - 8],
+        pos: 0,
+    };
+    reader
+        .fields(MAX_DEPTH, |_, _, _| Ok(false))
+        .map_err(|e| format!("footer: {e}"))
 }
 
 /// Reads one `PageHeader` and returns its `compressed_page_size`.
@@ -285,11 +310,59 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_footer_claiming_more_booleans_than_bytes_is_refused() {
+        // FileMetaData with field 9 (unknown): a list of 2^31 booleans, then nothing.
+        let mut file = b"PAR1".to_vec();
+        let footer = [0x19, 0xf1, 0x80, 0x80, 0x80, 0x80, 0x08];
+        file.extend(footer);
+        file.extend((footer.len() as u32).to_le_bytes());
+        file.extend(b"PAR1");
+        let err = check_footer(&file).unwrap_err();
+        assert!(err.contains("a collection of 2147483648 elements"), "{err}");
+        // Not a plain Parquet file, or too short: left to the parquet crate.
+        assert_eq!(check_footer(b"PAR1"), Ok(()));
+        assert_eq!(check_footer(b"0123456789PARE"), Ok(()));
+    }
+
+    #[test]
+    fn footers_written_by_the_parquet_crate_pass() {
+        use crate::table::data_file::{DataFileWriteOptions, KeyValue, RowKind, encode_data_file};
+        use crate::table::datum::Datum;
+        use crate::table::schema::TableSchema;
+        use crate::table::types::DataType;
+        let schema = TableSchema::new(
+            vec![
+                ("k".into(), DataType::Int, false),
+                ("v".into(), DataType::Varchar(20), true),
+            ],
+            vec![],
+            vec!["k".into()],
+            Default::default(),
+        )
+        .unwrap();
+        let rows: Vec<KeyValue> = (0..1000)
+            .map(|i| KeyValue {
+                sequence_number: i,
+                kind: RowKind::Insert,
+                row: vec![Datum::Int(i as i32), Datum::String(format!("v{i}"))],
+            })
+            .collect();
+        let file = encode_data_file(
+            &schema,
+            &rows,
+            DataFileWriteOptions::from_table_options("zstd", 1).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(check_footer(&file), Ok(()));
+    }
+
     proptest::proptest! {
         /// Any bytes: an answer, never a panic, in time linear in the input.
         #[test]
         fn any_bytes_are_checked_without_panicking(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
             let _ = check_column_chunk(&bytes);
+            let _ = check_footer(&bytes);
         }
     }
 }

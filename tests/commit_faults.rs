@@ -515,39 +515,11 @@ proptest! {
 // ----- the CDC path: TableSink commits offsets with the data -----
 
 fn cdc_config() -> lakejoin::config::CdcConfig {
-    let text = r#"
-[kafka]
-bootstrap_servers = "unused:9092"
-[warehouse]
-uri = "memory://"
-[[table]]
-name = "db.t"
-columns = [{ name = "id", type = "INT NOT NULL" }, { name = "v", type = "BIGINT" }]
-primary_key = ["id"]
-buckets = 2
-[[cdc]]
-name = "p"
-topics = ["changes"]
-format = "json"
-table = "db.t"
-commit_interval = "20ms"
-commit_max_rows = 7
-"#;
-    lakejoin::config::from_toml("test", text).unwrap().cdc[0].clone()
+    support::cdc::cdc_config(7)
 }
 
 fn batch(offset: i64) -> ChangeBatch {
-    ChangeBatch {
-        pipeline: "p".into(),
-        topic: "changes".into(),
-        partition: 0,
-        next_offset: offset + 1,
-        timestamp_ms: None,
-        changes: vec![lakejoin::codec::RowChange {
-            kind: RowKind::Insert,
-            row: vec![Datum::Int((offset % KEYS as i64) as i32), Datum::BigInt(1)],
-        }],
-    }
+    support::cdc::change_batch(offset, KEYS as i64)
 }
 
 /// Where the sink's latest commit says partition 0 of `changes` resumes.

@@ -20,7 +20,6 @@ use lakejoin::lsm::orphan::{OrphanCleanConfig, clean_orphan_files};
 use lakejoin::lsm::reader::{ScanFilter, scan};
 use lakejoin::observe::{PipelineKind, PipelineMetrics, Registry};
 use lakejoin::pipeline::cdc::{ChangeBatch, OFFSETS_PROPERTY_PREFIX, Offsets, TableSink};
-use lakejoin::table::data_file::RowKind;
 use lakejoin::table::datum::Datum;
 use lakejoin::table::schema::TableSchema;
 use lakejoin::table::types::DataType;
@@ -84,40 +83,12 @@ fn schema() -> TableSchema {
 }
 
 fn cdc_config() -> lakejoin::config::CdcConfig {
-    let text = r#"
-[kafka]
-bootstrap_servers = "unused:9092"
-[warehouse]
-uri = "memory://"
-[[table]]
-name = "db.t"
-columns = [{ name = "id", type = "INT NOT NULL" }, { name = "v", type = "BIGINT" }]
-primary_key = ["id"]
-buckets = 2
-[[cdc]]
-name = "p"
-topics = ["changes"]
-format = "json"
-table = "db.t"
-commit_interval = "20ms"
-commit_max_rows = 25
-"#;
-    lakejoin::config::from_toml("test", text).unwrap().cdc[0].clone()
+    support::cdc::cdc_config(25)
 }
 
 /// Record `offset` of the topic: +1 on key `offset % KEYS`.
 fn batch(offset: i64) -> ChangeBatch {
-    ChangeBatch {
-        pipeline: "p".into(),
-        topic: "changes".into(),
-        partition: 0,
-        next_offset: offset + 1,
-        timestamp_ms: None,
-        changes: vec![lakejoin::codec::RowChange {
-            kind: RowKind::Insert,
-            row: vec![Datum::Int((offset % KEYS) as i32), Datum::BigInt(1)],
-        }],
-    }
+    support::cdc::change_batch(offset, KEYS)
 }
 
 fn resume_offset(offsets: &Offsets) -> i64 {

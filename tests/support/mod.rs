@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod cdc;
 pub mod faulty_store;
 
 use std::path::{Path, PathBuf};

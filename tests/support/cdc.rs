@@ -1,0 +1,50 @@
+//! A CDC pipeline on a two-column summing table (`id INT`, `v BIGINT`) and its change
+//! records, for the tests that drive `TableSink` directly.
+
+use lakejoin::pipeline::cdc::ChangeBatch;
+use lakejoin::table::data_file::RowKind;
+use lakejoin::table::datum::Datum;
+
+/// Pipeline `p` reading topic `changes` into `db.t`, committing every 20 ms or
+/// `commit_max_rows` changes.
+pub fn cdc_config(commit_max_rows: u64) -> lakejoin::config::CdcConfig {
+    let text = format!(
+        r#"
+[kafka]
+bootstrap_servers = "unused:9092"
+[warehouse]
+uri = "memory://"
+[[table]]
+name = "db.t"
+columns = [{{ name = "id", type = "INT NOT NULL" }}, {{ name = "v", type = "BIGINT" }}]
+primary_key = ["id"]
+buckets = 2
+[[cdc]]
+name = "p"
+topics = ["changes"]
+format = "json"
+table = "db.t"
+commit_interval = "20ms"
+commit_max_rows = {commit_max_rows}
+"#
+    );
+    lakejoin::config::from_toml("test", &text)
+        .expect("test config")
+        .cdc[0]
+        .clone()
+}
+
+/// Record `offset` of topic `changes`: +1 on key `offset % keys`.
+pub fn change_batch(offset: i64, keys: i64) -> ChangeBatch {
+    ChangeBatch {
+        pipeline: "p".into(),
+        topic: "changes".into(),
+        partition: 0,
+        next_offset: offset + 1,
+        timestamp_ms: None,
+        changes: vec![lakejoin::codec::RowChange {
+            kind: RowKind::Insert,
+            row: vec![Datum::Int((offset % keys) as i32), Datum::BigInt(1)],
+        }],
+    }
+}

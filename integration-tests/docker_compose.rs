@@ -415,3 +415,94 @@ fn compose_file_dockerfile_and_mounted_config_agree() {
     );
     assert_eq!(tests["depends_on"]["kafka"]["condition"], "service_healthy");
 }
+
+/// The packages a stage's `apt-get install` lines name.
+fn apt_packages(stage: &Stage) -> Vec<String> {
+    stage
+        .all("RUN")
+        .iter()
+        .flat_map(|run| run.split("&&"))
+        .filter_map(|command| {
+            command
+                .trim()
+                .strip_prefix("apt-get install")
+                .map(str::to_owned)
+        })
+        .flat_map(|args| {
+            args.split_whitespace()
+                .filter(|w| !w.starts_with('-'))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The runtime image installs the Debian package of every shared library the binary links
+/// (read with `ldd` and `dpkg -S` on this Debian bookworm host, the image's base), and the
+/// CA certificates TLS to public endpoints needs; the build stage has the headers. glibc's
+/// and libgcc's libraries come with every Debian image.
+#[test]
+fn the_runtime_image_installs_what_the_binary_links() {
+    let stages = dockerfile();
+    let runtime = stages.last().expect("stages");
+    let installed = apt_packages(runtime);
+    assert!(
+        installed.iter().any(|p| p == "ca-certificates"),
+        "{installed:?}"
+    );
+    let build = stages
+        .iter()
+        .find(|s| s.name.as_deref() == Some("build"))
+        .expect("a build stage");
+    let build_packages = apt_packages(build);
+    for headers in ["libssl-dev", "zlib1g-dev", "pkg-config"] {
+        assert!(
+            build_packages.iter().any(|p| p == headers),
+            "the build stage lacks {headers}: {build_packages:?}"
+        );
+    }
+
+    let ldd = Command::new("ldd")
+        .arg(support::lakejoin_bin())
+        .output()
+        .expect("ldd");
+    assert!(ldd.status.success(), "ldd failed");
+    let libraries: Vec<String> = String::from_utf8_lossy(&ldd.stdout)
+        .lines()
+        .filter_map(|l| l.split(" => ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        libraries.iter().any(|l| l.contains("libssl")),
+        "the binary is built with TLS (librdkafka over OpenSSL): {libraries:?}"
+    );
+    for library in libraries {
+        // Merged /usr: dpkg may know the file under either path.
+        let package = [library.clone(), format!("/usr{library}")]
+            .iter()
+            .find_map(|path| {
+                let dpkg = Command::new("dpkg")
+                    .args(["-S", path])
+                    .output()
+                    .expect("dpkg -S");
+                let owner = String::from_utf8_lossy(&dpkg.stdout).into_owned();
+                owner
+                    .split(':')
+                    .next()
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| panic!("no Debian package owns {library}"));
+        let package = package.as_str();
+        if matches!(package, "libc6" | "libgcc-s1") {
+            continue;
+        }
+        assert!(
+            installed.iter().any(|p| p == package),
+            "the binary links {library} from {package}, which the runtime stage does not \
+             install: {installed:?}"
+        );
+    }
+}

@@ -1,5 +1,5 @@
-//! `lakejoin run` against a real Kafka-protocol broker (tansu from `scripts/test.sh`, or any
-//! broker named by `KAFKA_BOOTSTRAP`), with pypaimon reading the tables it writes:
+//! `lakejoin run` against Apache Kafka (started by `scripts/test.sh`, or any broker named by
+//! `KAFKA_BOOTSTRAP`), with pypaimon reading the tables it writes:
 //! the orders/customers scenario, out-of-order CDC, dead letters, a wide partial-update
 //! table fed by three topics, and crash safety under repeated `kill -9`.
 
@@ -500,11 +500,8 @@ const CRASH: &str = r#"
 [kafka]
 bootstrap_servers = "{bootstrap}"
 group_id = "{group}"
-
-[kafka.properties]
-# A killed member is dropped from the group quickly, so a restart gets its partitions.
-"session.timeout.ms" = "{session_timeout_ms}"
-"heartbeat.interval.ms" = "300"
+# Static membership: a restart takes the killed process's partitions back at once.
+group_instance_id = "{group}-0"
 
 [warehouse]
 uri = "{warehouse}"
@@ -561,24 +558,13 @@ select = ["name"]
 prefix = "customer_"
 "#;
 
-/// The enrich consumer's `session.timeout.ms` in the `kill -9` test.
-const KILL_SESSION_TIMEOUT: Duration = Duration::from_millis(3_000);
-
 /// `kill -9` at random moments while changes and facts stream in, restarting each time.
 /// The sum-aggregation table would count a change applied twice (or lost) in its totals,
 /// so pypaimon reading exactly the model proves exactly-once CDC; every order is in the
 /// output at least once, and an order is output more than once only when it lay in the
 /// replay window of a kill: already output, but at or after the offset the enrich group
-/// had committed when the process died.
-///
-/// Each restart waits until the killed process's group member has passed its session
-/// timeout. That works around a tansu 0.6.0 group-coordinator bug (Apache Kafka does not
-/// have it): when a new member joins while the killed member is still the group's leader,
-/// and the old leader's session expires after the JoinGroup completed but before the new
-/// member's SyncGroup, tansu drops the leader and accepts the follower's SyncGroup (which
-/// carries no assignments) as the leader's, so the group turns Stable with the one live
-/// member assigned no partitions, and never rebalances again (its heartbeats succeed).
-/// Kafka instead answers REBALANCE_IN_PROGRESS and the member rejoins as the new leader.
+/// had committed when the process died. Each restart comes straight after the kill, under
+/// the same `group_instance_id`, with librdkafka's default session timeout.
 #[test]
 fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
     const CUSTOMERS: i64 = 150;
@@ -599,10 +585,6 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
     ]);
     let deployment = Deployment::new(
         &CRASH
-            .replace(
-                "{session_timeout_ms}",
-                &KILL_SESSION_TIMEOUT.as_millis().to_string(),
-            )
             .replace("{group}", &group)
             .replace("{customers}", &customers)
             .replace("{payments}", &payments)
@@ -642,11 +624,9 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
         std::thread::sleep(Duration::from_millis(rng.random_range(0..1_500)));
         process.assert_alive();
         process.kill_9();
-        let killed_at = Instant::now();
         commits_before_kill.push(deployment.snapshot_count("shop.totals") - before);
         kills.push(after_kill(
             kills.len(),
-            killed_at,
             &enrich_group,
             &orders,
             &enriched,
@@ -791,24 +771,17 @@ impl Kill {
     }
 }
 
-/// After kill `k`: waits until the killed member's group session has expired (the tansu
-/// workaround explained on the test), then marks the end of what the dead process output
-/// with a marker record in each output partition and reads up to the markers, and reads
-/// the offsets the enrich group had committed.
+/// After kill `k`: marks the end of what the dead process output with a marker record in
+/// each output partition and reads up to the markers, and reads the offsets the enrich
+/// group had committed.
 fn after_kill(
     k: usize,
-    killed_at: Instant,
     enrich_group: &str,
     orders: &str,
     enriched: &str,
     markers: &TestProducer,
     output: &mut TopicReader,
 ) -> Kill {
-    // The member's last heartbeat was before the kill; a protocol timeout, not a guess.
-    let expired = killed_at + KILL_SESSION_TIMEOUT + Duration::from_millis(300);
-    while Instant::now() < expired {
-        output.poll_for(expired.saturating_duration_since(Instant::now()));
-    }
     for partition in 0..2 {
         markers.send_to(
             enriched,
@@ -914,7 +887,6 @@ fn sigterm_commits_so_a_restart_replays_nothing_and_loses_nothing() {
     ]);
     let deployment = Deployment::new(
         &(CRASH
-            .replace("{session_timeout_ms}", "6000")
             .replace("{group}", &unique("graceful"))
             .replace("{customers}", &customers)
             .replace("{payments}", &payments)
@@ -1107,19 +1079,13 @@ prefix = "customer_"
 
 /// `lakejoin run` started while no broker listens keeps running: it logs (as JSON) that
 /// the broker is unavailable, retries, stays live but not ready, and starts working once a
-/// broker comes up on that address. Uses a tansu broker of its own (`TANSU`), since the
+/// broker comes up on that address. Uses an Apache Kafka broker of its own, since the
 /// shared one cannot be stopped.
 #[test]
 fn a_broker_that_is_down_at_start_is_waited_for() {
-    let Some(tansu) = broker::Tansu::binary() else {
-        eprintln!(
-            "skipped: TANSU is not set (scripts/test.sh sets it); this test starts and stops \
-             a broker of its own"
-        );
-        return;
-    };
-    let port = broker::free_port();
-    let bootstrap = format!("127.0.0.1:{port}");
+    let broker_dir = tempfile::tempdir().expect("broker dir");
+    let mut kafka = broker::KafkaBroker::set_up(broker_dir.path());
+    let bootstrap = kafka.bootstrap.clone();
     let customers = unique("customers");
     let orders = unique("orders");
     let enriched = unique("orders-enriched");
@@ -1167,8 +1133,8 @@ fn a_broker_that_is_down_at_start_is_waited_for() {
         "{body}"
     );
 
-    // The broker comes up (empty: tansu keeps topics in memory).
-    let _broker = broker::Tansu::start(&tansu, port, &deployment.dir.path().join("tansu.log"));
+    // The broker comes up, empty.
+    kafka.start();
     broker::create_topics_on(&bootstrap, &[(&customers, 2), (&orders, 2), (&enriched, 2)]);
     let producer = TestProducer::on(&bootstrap);
     producer.send(&customers, "1", &debezium("c", 1, "ada", "ch", 10));
@@ -1212,22 +1178,14 @@ fn a_broker_that_is_down_at_start_is_waited_for() {
     process.terminate();
 }
 
-/// The broker stops mid-run and comes back on the same address with its data (tansu on
-/// moto's S3, as a Kafka broker restarts with its log): lakejoin keeps running, reports
-/// the outage once, and then consumes, commits and produces again, losing nothing.
+/// The broker stops mid-run (SIGTERM, keeping its log) and comes back on the same address
+/// with its data: lakejoin keeps running, reports the outage once, and then consumes,
+/// commits and produces again, losing nothing.
 #[test]
 fn a_broker_restart_mid_run_is_survived() {
-    let Some(tansu) = broker::Tansu::binary() else {
-        eprintln!(
-            "skipped: TANSU is not set (scripts/test.sh sets it); this test starts and stops \
-             a broker of its own"
-        );
-        return;
-    };
-    let moto = support::moto::Moto::start();
-    moto.create_bucket("tansu");
-    let port = broker::free_port();
-    let bootstrap = format!("127.0.0.1:{port}");
+    let broker_dir = tempfile::tempdir().expect("broker dir");
+    let mut kafka = broker::KafkaBroker::start_in(broker_dir.path());
+    let bootstrap = kafka.bootstrap.clone();
     let customers = unique("customers");
     let orders = unique("orders");
     let enriched = unique("orders-enriched");
@@ -1239,10 +1197,6 @@ fn a_broker_restart_mid_run_is_survived() {
             .replace("{orders}", &orders)
             .replace("{enriched}", &enriched),
     );
-    let broker_log = deployment.dir.path().join("tansu.log");
-    let start_broker =
-        || broker::Tansu::start_persistent(&tansu, port, &broker_log, &moto.endpoint, "tansu");
-    let running = start_broker();
     broker::create_topics_on(&bootstrap, &[(&customers, 2), (&orders, 2), (&enriched, 2)]);
     let mut process = deployment.start();
     let address = process.endpoint();
@@ -1270,7 +1224,7 @@ fn a_broker_restart_mid_run_is_survived() {
     TopicReader::on(&bootstrap, &enriched).read_at_least(2);
 
     // The broker goes away: reported once, and the process stays up.
-    drop(running);
+    kafka.stop();
     process.wait_for_log("Kafka broker unavailable; waiting for it");
     process.assert_alive();
     assert_eq!(
@@ -1279,7 +1233,7 @@ fn a_broker_restart_mid_run_is_survived() {
     );
 
     // It comes back with its topics; new changes and facts flow again.
-    let _running = start_broker();
+    kafka.start();
     process.wait_for_log("Kafka broker reachable again");
     let producer = TestProducer::on(&bootstrap);
     producer.send(&customers, "1", &debezium("u", 1, "ada lovelace", "uk", 20));
@@ -1577,7 +1531,6 @@ fn a_full_then_read_only_warehouse_stalls_cdc_cleanly_and_it_recovers_by_itself(
     let enriched = unique("orders-enriched");
     let deployment = Deployment::new(
         &CRASH
-            .replace("{session_timeout_ms}", "6000")
             .replace("{group}", &group)
             .replace("{customers}", &customers)
             .replace("{payments}", &payments)

@@ -4,9 +4,10 @@
 # CDC ingest, and the RSS of a 1,000,000-row full cache. Prints a table and writes
 # BENCHMARKS.md.
 #
-# Installs what it needs once: tansu (into ~/.cache/lakejoin, as scripts/test.sh does) and
-# redis-server (Debian package, with apt-get when missing). The benchmark starts its own
-# tansu and redis-server on free loopback ports and stops them at the end.
+# Installs what it needs once: Apache Kafka's jars (into ~/.cache/lakejoin, as
+# scripts/test.sh does) and redis-server (Debian package, with apt-get when missing). The
+# benchmark starts its own Kafka broker and redis-server on free loopback ports and stops
+# them at the end.
 #
 # Environment (all optional):
 #   ORDERS=300000 CUSTOMERS=100000 RSS_ROWS=1000000   data sizes (scale down for a smoke run)
@@ -15,8 +16,8 @@
 #                       "lakejoin full", "lakejoin CDC", "rss" (see the printed case names)
 #   LAKEJOIN_KAFKA_PROPERTIES  librdkafka properties for lakejoin's clients, e.g.
 #                       "linger.ms=20,compression.type=none" (the harness's loops keep theirs)
-#   KAFKA_BOOTSTRAP     benchmark against this broker instead of a local tansu
-#   TANSU, REDIS_SERVER binaries to use instead of the installed ones
+#   KAFKA_BOOTSTRAP     benchmark against this broker instead of a local Apache Kafka
+#   REDIS_SERVER        the redis-server binary to use instead of the installed one
 #   BENCH_DIR           logs, configs and warehouses (default target/bench-throughput)
 
 set -euo pipefail
@@ -47,7 +48,7 @@ ensure_redis() {
 main() {
     cd "${REPO_ROOT}"
     if [[ -z "${KAFKA_BOOTSTRAP:-}" ]]; then
-        ensure_tansu
+        bash "${KAFKA_BROKER_SCRIPT}" install >/dev/null
     fi
     ensure_redis
     log "Building (release)"

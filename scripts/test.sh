@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # The project's single test command: formatting, lints and the whole test suite,
-# including the integration tests against pypaimon and a real Kafka broker (tansu).
+# including the integration tests against pypaimon and Apache Kafka.
 #
 # Works on a fresh machine that has a Rust toolchain (with rustfmt and clippy),
-# cargo-nextest (optional; falls back to `cargo test`) and python3.11. Everything
-# else it needs it installs itself, once; later runs reuse it.
+# cargo-nextest (optional; falls back to `cargo test`), python3.11, Java 17 and Maven.
+# Everything else it needs it installs itself, once; later runs reuse it: the Python
+# venv (.venv) and Apache Kafka's jars (~/.cache/lakejoin, from Maven Central).
 #
 # Environment:
 #   LAKEJOIN_PYTHON   use this Python (must have pypaimon) instead of creating .venv
 #   PYTHON            interpreter used to create .venv (default: python3.11)
-#   KAFKA_BOOTSTRAP   run the Kafka integration tests against this broker (for example the
-#                     one in docker/docker-compose.yml) instead of starting tansu
-#   TANSU             use this tansu binary instead of the cached one; exported for the
-#                     integration test that starts and stops a broker of its own (skipped
-#                     when KAFKA_BOOTSTRAP is given and no tansu is installed)
+#   KAFKA_BOOTSTRAP   run the Kafka integration tests against this broker's PLAINTEXT
+#                     listener (for example the one in docker/docker-compose.yml) instead
+#                     of starting one; the tests of secured listeners then need
+#                     KAFKA_SSL_BOOTSTRAP and the rest of scripts/kafka/broker.sh's
+#                     variables, and are skipped without them
 
 set -euo pipefail
 
@@ -53,24 +54,18 @@ ensure_python_env() {
     export LAKEJOIN_PYTHON="${VENV_DIR}/bin/python"
 }
 
-# Starts tansu with in-memory storage on a free loopback port and exports KAFKA_BOOTSTRAP
-# for the integration tests; it is stopped when this script exits, however it exits.
+# Starts Apache Kafka on free loopback ports and exports its addresses for the integration
+# tests; it is stopped when this script exits, however it exits. The tests that stop and
+# start a broker of their own use scripts/kafka/broker.sh too, so the jars are installed
+# even when KAFKA_BOOTSTRAP names another broker.
 ensure_broker() {
+    bash "${KAFKA_BROKER_SCRIPT}" install >/dev/null
     if [[ -n "${KAFKA_BOOTSTRAP:-}" ]]; then
         log "Kafka broker for the integration tests: ${KAFKA_BOOTSTRAP} (from KAFKA_BOOTSTRAP)"
-        # The broker-outage test needs a tansu of its own; use one if installed, never build it.
-        if [[ -n "${TANSU:-}" ]]; then
-            ensure_tansu
-        elif [[ -x "${TANSU_ROOT}/bin/tansu" ]]; then
-            export TANSU="${TANSU_ROOT}/bin/tansu"
-        else
-            log "no tansu installed: the broker-outage test is skipped"
-        fi
         return
     fi
-    ensure_tansu
-    trap stop_tansu EXIT
-    start_tansu "${REPO_ROOT}/target/tansu.log"
+    trap stop_kafka EXIT
+    start_kafka "${REPO_ROOT}/target/kafka"
 }
 
 check_format() {

@@ -1,13 +1,9 @@
-//! The broker: tansu started by the harness (as `scripts/test.sh` starts it) unless
+//! The broker: Apache Kafka started by the harness (as `scripts/test.sh` starts it) unless
 //! `KAFKA_BOOTSTRAP` names one; topics, bulk producing, and reading an output topic back
-//! for its record timestamps.
-//!
-//! Progress is never judged by high watermarks: tansu 0.6.0 answers ListOffsets (latest)
-//! with an offset below the end of a partition after batched produces (4,702 for a
-//! partition holding 5,001 records, for good). Cases count records instead.
+//! for its record timestamps. Cases count the records they read back.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -19,7 +15,7 @@ use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedPr
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{ClientConfig, Offset, TopicPartitionList};
 
-use crate::util::{free_port, wait_for};
+use crate::util::wait_for;
 
 /// The producer settings lakejoin uses for its output (src/kafka/mod.rs), used by the
 /// harness's own loops too so every case produces the same way.
@@ -31,75 +27,60 @@ pub const PRODUCER_SETTINGS: [(&str, &str); 5] = [
     ("compression.type", "lz4"),
 ];
 
-/// A tansu broker of the harness's own, killed when dropped.
-pub struct Tansu {
-    child: Child,
+/// An Apache Kafka broker of the harness's own (`scripts/kafka/broker.sh`, as
+/// `scripts/test.sh` starts one), stopped when dropped.
+pub struct KafkaBroker {
+    dir: PathBuf,
 }
 
-impl Drop for Tansu {
+impl KafkaBroker {
+    fn script() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka/broker.sh")
+    }
+}
+
+impl Drop for KafkaBroker {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = Command::new("bash")
+            .arg(Self::script())
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
     }
 }
 
-/// The cached tansu binary of `scripts/lib/broker.sh` (or `TANSU`).
-fn tansu_binary() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("TANSU") {
-        return Ok(PathBuf::from(path));
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .ok_or_else(|| anyhow!("neither XDG_CACHE_HOME nor HOME is set"))?;
-    let path = cache.join("lakejoin/tansu-0.6.0/bin/tansu");
-    if !path.exists() {
-        bail!(
-            "no tansu at {}: run scripts/bench.sh (it installs tansu once), set TANSU to a \
-             tansu binary, or KAFKA_BOOTSTRAP to a running broker",
-            path.display()
-        );
-    }
-    Ok(path)
-}
-
-/// The broker to use: `KAFKA_BOOTSTRAP`, or a tansu started here (returned to keep alive).
-pub fn broker(log: &Path) -> Result<(String, Option<Tansu>)> {
+/// The broker to use: `KAFKA_BOOTSTRAP`, or an Apache Kafka started here in `dir` (returned
+/// to keep alive).
+pub fn broker(dir: &Path) -> Result<(String, Option<KafkaBroker>)> {
     if let Ok(bootstrap) = std::env::var("KAFKA_BOOTSTRAP") {
         return Ok((bootstrap, None));
     }
-    let binary = tansu_binary()?;
-    let port = free_port()?;
-    let url = format!("tcp://127.0.0.1:{port}");
-    let log_file =
-        std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    let child = Command::new(&binary)
-        .args([
-            "broker",
-            "--listener-url",
-            &url,
-            "--advertised-listener-url",
-            &url,
-        ])
-        .args(["--storage-engine", "memory://tansu/"])
+    let _ = std::fs::remove_dir_all(dir);
+    let status = Command::new("bash")
+        .arg(KafkaBroker::script())
+        .arg("start")
+        .arg(dir)
         .stdin(Stdio::null())
-        .stdout(log_file.try_clone()?)
-        .stderr(log_file)
-        .spawn()
-        .with_context(|| format!("starting {}", binary.display()))?;
-    let mut tansu = Tansu { child };
-    let address = format!("127.0.0.1:{port}");
-    wait_for(
-        &format!("tansu listening on {address}"),
-        Duration::from_secs(60),
-        || {
-            if let Some(status) = tansu.child.try_wait()? {
-                bail!("tansu exited at start ({status}); see {}", log.display());
-            }
-            Ok(std::net::TcpStream::connect(&address).is_ok())
-        },
-    )?;
-    Ok((address, Some(tansu)))
+        .status()
+        .context("running scripts/kafka/broker.sh")?;
+    let broker = KafkaBroker {
+        dir: dir.to_owned(),
+    };
+    if !status.success() {
+        bail!(
+            "scripts/kafka/broker.sh start {} failed; see {}/logs/broker.log",
+            dir.display(),
+            dir.display()
+        );
+    }
+    let env = std::fs::read_to_string(dir.join("broker.env"))
+        .with_context(|| format!("reading {}/broker.env", dir.display()))?;
+    let bootstrap = env
+        .lines()
+        .find_map(|l| l.strip_prefix("export KAFKA_BOOTSTRAP="))
+        .ok_or_else(|| anyhow!("no KAFKA_BOOTSTRAP in {}/broker.env", dir.display()))?
+        .to_owned();
+    Ok((bootstrap, Some(broker)))
 }
 
 /// Creates the topics and waits until their metadata shows every partition.

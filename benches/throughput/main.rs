@@ -12,7 +12,7 @@
 //! throughput is counted from the output records' Kafka timestamps (producer CreateTime):
 //! records / (last − first output timestamp). Prints a table and writes BENCHMARKS.md.
 //!
-//! `scripts/bench.sh` (installs tansu and redis-server, builds, runs this), or
+//! `scripts/bench.sh` (installs Apache Kafka and redis-server, builds, runs this), or
 //! `cargo bench --bench throughput`. Scale with ORDERS, CUSTOMERS, RSS_ROWS; run a subset
 //! with CASES (comma-separated case names, or prefixes such as `lakejoin`).
 
@@ -615,7 +615,7 @@ fn run() -> Result<()> {
         "throughput benchmark; logs and warehouses in {}",
         dir.display()
     );
-    let (bootstrap, _tansu) = kafka::broker(&dir.join("tansu.log"))?;
+    let (bootstrap, _kafka) = kafka::broker(&dir.join("kafka"))?;
     println!("broker: {bootstrap}");
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let topic = |base: &str| format!("{base}-{run_id}");

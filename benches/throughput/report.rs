@@ -242,7 +242,9 @@ impl Report {
             broker = if std::env::var("KAFKA_BOOTSTRAP").is_ok() {
                 "KAFKA_BOOTSTRAP (an external broker)".to_owned()
             } else {
-                "tansu 0.6.0, in-memory storage, started by the benchmark on loopback".to_owned()
+                "Apache Kafka 4.4.0 (KRaft, one node, scripts/kafka/broker.sh), started by the \
+                 benchmark on loopback"
+                    .to_owned()
             },
             settings = self.settings,
             details = self.details(),
@@ -282,8 +284,8 @@ fn thousands(rate: f64) -> String {
 
 const METHOD: &str = "## Method
 
-- **One run, one broker, same data.** The benchmark starts tansu (in-memory storage) on a free
-  loopback port the way `scripts/test.sh` does (or uses `KAFKA_BOOTSTRAP`), and produces the
+- **One run, one broker, same data.** The benchmark starts Apache Kafka (one KRaft node) on
+  free loopback ports the way `scripts/test.sh` does (or uses `KAFKA_BOOTSTRAP`), and produces the
   data once: customers (10 fields), customer profiles (6 fields) and regions (5 fields) as
   upsert JSON keyed by their primary key, and orders (10 fields, ~250 bytes) keyed by
   `order_id`. An order names a known customer with probability 0.95 (uniform over all
@@ -295,8 +297,7 @@ const METHOD: &str = "## Method
   the harness does not read the output while a case runs (it polls lakejoin's
   `lakejoin_records_produced_total` every 200 ms; its own loops count for themselves) and reads
   it afterwards to check it: exactly one output per order, and exactly as many with every join
-  matched as orders name a known customer. (High watermarks are not used: tansu 0.6.0 reports
-  them below the end of a partition after batched produces.)
+  matched as orders name a known customer.
 - **passthrough**: a plain rdkafka loop in the harness (BaseConsumer on every partition,
   BaseProducer), payload and key unchanged. It runs first and again last; the ratios are to
   the faster run, so a machine that got busier during the run does not flatter lakejoin.

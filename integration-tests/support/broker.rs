@@ -1,9 +1,9 @@
 //! A real Kafka-protocol broker for the pipeline tests: topics, producing, reading a topic
 //! back, and `lakejoin run` as a child process that can be stopped or killed.
 //!
-//! The broker comes from `KAFKA_BOOTSTRAP`: `scripts/test.sh` starts tansu on a free
-//! loopback port and exports it; point it at `docker/docker-compose.yml`'s Kafka to run the
-//! same tests there. Topic names get a random suffix so runs never see each other's data.
+//! The broker comes from `KAFKA_BOOTSTRAP`: `scripts/test.sh` starts Apache Kafka on free
+//! loopback ports and exports it; point it at `docker/docker-compose.yml`'s Kafka to run
+//! the same tests there. Topic names get a random suffix so runs never see each other's data.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -25,8 +25,8 @@ use serde_json::Value;
 pub fn bootstrap() -> String {
     std::env::var("KAFKA_BOOTSTRAP").unwrap_or_else(|_| {
         panic!(
-            "KAFKA_BOOTSTRAP is not set: run `scripts/test.sh` (it starts tansu on a free \
-             loopback port), or point KAFKA_BOOTSTRAP at a Kafka broker"
+            "KAFKA_BOOTSTRAP is not set: run `scripts/test.sh` (it starts Apache Kafka on \
+             free loopback ports), or point KAFKA_BOOTSTRAP at a Kafka broker"
         )
     })
 }
@@ -86,6 +86,40 @@ pub fn create_topics_on(bootstrap: &str, topics: &[(&str, i32)]) {
     }
 }
 
+/// Deletes the topics and waits until the broker no longer lists them.
+pub fn delete_topics(topics: &[&str]) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("admin client");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let results = runtime
+        .block_on(admin.delete_topics(
+            topics,
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .unwrap_or_else(|e| panic!("deleting topics {topics:?}: {e}"));
+    for result in results {
+        if let Err((topic, code)) = result {
+            panic!("deleting topic {topic}: {code:?}");
+        }
+    }
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("metadata client");
+    for topic in topics {
+        wait_until(&format!("topic {topic} is gone"), || {
+            consumer
+                .fetch_metadata(None, Duration::from_secs(5))
+                .is_ok_and(|m| m.topics().iter().all(|t| t.name() != *topic))
+        });
+    }
+}
+
 /// Polls `condition` every 100 ms until it holds; panics after 90 s.
 pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -107,12 +141,24 @@ impl TestProducer {
 
     /// A producer to the broker at `bootstrap`.
     pub fn on(bootstrap: &str) -> Self {
-        let producer = ClientConfig::new()
+        Self::configured(bootstrap, &[])
+    }
+
+    /// A producer with extra librdkafka properties (`compression.type`, …).
+    pub fn with_properties(properties: &[(&str, &str)]) -> Self {
+        Self::configured(&bootstrap(), properties)
+    }
+
+    fn configured(bootstrap: &str, properties: &[(&str, &str)]) -> Self {
+        let mut config = ClientConfig::new();
+        config
             .set("bootstrap.servers", bootstrap)
             .set("enable.idempotence", "true")
-            .set("linger.ms", "5")
-            .create()
-            .expect("producer");
+            .set("linger.ms", "5");
+        for (key, value) in properties {
+            config.set(*key, *value);
+        }
+        let producer = config.create().expect("producer");
         TestProducer { producer }
     }
 
@@ -613,89 +659,87 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A tansu broker of this test's own (binary from `TANSU`, as `scripts/test.sh` exports
-/// it), in memory or on S3, on a loopback port; killed when dropped.
-pub struct Tansu {
-    child: Child,
+/// An Apache Kafka broker of this test's own (`scripts/kafka/broker.sh`, as
+/// `scripts/test.sh` starts the shared one), for the tests that stop and start a broker.
+/// Its ports, users and data live in a directory, so a restart keeps them. Stopped when
+/// dropped.
+pub struct KafkaBroker {
+    dir: PathBuf,
+    running: bool,
+    /// The PLAINTEXT listener's `host:port`.
     pub bootstrap: String,
 }
 
-impl Tansu {
-    /// The tansu binary, or `None` when `TANSU` is not set (a run against an external
-    /// broker such as docker-compose's Kafka, which a test cannot stop and start).
-    pub fn binary() -> Option<PathBuf> {
-        std::env::var_os("TANSU").map(PathBuf::from)
+impl KafkaBroker {
+    fn script() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka/broker.sh")
     }
 
-    /// Starts tansu on `port` with in-memory storage (empty after a restart) and waits
-    /// until it accepts connections.
-    pub fn start(binary: &Path, port: u16, log: &Path) -> Self {
-        Self::spawn(binary, port, log, "memory://tansu/", &[])
-    }
-
-    /// Starts tansu on `port` keeping topics and records in `bucket` of the S3 server at
-    /// `s3_endpoint` (moto), so a restart finds them again, as a Kafka broker's log does.
-    pub fn start_persistent(
-        binary: &Path,
-        port: u16,
-        log: &Path,
-        s3_endpoint: &str,
-        bucket: &str,
-    ) -> Self {
-        let env = [
-            ("AWS_ENDPOINT", s3_endpoint),
-            ("AWS_ALLOW_HTTP", "true"),
-            ("AWS_ACCESS_KEY_ID", "test"),
-            ("AWS_SECRET_ACCESS_KEY", "test"),
-            ("AWS_DEFAULT_REGION", "us-east-1"),
-        ];
-        Self::spawn(binary, port, log, &format!("s3://{bucket}/"), &env)
-    }
-
-    fn spawn(binary: &Path, port: u16, log: &Path, storage: &str, env: &[(&str, &str)]) -> Self {
-        let url = format!("tcp://127.0.0.1:{port}");
-        let log_file = File::options()
-            .create(true)
-            .append(true)
-            .open(log)
-            .expect("tansu log file");
-        let child = Command::new(binary)
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-            ])
-            .args(["--storage-engine", storage])
-            .envs(env.iter().copied())
+    fn run_script(command: &str, dir: &Path) {
+        let output = Command::new("bash")
+            .arg(Self::script())
+            .arg(command)
+            .arg(dir)
             .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("log file"))
-            .stderr(log_file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
-        let mut tansu = Tansu {
-            child,
-            bootstrap: format!("127.0.0.1:{port}"),
-        };
-        let address: SocketAddr = tansu.bootstrap.parse().expect("address");
-        wait_until("tansu accepts connections", || {
-            if let Some(status) = tansu.child.try_wait().expect("try_wait") {
-                panic!(
-                    "tansu exited with {status}:\n{}",
-                    std::fs::read_to_string(log).unwrap_or_default()
-                );
-            }
-            TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok()
-        });
-        tansu
+            .output()
+            .unwrap_or_else(|e| panic!("running scripts/kafka/broker.sh {command}: {e}"));
+        assert!(
+            output.status.success(),
+            "scripts/kafka/broker.sh {command} {} failed: {}\n{}",
+            dir.display(),
+            String::from_utf8_lossy(&output.stderr),
+            std::fs::read_to_string(dir.join("logs/broker.log"))
+                .map(|log| tail(&log, 40))
+                .unwrap_or_default()
+        );
+    }
+
+    /// Sets a broker up in `dir` (ports, users, storage) without starting it, so a test
+    /// can point lakejoin at an address where nothing listens yet.
+    pub fn set_up(dir: &Path) -> Self {
+        Self::run_script("setup", dir);
+        let env = std::fs::read_to_string(dir.join("broker.env")).expect("broker.env");
+        let bootstrap = env
+            .lines()
+            .find_map(|l| l.strip_prefix("export KAFKA_BOOTSTRAP="))
+            .expect("KAFKA_BOOTSTRAP in broker.env")
+            .to_owned();
+        KafkaBroker {
+            dir: dir.to_owned(),
+            running: false,
+            bootstrap,
+        }
+    }
+
+    /// Sets up and starts a broker in `dir`.
+    pub fn start_in(dir: &Path) -> Self {
+        let mut broker = Self::set_up(dir);
+        broker.start();
+        broker
+    }
+
+    /// Starts the broker (again, with its data) and waits until it serves.
+    pub fn start(&mut self) {
+        Self::run_script("start", &self.dir);
+        self.running = true;
+    }
+
+    /// Stops the broker (SIGTERM, as an orderly restart does), keeping its data.
+    pub fn stop(&mut self) {
+        Self::run_script("stop", &self.dir);
+        self.running = false;
     }
 }
 
-impl Drop for Tansu {
+impl Drop for KafkaBroker {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if self.running {
+            let _ = Command::new("bash")
+                .arg(Self::script())
+                .arg("stop")
+                .arg(&self.dir)
+                .status();
+        }
     }
 }
 

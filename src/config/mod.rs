@@ -278,7 +278,46 @@ impl TableConfig {
     }
 }
 
+/// Kafka's rule for a `group.instance.id` (as for topic names): 1 to 249 of
+/// `[a-zA-Z0-9._-]`.
+fn check_group_instance_id(id: &str) -> std::result::Result<(), String> {
+    if id.is_empty() || id.len() > 249 {
+        return Err(format!("must be 1 to 249 characters, got {}", id.len()));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "{c:?} is not allowed (only ASCII letters, digits, '.', '_' and '-')"
+        ));
+    }
+    Ok(())
+}
+
 impl Config {
+    /// The `group.instance.id` of the enrich consumers: `[kafka] group_instance_id`, else
+    /// `[writer] instance` with the characters Kafka does not allow replaced by `_`, else
+    /// none (dynamic membership).
+    pub fn group_instance_id(&self) -> Option<String> {
+        if let Some(id) = &self.kafka.group_instance_id {
+            return Some(id.clone());
+        }
+        let instance = self.writer.instance.as_deref()?.trim();
+        let id: String = instance
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(249)
+            .collect();
+        (!id.is_empty()).then_some(id)
+    }
+
     /// Checks references and semantics; returns every problem (empty when valid).
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
@@ -296,6 +335,11 @@ impl Config {
         }
         if self.run.shutdown_timeout.is_zero() {
             problems.push("run.shutdown_timeout: must be greater than zero".into());
+        }
+        if let Some(id) = &self.kafka.group_instance_id
+            && let Err(e) = check_group_instance_id(id)
+        {
+            problems.push(format!("kafka.group_instance_id: {e}"));
         }
         if self
             .writer

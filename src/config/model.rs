@@ -138,6 +138,16 @@ pub struct KafkaConfig {
     /// Consumer group of every pipeline (each pipeline appends its name).
     #[serde(default = "default_group_id")]
     pub group_id: String,
+    /// Static group membership (`group.instance.id`, KIP-345) of the enrich consumers: a
+    /// process restarted under the same id (after a crash or `kill -9`) gets its
+    /// partitions back at once, without a rebalance and without waiting out
+    /// `session.timeout.ms`. Default: `[writer] instance` when set (characters Kafka does
+    /// not allow become `_`), else dynamic membership. Two processes running at once must
+    /// never share it: the broker fences the older one. Set it where a process's identity
+    /// survives its restarts (a StatefulSet's pod name, a systemd unit); leave it unset in
+    /// a Deployment whose pods get new names, where a departed static member would hold
+    /// its partitions for `session.timeout.ms`.
+    pub group_instance_id: Option<String>,
     /// Any librdkafka property (`security.protocol`, `sasl.*`, `ssl.*`, …); wins over the
     /// typed fields. Values are never logged.
     #[serde(default)]
@@ -153,6 +163,7 @@ impl std::fmt::Debug for KafkaConfig {
                 &super::secret::redact_uri(&self.bootstrap_servers),
             )
             .field("group_id", &self.group_id)
+            .field("group_instance_id", &self.group_instance_id)
             .field("properties", &self.properties.keys().collect::<Vec<_>>())
             .finish()
     }

@@ -492,3 +492,33 @@ fn secrets_never_reach_debug_output() {
     }
     assert!(debug.contains("s3://AKIAEXAMPLE:***@bucket/wh"), "{debug}");
 }
+
+#[test]
+fn static_membership_comes_from_its_key_or_the_writer_instance() {
+    let c = from_toml("c.toml", GOOD).unwrap();
+    assert_eq!(c.group_instance_id(), None, "dynamic membership by default");
+
+    let derived = GOOD.replace(
+        "[warehouse]",
+        "[writer]\ninstance = \"shop enricher/0\"\n\n[warehouse]",
+    );
+    let c = from_toml("c.toml", &derived).unwrap();
+    assert_eq!(c.group_instance_id().as_deref(), Some("shop_enricher_0"));
+
+    let explicit = derived.replace(
+        "bootstrap_servers = \"localhost:9092\"",
+        "bootstrap_servers = \"localhost:9092\"\ngroup_instance_id = \"lakejoin-0\"",
+    );
+    let c = from_toml("c.toml", &explicit).unwrap();
+    assert_eq!(c.group_instance_id().as_deref(), Some("lakejoin-0"));
+
+    let bad = GOOD.replace(
+        "bootstrap_servers = \"localhost:9092\"",
+        "bootstrap_servers = \"localhost:9092\"\ngroup_instance_id = \"pod 0\"",
+    );
+    let err = from_toml("c.toml", &bad).unwrap_err().to_string();
+    assert!(
+        err.contains("c.toml: kafka.group_instance_id: ' ' is not allowed"),
+        "{err}"
+    );
+}

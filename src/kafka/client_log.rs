@@ -1,9 +1,21 @@
-//! Where librdkafka's own log lines and global errors go.
+//! Where librdkafka's own log lines and errors go, and what a client's faults make of the
+//! process's readiness.
 //!
 //! While a broker is away librdkafka reports every failed reconnect (several per second,
 //! per client) as an error. The broker watch ([`super::watch`]) reports an outage once per
-//! pipeline and again when it ends, so these repeats go to debug; everything else keeps a
-//! level that says what it is, tagged with the client it came from.
+//! pipeline and again when it ends, so these repeats go to debug.
+//!
+//! A broker that refuses the client (a wrong password, an untrusted certificate, TLS
+//! spoken to a plaintext listener) or a partition whose records cannot be decoded (an
+//! unknown compression codec) is not an outage that ends by itself: it is a fault. The
+//! first report of a fault is one ERROR line that names the listener (librdkafka's reason
+//! starts with it, `sasl_ssl://host:port/…`) and the client's security settings; repeats
+//! go to debug while it lasts. The fault is kept for [`FAULT_WINDOW`] after its last
+//! report, and the watch turns it into a readiness reason of the pipeline. librdkafka
+//! keeps retrying all along, so the process recovers by itself once the cause is fixed.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
@@ -11,19 +23,107 @@ use rdkafka::consumer::ConsumerContext;
 use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 
-/// The rdkafka client context of every lakejoin consumer and producer.
+use crate::config::KafkaConfig;
+
+/// How long a fault counts after its last report. librdkafka retries a refused connection
+/// at least every `reconnect.backoff.max.ms` (10 s) and a failing fetch sooner, so a fault
+/// that lasts is reported again well within it.
+pub const FAULT_WINDOW: Duration = Duration::from_secs(30);
+
+/// The rdkafka client context of every lakejoin consumer and producer. Clones share the
+/// fault, so a clone kept outside the client reads it.
 #[derive(Clone, Debug)]
 pub struct ClientLog {
     /// Which client: the consuming pipeline's name, or `producer` for the shared producer.
     client: String,
+    /// The client's security settings in a few words (never a secret).
+    security: String,
+    /// The last fault and when it was last reported.
+    fault: Arc<Mutex<Option<(String, Instant)>>>,
 }
 
 impl ClientLog {
-    pub fn new(client: &str) -> Self {
+    pub fn new(client: &str, kafka: &KafkaConfig) -> Self {
         ClientLog {
             client: client.to_string(),
+            security: security_summary(kafka),
+            fault: Arc::new(Mutex::new(None)),
         }
     }
+
+    /// The client's current fault (reported within [`FAULT_WINDOW`]), if any.
+    pub fn fault(&self) -> Option<String> {
+        let fault = self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        fault
+            .as_ref()
+            .filter(|(_, at)| at.elapsed() < FAULT_WINDOW)
+            .map(|(text, _)| text.clone())
+    }
+
+    /// Records a fault; whether it is news (not the fault already in force), which is
+    /// logged at ERROR, repeats at debug.
+    fn record_fault(&self, text: String) -> bool {
+        let mut fault = self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        let news = !fault
+            .as_ref()
+            .is_some_and(|(known, at)| *known == text && at.elapsed() < FAULT_WINDOW);
+        *fault = Some((text, Instant::now()));
+        news
+    }
+
+    /// A record the consumer could not take (from its `recv`): an undecodable partition is
+    /// a fault; anything else is a warning, and outages go to debug.
+    pub fn consumer_error(&self, error: &KafkaError) {
+        let client = self.client.as_str();
+        let code = error.rdkafka_error_code();
+        if is_undecodable(code) {
+            let text = format!("records cannot be decoded: {error}");
+            if self.record_fault(text.clone()) {
+                tracing::error!(
+                    client,
+                    %error,
+                    "Kafka records cannot be decoded (compression codec or record format); \
+                     the partition does not advance until they can"
+                );
+            } else {
+                tracing::debug!(client, %error, "Kafka consumer error (again): {text}");
+            }
+        } else if is_broker_outage(code) {
+            tracing::debug!(client, %error, "Kafka consumer error");
+        } else {
+            tracing::warn!(client, %error, "Kafka consumer error");
+        }
+    }
+}
+
+/// `security.protocol …, sasl.mechanism …, sasl.username …` from the client's properties:
+/// what an operator compares with the listener. Only names and non-secret values.
+fn security_summary(kafka: &KafkaConfig) -> String {
+    let get = |key: &str| kafka.properties.get(key).map(String::as_str);
+    let protocol = get("security.protocol").unwrap_or("plaintext");
+    let mut summary = format!("security.protocol {protocol}");
+    if protocol.to_ascii_lowercase().starts_with("sasl") {
+        summary.push_str(&format!(
+            ", sasl.mechanism {}",
+            get("sasl.mechanism")
+                .or(get("sasl.mechanisms"))
+                .unwrap_or("GSSAPI")
+        ));
+        if let Some(user) = get("sasl.username") {
+            summary.push_str(&format!(", sasl.username {user}"));
+        }
+    }
+    if protocol.to_ascii_lowercase().ends_with("ssl") {
+        let client_certificate = get("ssl.certificate.location").is_some()
+            || get("ssl.certificate.pem").is_some()
+            || get("ssl.keystore.location").is_some();
+        summary.push_str(if client_certificate {
+            ", TLS with a client certificate"
+        } else {
+            ", TLS without a client certificate"
+        });
+    }
+    summary
 }
 
 /// Errors that repeat for as long as a broker is unreachable.
@@ -31,6 +131,48 @@ pub fn is_broker_outage(code: Option<RDKafkaErrorCode>) -> bool {
     matches!(
         code,
         Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure)
+    )
+}
+
+/// A broker that refuses this client: credentials, certificates, or the wrong protocol.
+/// TLS spoken to a plaintext listener (or the reverse) is a transport failure to
+/// librdkafka; its reason says what happened.
+fn is_refusal(code: Option<RDKafkaErrorCode>, reason: &str) -> bool {
+    match code {
+        Some(
+            RDKafkaErrorCode::Authentication
+            | RDKafkaErrorCode::SSL
+            | RDKafkaErrorCode::SaslAuthenticationFailed,
+        ) => true,
+        Some(RDKafkaErrorCode::BrokerTransportFailure) => {
+            reason.contains("SSL handshake failed")
+                || reason.contains("incorrect security.protocol")
+        }
+        _ => false,
+    }
+}
+
+/// librdkafka's reason without its varying tail (`(after 3ms in state AUTH_REQ, 1
+/// identical error(s) suppressed)`), so repeats of one fault compare equal.
+fn stable_reason(reason: &str) -> &str {
+    reason
+        .rfind(" (after ")
+        .map_or(reason, |at| &reason[..at])
+        .trim()
+}
+
+/// Records this client cannot decode: an unknown or unbuilt compression codec, a corrupt
+/// or unsupported record batch.
+fn is_undecodable(code: Option<RDKafkaErrorCode>) -> bool {
+    matches!(
+        code,
+        Some(
+            RDKafkaErrorCode::NotImplemented
+                | RDKafkaErrorCode::BadCompression
+                | RDKafkaErrorCode::BadMessage
+                | RDKafkaErrorCode::UnsupportedCompressionType
+                | RDKafkaErrorCode::InvalidRecord
+        )
     )
 }
 
@@ -60,7 +202,21 @@ impl ClientContext for ClientLog {
 
     fn error(&self, error: KafkaError, reason: &str) {
         let client = self.client.as_str();
-        if is_broker_outage(error.rdkafka_error_code()) {
+        let code = error.rdkafka_error_code();
+        if is_refusal(code, reason) {
+            let text = format!("{} ({})", stable_reason(reason), self.security);
+            if self.record_fault(text) {
+                tracing::error!(
+                    client,
+                    security = %self.security,
+                    "Kafka refused the connection: {reason}; check the listener's address and \
+                     the client's security settings ({}); retrying",
+                    self.security
+                );
+            } else {
+                tracing::debug!(client, %error, "librdkafka (again): {reason}");
+            }
+        } else if is_broker_outage(code) {
             tracing::debug!(client, %error, "librdkafka: {reason}");
         } else {
             // librdkafka retries on its own; a global error is worth a look, not fatal.
@@ -75,6 +231,18 @@ impl ConsumerContext for ClientLog {}
 mod tests {
     use super::*;
 
+    fn kafka(properties: &[(&str, &str)]) -> KafkaConfig {
+        KafkaConfig {
+            bootstrap_servers: "localhost:9092".into(),
+            group_id: "g".into(),
+            group_instance_id: None,
+            properties: properties
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
     #[test]
     fn outages_are_recognised_by_their_codes() {
         assert!(is_broker_outage(Some(RDKafkaErrorCode::AllBrokersDown)));
@@ -85,5 +253,71 @@ mod tests {
             RDKafkaErrorCode::UnknownTopicOrPartition
         )));
         assert!(!is_broker_outage(None));
+        assert!(is_refusal(Some(RDKafkaErrorCode::Authentication), ""));
+        assert!(is_refusal(Some(RDKafkaErrorCode::SSL), ""));
+        assert!(is_refusal(
+            Some(RDKafkaErrorCode::BrokerTransportFailure),
+            "ssl://127.0.0.1:9092/bootstrap: SSL handshake failed: Disconnected: SSL connection \
+             closed by peer: connecting to a PLAINTEXT broker listener? (after 1ms in state \
+             SSL_HANDSHAKE)"
+        ));
+        assert!(!is_refusal(
+            Some(RDKafkaErrorCode::BrokerTransportFailure),
+            "127.0.0.1:9092/bootstrap: Connect to ipv4#127.0.0.1:9092 failed: Connection refused"
+        ));
+        assert!(!is_refusal(Some(RDKafkaErrorCode::AllBrokersDown), ""));
+        assert!(is_undecodable(Some(RDKafkaErrorCode::NotImplemented)));
+        assert!(!is_undecodable(Some(RDKafkaErrorCode::QueueFull)));
+    }
+
+    #[test]
+    fn the_security_summary_names_the_mechanism_and_never_a_secret() {
+        let summary = security_summary(&kafka(&[
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.username", "lakejoin"),
+            ("sasl.password", "hunter2"),
+        ]));
+        assert_eq!(
+            summary,
+            "security.protocol SASL_SSL, sasl.mechanism SCRAM-SHA-512, sasl.username lakejoin, \
+             TLS without a client certificate"
+        );
+        let summary = security_summary(&kafka(&[
+            ("security.protocol", "ssl"),
+            ("ssl.certificate.location", "/c.pem"),
+            ("ssl.key.password", "hunter2"),
+        ]));
+        assert_eq!(
+            summary,
+            "security.protocol ssl, TLS with a client certificate"
+        );
+        assert_eq!(security_summary(&kafka(&[])), "security.protocol plaintext");
+    }
+
+    #[test]
+    fn repeats_of_one_refusal_compare_equal() {
+        assert_eq!(
+            stable_reason(
+                "sasl_ssl://h:1/bootstrap: SASL authentication error: invalid credentials \
+                 (after 331ms in state AUTH_REQ, 1 identical error(s) suppressed)"
+            ),
+            "sasl_ssl://h:1/bootstrap: SASL authentication error: invalid credentials"
+        );
+        assert_eq!(stable_reason("no tail"), "no tail");
+    }
+
+    #[test]
+    fn a_fault_is_news_once_and_clears() {
+        let log = ClientLog::new("p", &kafka(&[]));
+        assert_eq!(log.fault(), None);
+        assert!(log.record_fault("refused".into()));
+        assert!(!log.record_fault("refused".into()), "a repeat is not news");
+        assert!(log.record_fault("other".into()), "a different fault is");
+        assert_eq!(log.fault().as_deref(), Some("other"));
+        // Expired faults are gone, and news again.
+        *log.fault.lock().unwrap() = Some(("other".into(), Instant::now() - FAULT_WINDOW));
+        assert_eq!(log.fault(), None);
+        assert!(log.record_fault("other".into()));
     }
 }

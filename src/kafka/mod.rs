@@ -13,6 +13,7 @@ pub use client_log::ClientLog;
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
+use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::producer::FutureProducer;
 
@@ -35,6 +36,9 @@ pub const RETRY_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duratio
 fn base_config(kafka: &KafkaConfig) -> ClientConfig {
     let mut config = ClientConfig::new();
     config.set("bootstrap.servers", &kafka.bootstrap_servers);
+    // rdkafka derives the level from the `log` crate, which lakejoin does not use (it would
+    // pass errors only); [`ClientLog`] decides what each line is worth.
+    config.set_log_level(RDKafkaLogLevel::Info);
     config
 }
 
@@ -52,9 +56,19 @@ fn kafka_error(kafka: &KafkaConfig, what: &str, e: rdkafka::error::KafkaError) -
 }
 
 /// A consumer that never commits on its own: positions are taken from table snapshots
-/// (CDC) or committed after delivery (enrich).
-pub fn consumer(kafka: &KafkaConfig, group_id: &str, pipeline: &str) -> Result<Consumer> {
+/// (CDC) or committed after delivery (enrich). `static_member` is the
+/// `group.instance.id` of a consumer that subscribes (KIP-345): a restart under the same id
+/// takes its partitions back without a rebalance.
+pub fn consumer(
+    kafka: &KafkaConfig,
+    group_id: &str,
+    static_member: Option<&str>,
+    pipeline: &str,
+) -> Result<Consumer> {
     let mut config = base_config(kafka);
+    if let Some(id) = static_member {
+        config.set("group.instance.id", id);
+    }
     config
         .set("group.id", group_id)
         .set("enable.auto.commit", "false")
@@ -63,14 +77,16 @@ pub fn consumer(kafka: &KafkaConfig, group_id: &str, pipeline: &str) -> Result<C
         .set("enable.partition.eof", "false");
     apply_properties(&mut config, kafka);
     config
-        .create_with_context(ClientLog::new(pipeline))
+        .create_with_context(ClientLog::new(pipeline, kafka))
         .map_err(|e| kafka_error(kafka, "creating the Kafka consumer", e))
 }
 
 /// An idempotent producer (no duplicates from internal retries). Records wait for
 /// delivery as long as the broker is away (`message.timeout.ms = 0`): offsets are only
 /// committed after delivery, so a long outage stalls the pipeline instead of failing it.
-pub fn producer(kafka: &KafkaConfig) -> Result<Producer> {
+///
+/// Also returns a handle on the producer's [`ClientLog`], for its faults.
+pub fn producer(kafka: &KafkaConfig) -> Result<(Producer, ClientLog)> {
     let mut config = base_config(kafka);
     config
         .set("enable.idempotence", "true")
@@ -79,9 +95,11 @@ pub fn producer(kafka: &KafkaConfig) -> Result<Producer> {
         .set("linger.ms", "5")
         .set("compression.type", "lz4");
     apply_properties(&mut config, kafka);
-    config
-        .create_with_context(ClientLog::new("producer"))
-        .map_err(|e| kafka_error(kafka, "creating the Kafka producer", e))
+    let log = ClientLog::new("producer", kafka);
+    let producer = config
+        .create_with_context(log.clone())
+        .map_err(|e| kafka_error(kafka, "creating the Kafka producer", e))?;
+    Ok((producer, log))
 }
 
 /// Partition ids of `topic` (blocking metadata call; run it off the async workers).
@@ -153,17 +171,6 @@ pub async fn partitions_with_retry(
     }
 }
 
-/// Logs an error the consumer reported. Broker outages repeat every few milliseconds
-/// while they last and are reported once by the broker watch, so they go to debug;
-/// anything else is a warning.
-pub fn log_consumer_error(pipeline: &str, error: &rdkafka::error::KafkaError) {
-    if client_log::is_broker_outage(error.rdkafka_error_code()) {
-        tracing::debug!(pipeline, %error, "Kafka consumer error");
-    } else {
-        tracing::warn!(pipeline, %error, "Kafka consumer error");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +180,7 @@ mod tests {
         let kafka = KafkaConfig {
             bootstrap_servers: "localhost:9092".into(),
             group_id: "g".into(),
+            group_instance_id: None,
             properties: [
                 ("sasl.password".to_string(), "hunter2-pass".to_string()),
                 ("sasl.mechanism".to_string(), "PLAIN".to_string()),
@@ -193,7 +201,7 @@ mod tests {
             "sasl.oauthbearer.client.secret".into(),
             "hunter2-mechanism".into(),
         );
-        let Err(err) = consumer(&bad, "g", "test") else {
+        let Err(err) = consumer(&bad, "g", None, "test") else {
             panic!("an unknown SASL mechanism is rejected")
         };
         assert!(!err.to_string().contains("hunter2"), "{err}");

@@ -1,6 +1,7 @@
-//! Watches a pipeline's consumer off the hot path: whether it has partitions (readiness),
-//! its lag per partition (high watermark minus position), and whether the broker answers
-//! (a clear log line when it goes away and when it is back).
+//! Watches a pipeline's consumer off the hot path: whether it has partitions and whether
+//! its client has a fault (readiness), its lag per partition (high watermark minus
+//! position), and whether the broker answers (a clear log line when it goes away and when
+//! it is back).
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -116,6 +117,7 @@ pub fn spawn(
             metrics
                 .assigned
                 .store(assigned, std::sync::atomic::Ordering::Relaxed);
+            metrics.set_kafka_fault(c.context().fault());
             drop(c);
             if last_sample.is_some_and(|at| at.elapsed() < LAG_INTERVAL) {
                 continue;

@@ -192,6 +192,10 @@ pub struct PipelineMetrics {
     /// Why the pipeline's table cannot be written right now (CDC): set while its commits
     /// fail, cleared by the next successful one. Makes the process unready.
     table_fault: Mutex<Option<String>>,
+    /// Why the pipeline's Kafka client cannot work right now (the broker refuses it, or
+    /// its records cannot be decoded), from the client's own reports. Makes the process
+    /// unready.
+    kafka_fault: Mutex<Option<String>>,
 }
 
 impl PipelineMetrics {
@@ -229,6 +233,18 @@ impl PipelineMetrics {
     /// Records (`Some`) or clears (`None`) why the pipeline's table cannot be written.
     pub fn set_table_fault(&self, fault: Option<String>) {
         *self.table_fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    }
+
+    /// Records (`Some`) or clears (`None`) why the pipeline's Kafka client cannot work.
+    pub fn set_kafka_fault(&self, fault: Option<String>) {
+        *self.kafka_fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    }
+
+    pub fn kafka_fault(&self) -> Option<String> {
+        self.kafka_fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn table_fault(&self) -> Option<String> {
@@ -277,9 +293,30 @@ pub struct Registry {
     pipelines: RwLock<Vec<PipelineEntry>>,
     started: AtomicBool,
     stopping: AtomicBool,
+    /// The shared producer's current fault (the broker refuses it), asked at each
+    /// readiness check.
+    producer_fault: RwLock<Option<FaultSource>>,
+}
+
+/// Where a client's current fault is read from.
+#[derive(Clone)]
+pub struct FaultSource(pub Arc<dyn Fn() -> Option<String> + Send + Sync>);
+
+impl std::fmt::Debug for FaultSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FaultSource")
+    }
 }
 
 impl Registry {
+    /// Sets where the shared producer's fault is read from (once, while starting).
+    pub fn set_producer_fault(&self, source: FaultSource) {
+        *self
+            .producer_fault
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(source);
+    }
+
     /// Adds a pipeline (done once, while starting).
     pub fn register(
         &self,
@@ -326,12 +363,23 @@ impl Registry {
             return Err(vec!["starting: opening tables and pipelines".into()]);
         }
         let mut reasons = Vec::new();
+        let producer_fault = self
+            .producer_fault
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(fault) = producer_fault.and_then(|source| (source.0)()) {
+            reasons.push(format!("Kafka producer: {fault}"));
+        }
         for p in self.pipelines() {
             if !p.metrics.assigned.load(Ordering::Relaxed) {
                 reasons.push(format!(
                     "pipeline {}: no Kafka partitions assigned yet",
                     p.name
                 ));
+            }
+            if let Some(fault) = p.metrics.kafka_fault() {
+                reasons.push(format!("pipeline {}: Kafka: {fault}", p.name));
             }
             if let Some(fault) = p.metrics.table_fault() {
                 reasons.push(format!(

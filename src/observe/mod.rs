@@ -8,7 +8,8 @@ pub mod metrics;
 pub mod progress;
 
 pub use metrics::{
-    Histogram, JoinMetrics, PartitionLag, PipelineEntry, PipelineKind, PipelineMetrics, Registry,
+    FaultSource, Histogram, JoinMetrics, PartitionLag, PipelineEntry, PipelineKind,
+    PipelineMetrics, Registry,
 };
 
 /// Aborts a spawned helper task (a sampler, a reporter) when its owner goes away.

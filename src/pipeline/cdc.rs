@@ -419,6 +419,7 @@ pub async fn run_consumer(
     let consumer: Consumer = crate::kafka::consumer(
         &kafka,
         &format!("{}-{}", kafka.group_id, config.name),
+        None,
         &config.name,
     )?;
     let consumer = Arc::new(consumer);
@@ -492,7 +493,7 @@ pub async fn run_consumer(
                 let message = match message {
                     Ok(m) => m,
                     Err(e) => {
-                        crate::kafka::log_consumer_error(&config.name, &e);
+                        consumer.context().consumer_error(&e);
                         continue;
                     }
                 };

@@ -17,14 +17,16 @@ use crate::codec::{
     AvroSchema, AvroSchemas, CdcDecoder, CdcOptions, FactDecoder, Format, Metadata, OutputEncoder,
     RowChange, SchemaResolver, UpdateMode,
 };
-use crate::config::{CacheKind, CdcConfig, Config, EnrichConfig, OutputConfig, PartitionSelection};
+use crate::config::{
+    CacheKind, CdcConfig, Config, EnrichConfig, KafkaConfig, OutputConfig, PartitionSelection,
+};
 use crate::error::{Error, Result};
 use crate::lookup::{
     LookupSpec, LookupTable, PartialOptions, PartitionChoice, Strategy, TableLookups,
 };
 use crate::lsm::lookup::{LookupOptions, PointLookup};
 use crate::lsm::merge::{Admission, MergeEngine};
-use crate::observe::{JoinMetrics, PipelineKind, PipelineMetrics, Registry};
+use crate::observe::{FaultSource, JoinMetrics, PipelineKind, PipelineMetrics, Registry};
 use crate::table::fence::WriterFence;
 use crate::table::options::{MergeEngineKind, TableOptions};
 use crate::table::schema::TableSchema;
@@ -338,7 +340,8 @@ pub async fn start_with(config: Config, registry: Arc<Registry>) -> Result<Runni
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let mut metrics = BTreeMap::new();
-    let producer = crate::kafka::producer(&config.kafka)?;
+    let (producer, producer_log) = crate::kafka::producer(&config.kafka)?;
+    registry.set_producer_fault(FaultSource(Arc::new(move || producer_log.fault())));
 
     let mut tables: BTreeMap<String, Arc<Table>> = BTreeMap::new();
     for t in &config.tables {
@@ -588,7 +591,10 @@ pub async fn start_with(config: Config, registry: Arc<Registry>) -> Result<Runni
         let name = e.name.clone();
         let run = enrich::run(
             e.clone(),
-            config.kafka.clone(),
+            KafkaConfig {
+                group_instance_id: config.group_instance_id(),
+                ..config.kafka.clone()
+            },
             joins,
             decoder,
             encoder,

@@ -89,6 +89,7 @@ pub async fn run(
     let consumer: Consumer = crate::kafka::consumer(
         &kafka,
         &format!("{}-{}", kafka.group_id, config.name),
+        kafka.group_instance_id.as_deref(),
         &config.name,
     )?;
     let consumer = Arc::new(consumer);
@@ -133,7 +134,7 @@ pub async fn run(
                 let first = match message {
                     Ok(m) => m.detach(),
                     Err(e) => {
-                        crate::kafka::log_consumer_error(&config.name, &e);
+                        consumer.context().consumer_error(&e);
                         continue;
                     }
                 };
@@ -145,7 +146,7 @@ pub async fn run(
                     match consumer.recv().now_or_never() {
                         Some(Ok(m)) => batch.push(m.detach()),
                         Some(Err(e)) => {
-                            crate::kafka::log_consumer_error(&config.name, &e);
+                            consumer.context().consumer_error(&e);
                             break;
                         }
                         None => break,

@@ -1,0 +1,220 @@
+//! Restarts on Apache Kafka: how soon a `kill -9`ed instance enriches again with and
+//! without static group membership (`[kafka] group_instance_id`), and a consumed topic
+//! deleted and created again under a running process.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::broker::{self, Deployment, TestProducer, TopicReader, unique, wait_until};
+
+const PIPELINES: &str = r#"
+[kafka]
+bootstrap_servers = "{bootstrap}"
+group_id = "{group}"
+{membership}
+
+[warehouse]
+uri = "{warehouse}"
+
+[[table]]
+name = "shop.customers"
+columns = [
+  { name = "id", type = "INT" },
+  { name = "name", type = "STRING" },
+]
+primary_key = ["id"]
+buckets = 1
+
+[[cdc]]
+name = "customers-cdc"
+topics = ["{customers}"]
+format = "upsert-json"
+table = "shop.customers"
+commit_interval = "200ms"
+
+[[enrich]]
+name = "orders-enriched"
+topics = ["{orders}"]
+output = { topic = "{enriched}", key = "order_id" }
+
+[[enrich.join]]
+table = "shop.customers"
+on = { customer_id = "id" }
+select = ["name"]
+prefix = "customer_"
+"#;
+
+struct Topics {
+    customers: String,
+    orders: String,
+    enriched: String,
+}
+
+impl Topics {
+    fn create() -> Self {
+        let topics = Topics {
+            customers: unique("customers"),
+            orders: unique("orders"),
+            enriched: unique("orders-enriched"),
+        };
+        broker::create_topics(&[
+            (&topics.customers, 1),
+            (&topics.orders, 2),
+            (&topics.enriched, 2),
+        ]);
+        topics
+    }
+
+    fn deployment(&self, membership: &str) -> Deployment {
+        Deployment::new(
+            &PIPELINES
+                .replace("{group}", &unique("restart"))
+                .replace("{membership}", membership)
+                .replace("{customers}", &self.customers)
+                .replace("{orders}", &self.orders)
+                .replace("{enriched}", &self.enriched),
+        )
+    }
+}
+
+fn order(producer: &TestProducer, topic: &str, id: i64) {
+    producer.send(
+        topic,
+        &id.to_string(),
+        &json!({"order_id": id, "customer_id": 1}).to_string(),
+    );
+    producer.flush();
+}
+
+fn has_order(records: &[broker::Record], id: i64) -> bool {
+    records
+        .iter()
+        .any(|r| r.value["order_id"].as_i64() == Some(id))
+}
+
+/// Starts lakejoin, enriches one order, kills it with SIGKILL and starts it again at once;
+/// returns the time from the restart to the output of an order produced right then.
+fn restart_to_first_output(membership: &str) -> Duration {
+    let topics = Topics::create();
+    let deployment = topics.deployment(membership);
+    let producer = TestProducer::new();
+    producer.send(&topics.customers, "1", r#"{"id": 1, "name": "ada"}"#);
+    producer.flush();
+    let process = deployment.start();
+    deployment.wait_for_table("shop.customers", &[json!({"id": 1, "name": "ada"})]);
+    let mut output = TopicReader::new(&topics.enriched);
+    order(&producer, &topics.orders, 1);
+    output.read_until("the first order", |r| has_order(r, 1));
+    // Every partition's member has joined and is consuming: the kill lands in steady state.
+    process.kill_9();
+
+    let restarted = Instant::now();
+    let mut process = deployment.start();
+    // Orders to both partitions, so whichever partition the restart gets first counts.
+    for id in 2..=3 {
+        order(&producer, &topics.orders, id);
+    }
+    let deadline = restarted + Duration::from_secs(120);
+    while !(has_order(&output.records, 2) && has_order(&output.records, 3)) {
+        assert!(
+            Instant::now() < deadline,
+            "no output within 120 s of the restart"
+        );
+        process.assert_alive();
+        output.poll_for(Duration::from_millis(50));
+    }
+    let elapsed = restarted.elapsed();
+    let record = output
+        .records
+        .iter()
+        .find(|r| r.value["order_id"].as_i64() == Some(2))
+        .expect("order 2");
+    assert_eq!(record.value["customer_name"], "ada");
+    process.terminate();
+    elapsed
+}
+
+/// With `group_instance_id` the restarted process takes its partitions back at once; with
+/// dynamic membership the group waits for the killed member's session to expire
+/// (librdkafka's default `session.timeout.ms`, 45 s). Both are measured here; the figures
+/// are printed for the README.
+#[test]
+fn a_killed_static_member_enriches_again_within_seconds() {
+    let member = unique("lakejoin");
+    let with_static = restart_to_first_output(&format!("group_instance_id = \"{member}\""));
+    let with_dynamic = restart_to_first_output("");
+    eprintln!(
+        "restart after kill -9 to the first enriched output: static membership {:.1} s, \
+         dynamic membership {:.1} s",
+        with_static.as_secs_f64(),
+        with_dynamic.as_secs_f64()
+    );
+    assert!(
+        with_static < Duration::from_secs(15),
+        "static membership: {with_static:?} from restart to output"
+    );
+    assert!(
+        with_static < with_dynamic,
+        "static {with_static:?} is not faster than dynamic {with_dynamic:?}"
+    );
+}
+
+/// The topics a running process consumes are deleted and created again: it stays up, is
+/// ready again, and both pipelines consume the new topics (the CDC positions stored in the
+/// table are past the new topics' ends and reset to their beginnings).
+#[test]
+fn consumed_topics_deleted_and_created_again_are_consumed_again() {
+    let topics = Topics::create();
+    let deployment = topics.deployment("");
+    let producer = TestProducer::new();
+    for id in 1..=30 {
+        producer.send(
+            &topics.customers,
+            &id.to_string(),
+            &json!({"id": id, "name": format!("old{id}")}).to_string(),
+        );
+    }
+    producer.flush();
+    let mut process = deployment.start();
+    let address = process.endpoint();
+    let old: Vec<Value> = (1..=30)
+        .map(|id| json!({"id": id, "name": format!("old{id}")}))
+        .collect();
+    deployment.wait_for_table("shop.customers", &old);
+    let mut output = TopicReader::new(&topics.enriched);
+    order(&producer, &topics.orders, 1);
+    output.read_until("the first order", |r| has_order(r, 1));
+
+    broker::delete_topics(&[&topics.customers, &topics.orders]);
+    broker::create_topics(&[(&topics.customers, 1), (&topics.orders, 2)]);
+    // Fewer changes than the table's stored position (30): a position kept from the old
+    // topic would skip them.
+    producer.send(&topics.customers, "1", r#"{"id": 1, "name": "new1"}"#);
+    producer.send(&topics.customers, "31", r#"{"id": 31, "name": "new31"}"#);
+    producer.flush();
+    let mut expected = old.clone();
+    expected[0] = json!({"id": 1, "name": "new1"});
+    expected.push(json!({"id": 31, "name": "new31"}));
+    deployment.wait_for_table("shop.customers", &expected);
+    for id in 100..=103 {
+        order(&producer, &topics.orders, id);
+    }
+    output.read_until("the orders of the new topic", |records| {
+        (100..=103).all(|id| has_order(records, id))
+    });
+    let names: BTreeSet<String> = output
+        .records
+        .iter()
+        .filter(|r| r.value["order_id"].as_i64().is_some_and(|id| id >= 100))
+        .map(|r| r.value["customer_name"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert_eq!(names, BTreeSet::from(["new1".to_owned()]));
+    wait_until("/health/ready answers 200", || {
+        broker::http_get(address, "/health/ready").is_some_and(|(status, _)| status == 200)
+    });
+    process.assert_alive();
+    process.terminate();
+}

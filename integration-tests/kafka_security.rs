@@ -523,3 +523,56 @@ fn tls_spoken_to_a_plaintext_listener_is_one_clear_error_and_retried() {
         &[],
     );
 }
+
+/// A partition whose record batch names a compression codec no client knows. Kafka refuses
+/// such a batch on produce, so the test writes a gzip batch and then changes the codec bits
+/// of its attributes in the broker's log segment (librdkafka does not check CRCs by
+/// default, and the broker serves fetches from the file). The CDC pipeline logs one ERROR,
+/// is unready with the reason, and keeps running; it never passes as a warning.
+#[test]
+fn a_topic_that_cannot_be_decoded_makes_the_pipeline_unready() {
+    let Some(broker_dir) = broker_env("KAFKA_BROKER_DIR") else {
+        return;
+    };
+    let topics = Topics::create();
+    let producer = TestProducer::with_properties(&[("compression.type", "gzip")]);
+    for id in 1..=5 {
+        producer.send_to(&topics.customers, 0, &id.to_string(), &debezium(id, "x"));
+    }
+    producer.flush();
+    let segment = PathBuf::from(broker_dir)
+        .join("data")
+        .join(format!("{}-0", topics.customers))
+        .join("00000000000000000000.log");
+    let bytes = std::fs::read(&segment).expect("the partition's first segment");
+    // A v2 record batch: baseOffset (8), batchLength (4), partitionLeaderEpoch (4), magic
+    // (1), crc (4), then the attributes (int16), whose low three bits are the codec.
+    const ATTRIBUTES: usize = 8 + 4 + 4 + 1 + 4;
+    assert_eq!(bytes[16], 2, "magic 2");
+    assert_eq!(bytes[ATTRIBUTES + 1] & 0x07, 1, "a gzip batch");
+    // In place, on the file the broker has open.
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .expect("open the segment");
+    std::os::unix::fs::FileExt::write_all_at(
+        &file,
+        &[bytes[ATTRIBUTES + 1] | 0x07],
+        (ATTRIBUTES + 1) as u64,
+    )
+    .expect("patch the segment");
+
+    let deployment = Deployment::new(&topics.config(""));
+    let mut process = deployment.start();
+    let address = process.endpoint();
+    let line = process.wait_for_log("Kafka records cannot be decoded");
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains("customers-cdc"), "{line}");
+    wait_until("/health/ready names the undecodable records", || {
+        broker::http_get(address, "/health/ready").is_some_and(|(status, body)| {
+            status == 503 && body.contains("pipeline customers-cdc: Kafka: records cannot be decoded")
+        })
+    });
+    process.assert_alive();
+    process.terminate();
+}

@@ -570,7 +570,8 @@ fn a_topic_that_cannot_be_decoded_makes_the_pipeline_unready() {
     assert!(line.contains("customers-cdc"), "{line}");
     wait_until("/health/ready names the undecodable records", || {
         broker::http_get(address, "/health/ready").is_some_and(|(status, body)| {
-            status == 503 && body.contains("pipeline customers-cdc: Kafka: records cannot be decoded")
+            status == 503
+                && body.contains("pipeline customers-cdc: Kafka: records cannot be decoded")
         })
     });
     process.assert_alive();

@@ -107,6 +107,12 @@ fn two_level_model(
     order: impl Fn(&Version, &Version) -> Ordering,
     fold: impl Fn(&[Version]) -> Option<Version>,
 ) -> Vec<Row> {
+    // As Paimon (`ReducerMergeFunctionWrapper`), a lone version is kept as it is, a
+    // retraction included; only two or more are folded.
+    let fold = |versions: &[Version]| match versions {
+        [only] => Some(only.clone()),
+        _ => fold(versions),
+    };
     let merge = |files: HashMap<i32, Vec<Version>>, keep: bool| -> HashMap<i32, Version> {
         files
             .into_iter()
@@ -473,7 +479,9 @@ fn fold_groups(remove_on_s1: bool, versions: &[Version]) -> Option<Version> {
         } else {
             RowKind::Insert
         },
-        row,
+        // A folded removal keeps the -D's values (as Paimon 1.4.2 does), so its sequence
+        // fields remove the row again in later merges.
+        row: if deleted { last.row.clone() } else { row },
         arrival: last.arrival,
     })
 }

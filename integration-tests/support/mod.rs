@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod broker;
+pub mod java;
 pub mod moto;
 
 use std::collections::BTreeMap;

@@ -181,11 +181,13 @@ impl DataType {
     }
 }
 
-/// Arrow time unit for a timestamp precision, as pypaimon maps it.
+/// Arrow time unit for a timestamp precision. Precision 0 is stored in milliseconds, as
+/// Java writes it (INT64 TIMESTAMP(MILLIS)) and as pyarrow stores pypaimon's seconds:
+/// Parquet has no seconds unit, so Arrow seconds would be a bare INT64, which Java reads as
+/// milliseconds.
 pub fn timestamp_unit(precision: u8) -> TimeUnit {
     match precision {
-        0 => TimeUnit::Second,
-        1..=3 => TimeUnit::Millisecond,
+        0..=3 => TimeUnit::Millisecond,
         4..=6 => TimeUnit::Microsecond,
         _ => TimeUnit::Nanosecond,
     }

@@ -124,7 +124,7 @@ impl PointLookup {
         versions.sort_by(|a, b| {
             compare_keys(&a.row, &b.row, key_indices).then_with(|| self.order.compare(a, b))
         });
-        let Some(merged) = self.engine.merge(&versions)? else {
+        let Some(merged) = self.engine.reduce(&versions)? else {
             return Ok(None);
         };
         if merged.kind.is_retract() {

@@ -161,20 +161,32 @@ impl MergeEngine {
         }
     }
 
+    /// What a key's versions reduce to where Paimon folds them (a write buffer's flush,
+    /// a compaction, a read): a lone version is kept as it is, retraction or not, and only
+    /// two or more are merged (Java's `ReducerMergeFunctionWrapper`). So a -U alone in a
+    /// commit stays a -U, which a later merge retracts (an aggregation merge of it alone
+    /// would turn it into an insert of the negated values), and a reader drops it.
+    pub fn reduce(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
+        match versions {
+            [only] => Ok(Some(only.clone())),
+            _ => self.merge(versions),
+        }
+    }
+
+    /// [`MergeEngine::reduce`] of versions the caller owns, moving rather than copying the
+    /// version kept (the rest are left in place).
+    pub fn reduce_owned(&self, versions: &mut [KeyValue]) -> Result<Option<KeyValue>> {
+        match versions {
+            [only] => Ok(Some(take(only))),
+            _ => self.merge_owned(versions),
+        }
+    }
+
     /// [`MergeEngine::merge`] of versions the caller owns: the engines that keep one
     /// version unchanged move it out instead of copying it (the rest are left in place).
     pub fn merge_owned(&self, versions: &mut [KeyValue]) -> Result<Option<KeyValue>> {
         match self.pick(versions) {
-            Some(picked) => Ok(picked?.map(|i| {
-                std::mem::replace(
-                    &mut versions[i],
-                    KeyValue {
-                        sequence_number: 0,
-                        kind: RowKind::Insert,
-                        row: Vec::new(),
-                    },
-                )
-            })),
+            Some(picked) => Ok(picked?.map(|i| take(&mut versions[i]))),
             None => self.merge(versions),
         }
     }
@@ -237,6 +249,18 @@ fn check_field_options(schema: &TableSchema, options: &TableOptions, problems: &
     }
 }
 
+/// Moves a version out, leaving an empty one.
+fn take(version: &mut KeyValue) -> KeyValue {
+    std::mem::replace(
+        version,
+        KeyValue {
+            sequence_number: 0,
+            kind: RowKind::Insert,
+            row: Vec::new(),
+        },
+    )
+}
+
 /// A row holding only the NOT NULL columns of `values` (Java's `initRow`).
 fn init_row(values: &[Datum], nullable: &[bool]) -> Vec<Datum> {
     let mut row = vec![Datum::Null; nullable.len()];
@@ -253,8 +277,9 @@ fn fill_not_null(row: &mut [Datum], values: &[Datum], nullable: &[bool]) {
     }
 }
 
-/// Sorts changes by (key, sequence order) and folds each key's run with the engine, so
-/// the result holds one row per key in key order (format doc §7.3).
+/// Sorts changes by (key, sequence order) and reduces each key's run with the engine
+/// ([`MergeEngine::reduce`]), so the result holds one row per key in key order (format
+/// doc §7.3).
 pub fn sort_and_fold(
     mut rows: Vec<KeyValue>,
     key_indices: &[usize],
@@ -273,7 +298,7 @@ pub fn sort_and_fold(
     rows.sort_by(|a, b| key_cmp(a, b).then_with(|| order.compare(a, b)));
     let mut out = Vec::with_capacity(rows.len());
     for versions in rows.chunk_by_mut(|a, b| key_cmp(a, b) == Ordering::Equal) {
-        if let Some(merged) = engine.merge_owned(versions)? {
+        if let Some(merged) = engine.reduce_owned(versions)? {
             out.push(merged);
         }
     }

@@ -267,10 +267,12 @@ impl PartialUpdate {
             RowKind::Insert
         };
         let row = match deleted {
-            // A folded -D keeps its own values, so its `sequence.field` still orders it
-            // among other files' versions (Java would keep only the NOT NULL columns).
-            Some(delete) if self.groups.is_empty() => delete.row.clone(),
-            _ => row,
+            // A folded removal keeps its own values (Java 1.4.2 restarts the row from all
+            // columns of the -D), so its `sequence.field` and its groups' sequence fields
+            // still order it among other files' versions: without them a later merge
+            // would not see that the -D wins its group and would keep the row.
+            Some(delete) => delete.row.clone(),
+            None => row,
         };
         Ok(Some(KeyValue {
             sequence_number,

@@ -16,10 +16,14 @@ mod support;
 
 #[path = "java_paimon/aggregation.rs"]
 mod aggregation;
+#[path = "java_paimon/deletion_vectors.rs"]
+mod deletion_vectors;
 #[path = "java_paimon/divergences.rs"]
 mod divergences;
 #[path = "java_paimon/partial_update.rs"]
 mod partial_update;
+#[path = "java_paimon/schema_evolution.rs"]
+mod schema_evolution;
 #[path = "java_paimon/types.rs"]
 mod types;
 
@@ -35,7 +39,7 @@ use support::{Creator, DedupModel, Table, TableSpec, full_row, key_of, without};
 /// Partition values, one with characters a partition path must escape.
 const PARTITIONS: [&str; 3] = ["a", "b c", "é=x/y"];
 
-/// Partition values for first-row tables: Java 1.4.2 names the local lookup files of a
+/// Partition values for first-row and deletion-vector tables: Java 1.4.2 names the local lookup files of a
 /// first-row (lookup) compaction after the raw partition value (`LookupFile.
 /// localFilePrefix`), so a `/` in it makes its own writes fail with "No such file or
 /// directory" (a Java bug, see the report).
@@ -72,7 +76,7 @@ fn random_commits(
                     row.insert(ROW_KIND.into(), json!(kind));
                     row.insert("id".into(), json!(rng.random_range(0..keys)));
                     if partitioned {
-                        let values = if spec.merge_engine.as_deref() == Some("first-row") {
+                        let values = if uses_lookup_files(spec) {
                             PARTITIONS_WITHOUT_SLASH
                         } else {
                             PARTITIONS
@@ -86,6 +90,16 @@ fn random_commits(
                 .collect()
         })
         .collect()
+}
+
+/// Whether Java's writer compacts the table through local lookup files (first-row and
+/// deletion-vector tables), whose names a `/` in a partition value breaks.
+fn uses_lookup_files(spec: &TableSpec) -> bool {
+    spec.merge_engine.as_deref() == Some("first-row")
+        || spec
+            .options
+            .iter()
+            .any(|(k, v)| k == "deletion-vectors.enabled" && v == "true")
 }
 
 /// A value drawn by `value` with probability `p`, else JSON null.

@@ -564,8 +564,8 @@ pub fn lakejoin_writes_as_java_does(case: Case) {
 }
 
 /// Java creates the table and writes the commits; lakejoin scans it (at the middle
-/// snapshot too) and looks up every key written, present or not.
-pub fn java_writes_lakejoin_reads(case: Case) {
+/// snapshot too) and looks up every key written, present or not. Returns the table.
+pub fn java_writes_lakejoin_reads(case: Case) -> Table {
     let Case {
         spec,
         commits,
@@ -610,4 +610,5 @@ pub fn java_writes_lakejoin_reads(case: Case) {
             "lakejoin table get {lookup_key} (left) vs Java's row (right)"
         );
     }
+    table
 }

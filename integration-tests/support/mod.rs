@@ -70,7 +70,7 @@ fn describe(what: &str, output: &Output) -> String {
     )
 }
 
-fn expect_success(what: &str, output: Output) -> String {
+pub fn expect_success(what: &str, output: Output) -> String {
     assert!(output.status.success(), "{}", describe(what, &output));
     String::from_utf8(output.stdout).unwrap_or_else(|e| panic!("{what}: stdout is not UTF-8: {e}"))
 }

@@ -7,6 +7,7 @@ use futures::{StreamExt, TryStreamExt};
 use crate::error::Result;
 use crate::table::data_file::KeyValue;
 use crate::table::datum::{Datum, Row};
+use crate::table::deletion_vector::DeletionFiles;
 use crate::table::manifest::ManifestEntry;
 use crate::table::{IO_CONCURRENCY, Table, binary_row};
 
@@ -19,8 +20,12 @@ pub struct ChangedKeys {
     pub versions: Vec<Vec<KeyValue>>,
 }
 
-/// Reads the keys and versions of every row in `files`.
-pub async fn changed_keys(table: &Table, files: &[ManifestEntry]) -> Result<ChangedKeys> {
+/// Reads the keys and versions of every row in `files` that `deletions` leaves.
+pub async fn changed_keys(
+    table: &Table,
+    files: &[ManifestEntry],
+    deletions: &DeletionFiles,
+) -> Result<ChangedKeys> {
     let schema = table.schema();
     let key_indices: Vec<usize> = schema
         .primary_keys
@@ -29,7 +34,10 @@ pub async fn changed_keys(table: &Table, files: &[ManifestEntry]) -> Result<Chan
         .collect();
     let key_types = schema.types_of(&key_indices);
     let partition_indices = schema.partition_indices();
-    let reads: Vec<_> = files.iter().map(|entry| read_file(table, entry)).collect();
+    let reads: Vec<_> = files
+        .iter()
+        .map(|entry| read_file(table, entry, deletions))
+        .collect();
     let per_file: Vec<_> = futures::stream::iter(reads)
         .buffer_unordered(IO_CONCURRENCY)
         .try_collect()
@@ -68,8 +76,14 @@ pub async fn changed_keys(table: &Table, files: &[ManifestEntry]) -> Result<Chan
     Ok(ChangedKeys { keys, versions })
 }
 
-async fn read_file(table: &Table, entry: &ManifestEntry) -> Result<(Vec<KeyValue>, Row)> {
-    let rows = table.read_data_file(entry).await?;
+async fn read_file(
+    table: &Table,
+    entry: &ManifestEntry,
+    deletions: &DeletionFiles,
+) -> Result<(Vec<KeyValue>, Row)> {
+    let rows = table
+        .read_data_file(entry, deletions.get(&entry.file.file_name))
+        .await?;
     let partition = table.partition_values(&entry.partition)?;
     Ok((rows, partition))
 }

@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::table::Table;
 use crate::table::commit::CommitRequest;
 use crate::table::data_file::{DataFileWriteOptions, KeyValue};
+use crate::table::deletion_vector::DeletionFiles;
 use crate::table::manifest::{FileKind, FileSource, ManifestEntry};
 use crate::table::options::MergeEngineKind;
 use crate::table::snapshot::{BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot};
@@ -120,8 +121,6 @@ struct CompactContext {
     single_run: bool,
     /// Outputs drop keys that an older level already holds (first-row tables).
     keep_keys_unique_across_levels: bool,
-    /// `deletion-vectors.enabled`.
-    deletion_vectors: bool,
 }
 
 impl CompactContext {
@@ -150,7 +149,6 @@ impl CompactContext {
             single_run: options.maintenance.deletion_vectors
                 && options.merge_engine != MergeEngineKind::FirstRow,
             keep_keys_unique_across_levels: options.merge_engine == MergeEngineKind::FirstRow,
-            deletion_vectors: options.maintenance.deletion_vectors,
         })
     }
 }
@@ -251,12 +249,13 @@ async fn compact_round(
             Err(e) if is_not_found(&e) && attempt < MAX_PLAN_ATTEMPTS => continue,
             Err(e) => return Err(e),
         };
-        if ctx.deletion_vectors && latest.index_manifest.is_some() {
-            // Another engine wrote deletion vectors; rewriting files without applying
-            // them would bring deleted rows back.
+        if !table.deletion_files(&latest).await?.is_empty() {
+            // Java wrote deletion vectors. Rewriting the files they apply to would leave
+            // the vectors naming files that are gone, and lakejoin writes no index
+            // manifest of its own; Java's compaction keeps both in step.
             return Err(Error::Config(format!(
-                "table {} has deletion vectors (index manifest {}), which lakejoin cannot \
-                 apply; compact it with Paimon's Java compaction",
+                "table {} has deletion vectors (index manifest {}); lakejoin reads such \
+                 tables but does not compact them: compact it with Paimon's Java compaction",
                 table.identifier(),
                 latest.index_manifest.as_deref().unwrap_or_default()
             )));
@@ -432,9 +431,19 @@ async fn rewrite(
     ctx: &CompactContext,
     plan: &BucketPlan,
 ) -> Result<Vec<ManifestEntry>> {
-    let mut merged = read_and_merge(table, &plan.unit.files, &ctx.engine, &ctx.order).await?;
+    // No deletion vectors: compaction refuses tables that have them.
+    let mut merged = read_and_merge(
+        table,
+        &plan.unit.files,
+        &DeletionFiles::default(),
+        &ctx.engine,
+        &ctx.order,
+    )
+    .await?;
     if !plan.older_files.is_empty() {
-        let older = read_and_merge(table, &plan.older_files, &ctx.engine, &ctx.order).await?;
+        let none = DeletionFiles::default();
+        let older =
+            read_and_merge(table, &plan.older_files, &none, &ctx.engine, &ctx.order).await?;
         merged = without_keys_of(merged, &older, &table.schema().trimmed_key_indices());
     }
     let rows = if plan.drop_retractions {

@@ -11,6 +11,7 @@ use super::merge::{MergeEngine, SequenceOrder, sort_and_fold};
 use crate::error::{Error, Result};
 use crate::table::data_file::KeyValue;
 use crate::table::datum::{Datum, Row, compare_datums};
+use crate::table::deletion_vector::DeletionFiles;
 use crate::table::manifest::ManifestEntry;
 use crate::table::snapshot::Snapshot;
 use crate::table::{IO_CONCURRENCY, Table, binary_row, bucket};
@@ -50,6 +51,8 @@ pub async fn scan(
         },
     };
     let groups = scanned_buckets(table, snapshot, filter).await?;
+    let deletions = table.deletion_files(snapshot).await?;
+    let deletions = &deletions;
     let engine = Arc::new(MergeEngine::new(table.schema(), table.options())?);
     let order = Arc::new(SequenceOrder::new(table.schema(), table.options())?);
     let reads: Vec<_> = groups
@@ -57,7 +60,12 @@ pub async fn scan(
         .map(|((partition, _bucket), entries)| {
             let engine = engine.clone();
             let order = order.clone();
-            async move { read_bucket(table, &partition, &entries, &engine, &order, filter).await }
+            async move {
+                read_bucket(
+                    table, &partition, &entries, deletions, &engine, &order, filter,
+                )
+                .await
+            }
         })
         .collect();
     let per_bucket: Vec<Vec<Row>> = futures::stream::iter(reads)
@@ -92,8 +100,13 @@ pub async fn scan_each_bucket(
 ) -> Result<()> {
     let engine = MergeEngine::new(table.schema(), table.options())?;
     let order = SequenceOrder::new(table.schema(), table.options())?;
+    let deletions = table.deletion_files(snapshot).await?;
     for ((partition, _bucket), entries) in scanned_buckets(table, snapshot, filter).await? {
-        each(read_bucket(table, &partition, &entries, &engine, &order, filter).await?)?;
+        let rows = read_bucket(
+            table, &partition, &entries, &deletions, &engine, &order, filter,
+        )
+        .await?;
+        each(rows)?;
     }
     Ok(())
 }
@@ -134,11 +147,12 @@ async fn read_bucket(
     table: &Table,
     partition_bytes: &[u8],
     entries: &[ManifestEntry],
+    deletions: &DeletionFiles,
     engine: &MergeEngine,
     order: &SequenceOrder,
     filter: &ScanFilter,
 ) -> Result<Vec<Row>> {
-    let merged = read_and_merge(table, entries, engine, order).await?;
+    let merged = read_and_merge(table, entries, deletions, engine, order).await?;
     let partition = table.partition_values(partition_bytes)?;
     let partition_indices = table.schema().partition_indices();
     let mut rows = Vec::with_capacity(merged.len());
@@ -158,15 +172,19 @@ async fn read_bucket(
     Ok(rows)
 }
 
-/// All versions of the files of one bucket, merged to one row per key (retractions
-/// included), in key order.
+/// All versions of the files of one bucket (less the rows `deletions` marks deleted),
+/// merged to one row per key (retractions included), in key order.
 pub(crate) async fn read_and_merge(
     table: &Table,
     entries: &[ManifestEntry],
+    deletions: &DeletionFiles,
     engine: &MergeEngine,
     order: &SequenceOrder,
 ) -> Result<Vec<KeyValue>> {
-    let reads: Vec<_> = entries.iter().map(|e| table.read_data_file(e)).collect();
+    let reads: Vec<_> = entries
+        .iter()
+        .map(|e| table.read_data_file(e, deletions.get(&e.file.file_name)))
+        .collect();
     let files: Vec<Vec<KeyValue>> = futures::stream::iter(reads)
         .buffered(IO_CONCURRENCY)
         .try_collect()

@@ -19,7 +19,7 @@
 pub(crate) mod avro;
 mod index;
 
-pub use index::{IndexFileMeta, decode_index_manifest};
+pub use index::{DeletionVectorRange, IndexFileMeta, decode_index_manifest};
 
 use std::sync::LazyLock;
 

@@ -7,6 +7,7 @@ pub mod check;
 pub mod commit;
 pub mod data_file;
 pub mod datum;
+pub mod deletion_vector;
 pub mod fence;
 pub mod manifest;
 pub mod options;
@@ -28,6 +29,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use crate::error::{Error, Result};
 use data_file::KeyValue;
 use datum::Row;
+use deletion_vector::DeletionFile;
 use manifest::{FileKind, ManifestEntry, ManifestFileMeta};
 use options::TableOptions;
 use schema::TableSchema;
@@ -351,8 +353,25 @@ impl Table {
         Ok(self.data_file_location(&partition, entry.bucket, &entry.file.file_name))
     }
 
-    /// Reads a data file into rows of the current schema.
-    pub async fn read_data_file(&self, entry: &ManifestEntry) -> Result<Vec<KeyValue>> {
+    /// Reads a data file into rows of the current schema, without the rows its deletion
+    /// vector (when it has one in the snapshot read) marks deleted.
+    pub async fn read_data_file(
+        &self,
+        entry: &ManifestEntry,
+        deletion: Option<&DeletionFile>,
+    ) -> Result<Vec<KeyValue>> {
+        let rows = self.read_all_rows(entry).await?;
+        match deletion {
+            None => Ok(rows),
+            Some(file) => {
+                let vector = self.read_deletion_vector(file).await?;
+                Ok(deletion_vector::without_deleted(rows, &vector))
+            }
+        }
+    }
+
+    /// Every row of a data file, deleted or not, in the current schema.
+    async fn read_all_rows(&self, entry: &ManifestEntry) -> Result<Vec<KeyValue>> {
         let location = self.data_file_path(entry)?;
         let bytes = read_bytes(&*self.store, &location).await?;
         let file_schema = self.schema_by_id(entry.file.schema_id).await?;

@@ -22,6 +22,7 @@ use key::KeyLayout;
 use super::merge::{MergeEngine, SequenceOrder};
 use crate::error::{Error, Result};
 use crate::table::datum::{Datum, Row};
+use crate::table::deletion_vector::{DeletionFile, DeletionFiles};
 use crate::table::manifest::{FileSource, ManifestEntry};
 use crate::table::snapshot::{CommitKind, Snapshot};
 use crate::table::{Table, binary_row};
@@ -56,8 +57,11 @@ pub struct SnapshotDelta {
     pub commit_time_millis: Option<i64>,
     /// Newly visible files that may hold changed rows (appends, not compaction rewrites).
     pub changed_files: Vec<ManifestEntry>,
-    /// The change cannot be applied from `changed_files` alone (an overwrite, or expired
-    /// snapshots in between): caches must reload.
+    /// The deletion vectors of the snapshot moved to, which apply to `changed_files`.
+    pub deletions: DeletionFiles,
+    /// The change cannot be applied from `changed_files` alone (an overwrite, expired
+    /// snapshots in between, or a deletion vector that now removes rows of a file read
+    /// before): caches must reload.
     pub reload: bool,
 }
 
@@ -65,8 +69,10 @@ pub struct SnapshotDelta {
 #[derive(Debug)]
 struct FileRange {
     entry: ManifestEntry,
-    /// Its location in the warehouse (the file name when it has none lakejoin reads),
-    /// which names its local lookup file in the cache.
+    /// Its deletion vector in this snapshot.
+    deletion: Option<DeletionFile>,
+    /// Its location in the warehouse (the file name when it has none lakejoin reads)
+    /// and its deletion vector's, which name its local lookup file in the cache.
     cache_key: String,
     min_key: Vec<Datum>,
     max_key: Vec<Datum>,
@@ -169,7 +175,9 @@ impl PointLookup {
             return Ok(None);
         }
         let mut buckets: HashMap<(Vec<u8>, i32), Vec<FileRange>> = HashMap::new();
+        let mut deletions = DeletionFiles::default();
         if let Some(snapshot) = &latest {
+            deletions = self.table.deletion_files(snapshot).await?;
             let schema = self.table.schema();
             let key_types = schema.types_of(&schema.trimmed_key_indices());
             // Java and pypaimon skip level 0 of first-row and deletion-vector tables; do
@@ -181,15 +189,20 @@ impl PointLookup {
                 }
                 let min_key = binary_row::deserialize(&entry.file.min_key, &key_types)?;
                 let max_key = binary_row::deserialize(&entry.file.max_key, &key_types)?;
-                let cache_key = self
+                let deletion = deletions.get(&entry.file.file_name).cloned();
+                let mut cache_key = self
                     .table
                     .data_file_path(&entry)
                     .map_or_else(|_| entry.file.file_name.clone(), |p| p.to_string());
+                if let Some(d) = &deletion {
+                    cache_key = format!("{cache_key}#{}", d.identity());
+                }
                 buckets
                     .entry((entry.partition.clone(), entry.bucket))
                     .or_default()
                     .push(FileRange {
                         entry,
+                        deletion,
                         cache_key,
                         min_key,
                         max_key,
@@ -206,7 +219,9 @@ impl PointLookup {
             buckets,
             rescaled,
         });
-        let delta = self.delta(&previous, &state, latest.as_ref()).await?;
+        let delta = self
+            .delta(&previous, &state, latest.as_ref(), deletions)
+            .await?;
         match self.state.write() {
             Ok(mut s) => *s = state,
             Err(poisoned) => *poisoned.into_inner() = state,
@@ -225,25 +240,33 @@ impl PointLookup {
         previous: &LookupState,
         next: &LookupState,
         latest: Option<&Snapshot>,
+        deletions: DeletionFiles,
     ) -> Result<SnapshotDelta> {
-        let known: std::collections::HashSet<&str> = previous
+        let known: HashMap<&str, Option<&DeletionFile>> = previous
             .buckets
             .values()
             .flatten()
-            .map(|f| f.entry.file.file_name.as_str())
+            .map(|f| (f.entry.file.file_name.as_str(), f.deletion.as_ref()))
             .collect();
         let compaction_reveals_rows = self.table.options().batch_scan_skips_level0();
         let changed_files: Vec<ManifestEntry> = next
             .buckets
             .values()
             .flatten()
-            .filter(|f| !known.contains(f.entry.file.file_name.as_str()))
+            .filter(|f| !known.contains_key(f.entry.file.file_name.as_str()))
             .filter(|f| {
                 compaction_reveals_rows || f.entry.file.file_source != Some(FileSource::Compact)
             })
             .map(|f| f.entry.clone())
             .collect();
-        let mut reload = false;
+        // A vector that newly marks rows of a file read before may be a key's only trace
+        // of its deletion (Java drops a deletion merged into the last level); which keys
+        // those rows hold would take reading the file again, so reload instead.
+        let mut reload = next.buckets.values().flatten().any(|f| {
+            known
+                .get(f.entry.file.file_name.as_str())
+                .is_some_and(|before| *before != f.deletion.as_ref())
+        });
         if let (Some(from), Some(to)) = (previous.snapshot_id, next.snapshot_id) {
             if to < from {
                 reload = true;
@@ -268,6 +291,7 @@ impl PointLookup {
             to: next.snapshot_id,
             commit_time_millis: latest.map(|s| s.time_millis),
             changed_files,
+            deletions,
             reload,
         })
     }

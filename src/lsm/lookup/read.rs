@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::lsm::merge::compare_keys;
 use crate::table::data_file::{KeyValue, decode_data_file};
 use crate::table::datum::{Datum, Row, compare_rows};
+use crate::table::deletion_vector::without_deleted;
 use crate::table::read_bytes;
 
 impl PointLookup {
@@ -199,8 +200,15 @@ impl PointLookup {
                 let bytes = read_bytes(&**table.store(), &location).await?;
                 let file_schema = table.schema_by_id(entry.file.schema_id).await?;
                 let table_schema = table.schema().clone();
+                let vector = match &f.deletion {
+                    Some(d) => Some(table.read_deletion_vector(d).await?),
+                    None => None,
+                };
                 tokio::task::spawn_blocking(move || {
-                    let rows = decode_data_file(bytes, &file_schema, &table_schema)?;
+                    let mut rows = decode_data_file(bytes, &file_schema, &table_schema)?;
+                    if let Some(vector) = &vector {
+                        rows = without_deleted(rows, vector);
+                    }
                     codec.write_file(&target, &rows)
                 })
                 .await

@@ -1,34 +1,72 @@
 //! Index manifests (`manifest/index-manifest-*`, format doc §4.3): the full list of a
-//! table's index files (HASH indexes of dynamic buckets, deletion vectors). lakejoin only
-//! carries a snapshot's index manifest forward; it reads one to check that the files it
-//! names exist (`lakejoin table check`).
+//! table's index files (HASH indexes of dynamic buckets, deletion vectors). lakejoin
+//! carries a snapshot's index manifest forward, reads the deletion vectors it lists when
+//! it reads the data files they apply to, and checks that the files it names exist
+//! (`lakejoin table check`).
 
-use super::avro::{self, Val};
-use super::{decode_records, opt_long, opt_string, record_fields, required, take, top_record};
+use super::avro::{self, Node, RecordNode, Val};
+use super::{
+    decode_records, mismatch, opt_bytes, opt_int, opt_long, opt_string, record_fields, required,
+    take, top_record,
+};
 use crate::error::{Error, Result};
 
 /// One index file an index manifest lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexFileMeta {
+    /// `_PARTITION`: the serialized partition of the bucket the file indexes.
+    pub partition: Vec<u8>,
+    /// `_BUCKET`.
+    pub bucket: i32,
     /// `_INDEX_TYPE`: `HASH`, `DELETION_VECTORS`, …
     pub index_type: String,
     /// `_FILE_NAME`, in the table's `index/` directory unless `external_path` is set.
     pub file_name: String,
     /// `_FILE_SIZE`, in bytes.
     pub file_size: i64,
+    /// `_DELETIONS_VECTORS_RANGES`: where each data file's deletion vector lies in a
+    /// `DELETION_VECTORS` file (empty for other index types).
+    pub deletion_vectors: Vec<DeletionVectorRange>,
     /// `_EXTERNAL_PATH`, when the file lives outside the table directory.
     pub external_path: Option<String>,
 }
 
+/// One data file's deletion vector inside an index file (Java's `DeletionVectorMeta`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletionVectorRange {
+    /// `f0`: the data file's name.
+    pub data_file: String,
+    /// `f1`: byte offset of the vector in the index file.
+    pub offset: i64,
+    /// `f2`: its length as Java records it (the bitmap's for 32-bit vectors, the whole
+    /// blob's for 64-bit ones; see `table::deletion_vector`).
+    pub length: i64,
+    /// `_CARDINALITY`: deleted rows, when the writer recorded it.
+    pub cardinality: Option<i64>,
+}
+
 /// Decodes an index manifest written by Java Paimon or pypaimon. Only ADD entries are
-/// returned (an index manifest is full state; DELETE entries cancel nothing here).
+/// returned: Java writes an index manifest as the full state (`IndexManifestFileHandler`
+/// combines the previous one with the commit's changes), so it holds ADD entries only,
+/// and any DELETE entry cancels nothing here.
 pub fn decode_index_manifest(bytes: &[u8]) -> Result<Vec<IndexFileMeta>> {
     let file = avro::read_container(bytes)?;
     let record = top_record(&file.schema, "index manifest")?;
     let kind = record.field_index("_KIND");
+    let partition = record.field_index("_PARTITION");
+    let bucket = record.field_index("_BUCKET");
     let index_type = record.field_index("_INDEX_TYPE");
     let file_name = record.field_index("_FILE_NAME");
     let file_size = record.field_index("_FILE_SIZE");
+    let ranges = record.field_index("_DELETIONS_VECTORS_RANGES");
+    let range_layout = ranges.and_then(|i| match &record.fields[i].node {
+        Node::Array { items, .. } => items.as_record().map(RangeLayout::new),
+        Node::Union(branches) => branches.iter().find_map(|b| match b {
+            Node::Array { items, .. } => items.as_record().map(RangeLayout::new),
+            _ => None,
+        }),
+        _ => None,
+    });
     let external_path = record.field_index("_EXTERNAL_PATH");
     let entries = decode_records(&file, |v: Val<'_>| {
         let mut m = record_fields(v, "index manifest entry")?;
@@ -38,7 +76,22 @@ pub fn decode_index_manifest(bytes: &[u8]) -> Result<Vec<IndexFileMeta>> {
                 "unknown index manifest _KIND {kind}"
             )));
         }
+        let deletion_vectors = match take(&mut m, ranges) {
+            Val::Null => Vec::new(),
+            Val::Array(items) => {
+                let layout = range_layout.as_ref().ok_or_else(|| {
+                    Error::format("_DELETIONS_VECTORS_RANGES is not an array of records")
+                })?;
+                items
+                    .into_iter()
+                    .map(|item| layout.read(item))
+                    .collect::<Result<_>>()?
+            }
+            other => return Err(mismatch("_DELETIONS_VECTORS_RANGES", &other)),
+        };
         let meta = IndexFileMeta {
+            partition: opt_bytes(take(&mut m, partition), "_PARTITION")?.unwrap_or_default(),
+            bucket: opt_int(take(&mut m, bucket), "_BUCKET")?.unwrap_or(0),
             index_type: required(
                 opt_string(take(&mut m, index_type), "_INDEX_TYPE")?,
                 "_INDEX_TYPE",
@@ -51,11 +104,42 @@ pub fn decode_index_manifest(bytes: &[u8]) -> Result<Vec<IndexFileMeta>> {
                 opt_long(take(&mut m, file_size), "_FILE_SIZE")?,
                 "_FILE_SIZE",
             )?,
+            deletion_vectors,
             external_path: opt_string(take(&mut m, external_path), "_EXTERNAL_PATH")?,
         };
         Ok((kind == 0).then_some(meta))
     })?;
     Ok(entries.into_iter().flatten().collect())
+}
+
+/// Positions of the fields of a `DeletionVectorMeta` record in the writer's schema.
+struct RangeLayout {
+    data_file: Option<usize>,
+    offset: Option<usize>,
+    length: Option<usize>,
+    cardinality: Option<usize>,
+}
+
+impl RangeLayout {
+    fn new(record: &RecordNode) -> Self {
+        RangeLayout {
+            data_file: record.field_index("f0"),
+            offset: record.field_index("f1"),
+            length: record.field_index("f2"),
+            cardinality: record.field_index("_CARDINALITY"),
+        }
+    }
+
+    fn read(&self, v: Val<'_>) -> Result<DeletionVectorRange> {
+        const PATH: &str = "_DELETIONS_VECTORS_RANGES";
+        let mut m = record_fields(v, PATH)?;
+        Ok(DeletionVectorRange {
+            data_file: required(opt_string(take(&mut m, self.data_file), PATH)?, PATH)?,
+            offset: required(opt_long(take(&mut m, self.offset), PATH)?, PATH)?,
+            length: required(opt_long(take(&mut m, self.length), PATH)?, PATH)?,
+            cardinality: opt_long(take(&mut m, self.cardinality), PATH)?,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -92,9 +176,12 @@ mod tests {
         assert_eq!(
             files,
             vec![IndexFileMeta {
+                partition: vec![0, 0, 0, 0],
+                bucket: 0,
                 index_type: "HASH".into(),
                 file_name: "index-a-0".into(),
                 file_size: 120,
+                deletion_vectors: Vec::new(),
                 external_path: None,
             }]
         );

@@ -248,12 +248,10 @@ fn meta_json(m: &ManifestFileMeta) -> Value {
     })
 }
 
-/// Checks the Java layout: `["null", record]`, record `record` in Java's namespace.
-fn assert_java_union(schema: &Value) -> &Value {
-    let union = schema.as_array().expect("top-level schema is a union");
-    assert_eq!(union.len(), 2);
-    assert_eq!(union[0], "null");
-    let record = &union[1];
+/// Checks the Java 1.x layout: a plain top-level record `record` in Java's namespace.
+fn assert_java_record(schema: &Value) -> &Value {
+    assert!(schema.is_object(), "top-level schema is a record: {schema}");
+    let record = schema;
     assert_eq!(record["type"], "record");
     assert_eq!(record["name"], "record");
     assert_eq!(record["namespace"], "org.apache.paimon.avro.generated");
@@ -295,7 +293,7 @@ fn fastavro_reads_our_manifest_and_manifest_list() {
     // The manifest.
     let m = &files[0];
     assert_eq!(m["codec"], "zstandard");
-    let record = assert_java_union(&m["schema"]);
+    let record = assert_java_record(&m["schema"]);
     let file_schema = &record["fields"][5]["type"];
     assert_eq!(file_schema["type"], "record");
     assert_eq!(file_schema["name"], "record__FILE");
@@ -333,7 +331,7 @@ fn fastavro_reads_our_manifest_and_manifest_list() {
     // The manifest lists, one per codec.
     for (file, codec) in files[1..].iter().zip(["zstandard", "deflate", "snappy"]) {
         assert_eq!(file["codec"], codec);
-        let record = assert_java_union(&file["schema"]);
+        let record = assert_java_record(&file["schema"]);
         assert_eq!(
             record["fields"][5]["type"]["name"],
             "record__PARTITION_STATS"
@@ -421,7 +419,7 @@ fn pypaimon_reads_a_table_whose_manifests_we_rewrote() {
     // Every manifest of snapshot 3 now has our Java-style schema.
     let check =
         read_with_fastavro(&[&manifest_dir.join(snapshot["deltaManifestList"].as_str().unwrap())]);
-    assert_java_union(&check[0]["schema"]);
+    assert_java_record(&check[0]["schema"]);
 
     assert_eq!(pypaimon_rows(&warehouse), pypaimon_rows(&golden));
     assert_eq!(

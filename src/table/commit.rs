@@ -99,6 +99,42 @@ enum Attempt {
     LostRace,
 }
 
+/// Names manifests and manifest lists as Java's `FileStorePathFactory` does: one random
+/// UUID per writer (a table handle here) and a counter, `manifest-<uuid>-<n>` and
+/// `manifest-list-<uuid>-<n>`, so a snapshot's base and delta lists share a prefix.
+#[derive(Debug)]
+pub(crate) struct ManifestNames {
+    manifest_uuid: uuid::Uuid,
+    list_uuid: uuid::Uuid,
+    manifests: std::sync::atomic::AtomicU64,
+    lists: std::sync::atomic::AtomicU64,
+}
+
+impl ManifestNames {
+    pub(crate) fn new() -> Self {
+        ManifestNames {
+            manifest_uuid: uuid::Uuid::new_v4(),
+            list_uuid: uuid::Uuid::new_v4(),
+            manifests: Default::default(),
+            lists: Default::default(),
+        }
+    }
+
+    fn next_manifest(&self) -> String {
+        let n = self
+            .manifests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("manifest-{}-{n}", self.manifest_uuid)
+    }
+
+    fn next_list(&self) -> String {
+        let n = self
+            .lists
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("manifest-list-{}-{n}", self.list_uuid)
+    }
+}
+
 impl Table {
     /// Commits `request` as the next snapshot and returns it. Retries when another writer
     /// takes the snapshot id first, or when the store fails, up to `commit.max-retries`
@@ -255,6 +291,7 @@ impl Table {
             base_manifest_list: base_list,
             delta_manifest_list: prepared.delta_list.clone(),
             changelog_manifest_list: None,
+            changelog_manifest_list_size: None,
             index_manifest: latest.as_ref().and_then(|s| s.index_manifest.clone()),
             commit_user: request.commit_user.clone(),
             commit_identifier: request.commit_identifier,
@@ -263,17 +300,20 @@ impl Table {
             total_record_count: latest.as_ref().map_or(0, |s| s.total_record_count)
                 + prepared.delta_record_count,
             delta_record_count: prepared.delta_record_count,
-            changelog_record_count: Some(0),
+            // As Java's commit: no changelog count without changelog files, the
+            // watermark carried forward (lakejoin sets none of its own), and the row id
+            // counter carried forward (lakejoin's tables do not track row ids).
+            changelog_record_count: None,
             base_manifest_list_size: Some(base_list_size),
             delta_manifest_list_size: Some(prepared.delta_list_size),
-            watermark: latest.as_ref().and_then(|s| s.watermark).or(Some(i64::MIN)),
+            watermark: latest.as_ref().and_then(|s| s.watermark),
             statistics: None,
             properties: if request.properties.is_empty() {
                 None
             } else {
                 Some(request.properties.clone())
             },
-            next_row_id: None,
+            next_row_id: Some(latest.as_ref().and_then(|s| s.next_row_id).unwrap_or(0)),
         };
         // Our own base list and merged manifest: deleted only once it is certain that no
         // snapshot references them.
@@ -454,7 +494,7 @@ impl Table {
         compression: ManifestCompression,
     ) -> Result<ManifestFileMeta> {
         let bytes = manifest::encode_manifest(entries, compression)?;
-        let name = format!("manifest-{}-0", uuid::Uuid::new_v4());
+        let name = self.manifest_names.next_manifest();
         let size = bytes.len() as i64;
         self.put_new(&self.manifest_path(&name), bytes).await?;
         let partition_types = self.schema().types_of(&self.schema().partition_indices());
@@ -488,7 +528,7 @@ impl Table {
         compression: ManifestCompression,
     ) -> Result<(String, i64)> {
         let bytes = manifest::encode_manifest_list(metas, compression)?;
-        let name = format!("manifest-list-{}-0", uuid::Uuid::new_v4());
+        let name = self.manifest_names.next_list();
         let size = bytes.len() as i64;
         self.put_new(&self.manifest_path(&name), bytes).await?;
         Ok((name, size))

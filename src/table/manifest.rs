@@ -2,8 +2,9 @@
 //! lists (`manifest-list-*`, one [`ManifestFileMeta`] per manifest file): pure Avro
 //! encode/decode, no I/O. See `docs/paimon-format.md` §4.
 //!
-//! **Writing** follows Java Paimon's layout: a top-level `["null", record]` union around a
-//! record named `record` in namespace `org.apache.paimon.avro.generated`, Java's field
+//! **Writing** follows Java Paimon 1.4's layout exactly (a golden test compares the writer
+//! schemas with files Java wrote): a plain top-level record (Java ≤ 0.8 wrapped it in a
+//! `["null", record]` union) named `record` in namespace `org.apache.paimon.avro.generated`, Java's field
 //! order, nested records named after their path (`record__FILE`,
 //! `record__FILE__KEY_STATS`, ...), non-null nested records (Java's newest manifest reader
 //! rejects a nullable `_FILE`) and `["null", T]` with default `null` for nullable fields.
@@ -277,14 +278,15 @@ fn nullable(name: &str, ty: serde_json::Value) -> serde_json::Value {
     json!({"name": name, "type": ["null", ty], "default": null})
 }
 
-/// Wraps the fields in Java's top-level `["null", record]`.
+/// The top-level record, as Java Paimon 1.x writes it (`AvroSchemaConverter`: a plain
+/// record; Java ≤ 0.8 wrapped it in `["null", record]`, which readers still accept).
 fn top_level(fields: Vec<serde_json::Value>) -> String {
-    json!(["null", {
+    json!({
         "type": "record",
         "name": "record",
         "namespace": "org.apache.paimon.avro.generated",
         "fields": fields,
-    }])
+    })
     .to_string()
 }
 
@@ -371,7 +373,6 @@ pub fn encode_manifest_list(
 
 /// Encodes one entry in the field order of [`MANIFEST_ENTRY_SCHEMA`].
 fn put_entry(buf: &mut Vec<u8>, e: &ManifestEntry) {
-    put_long(buf, 1); // branch 1 of the top-level ["null", record]
     put_long(buf, FORMAT_VERSION);
     put_long(buf, e.kind.code());
     put_bytes(buf, &e.partition);
@@ -402,7 +403,6 @@ fn put_entry(buf: &mut Vec<u8>, e: &ManifestEntry) {
 
 /// Encodes one manifest-file meta in the field order of [`MANIFEST_FILE_META_SCHEMA`].
 fn put_file_meta(buf: &mut Vec<u8>, m: &ManifestFileMeta) {
-    put_long(buf, 1); // branch 1 of the top-level ["null", record]
     put_long(buf, FORMAT_VERSION);
     put_bytes(buf, m.file_name.as_bytes());
     put_long(buf, m.file_size);

@@ -52,6 +52,8 @@ pub struct Table {
     schemas: Mutex<HashMap<i64, Arc<TableSchema>>>,
     /// The table's directory on the local filesystem, when the store is local.
     local_dir: Option<std::path::PathBuf>,
+    /// Names of the manifests and manifest lists this handle writes.
+    manifest_names: commit::ManifestNames,
 }
 
 impl Table {
@@ -132,6 +134,7 @@ impl Table {
             schema,
             options,
             schemas: Mutex::new(schemas),
+            manifest_names: commit::ManifestNames::new(),
         })
     }
 

@@ -27,12 +27,18 @@ pub struct Snapshot {
     pub id: i64,
     pub schema_id: i64,
     pub base_manifest_list: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_manifest_list_size: Option<i64>,
     pub delta_manifest_list: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta_manifest_list_size: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changelog_manifest_list: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changelog_manifest_list_size: Option<i64>,
     /// Carried forward unchanged from the previous snapshot: dropping it would lose a
     /// Java writer's deletion vectors or dynamic-bucket index.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index_manifest: Option<String>,
     pub commit_user: String,
     pub commit_identifier: i64,
@@ -40,13 +46,9 @@ pub struct Snapshot {
     pub time_millis: i64,
     pub total_record_count: i64,
     pub delta_record_count: i64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changelog_record_count: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub base_manifest_list_size: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub delta_manifest_list_size: Option<i64>,
-    #[serde(default)]
     pub watermark: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub statistics: Option<String>,

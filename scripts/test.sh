@@ -5,7 +5,9 @@
 # Works on a fresh machine that has a Rust toolchain (with rustfmt and clippy),
 # cargo-nextest (optional; falls back to `cargo test`), python3.11, Java 17 and Maven.
 # Everything else it needs it installs itself, once; later runs reuse it: the Python
-# venv (.venv) and Apache Kafka's jars (~/.cache/lakejoin, from Maven Central).
+# venv (.venv), Apache Kafka's jars (~/.cache/lakejoin, from Maven Central), and PyFlink
+# with the Kafka and Paimon connector jars for the Flink lookup-join cross-check
+# (scripts/flink.sh, ~/.cache/lakejoin/flink-<version>, about 1 GB, 2 minutes once).
 #
 # Environment:
 #   LAKEJOIN_PYTHON   use this Python (must have pypaimon) instead of creating .venv
@@ -54,6 +56,17 @@ ensure_python_env() {
     export LAKEJOIN_PYTHON="${VENV_DIR}/bin/python"
 }
 
+# Installs PyFlink and its connector jars for integration-tests/flink_lookup.rs when missing
+# (scripts/flink.sh; a stamp check once installed). The test runs the same script itself, as
+# java_paimon.rs runs scripts/java-oracle.sh, so this only moves the one-time install out of
+# the test run, where it would count against a test's time and print nothing while it works.
+ensure_flink() {
+    local dir
+    dir="$(bash "${REPO_ROOT}/scripts/flink.sh")" \
+        || fail "scripts/flink.sh could not install PyFlink for the Flink lookup-join test (needs python3.11, Java 17 and mvn)"
+    log "PyFlink for the Flink lookup-join test: ${dir}"
+}
+
 # Starts Apache Kafka on free loopback ports and exports its addresses for the integration
 # tests; it is stopped when this script exits, however it exits. The tests that stop and
 # start a broker of their own use scripts/kafka/broker.sh too, so the jars are installed
@@ -93,6 +106,7 @@ run_tests() {
 main() {
     cd "${REPO_ROOT}"
     ensure_python_env
+    ensure_flink
     check_format
     check_lints
     ensure_broker

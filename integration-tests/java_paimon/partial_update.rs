@@ -18,7 +18,7 @@ use crate::{keyed_spec, kind_of, maybe, random_commits, row};
 
 /// Plain partial update ordered by `sequence.field` (the model folds each commit by
 /// sequence, then the commits).
-fn partial_update_case(partitioned: bool) -> Case {
+pub(crate) fn partial_update_case(partitioned: bool) -> Case {
     let spec = keyed_spec(
         "db.partial",
         &["seq:BIGINT", "a:STRING", "b:INT", "c:DOUBLE"],

@@ -366,6 +366,16 @@ impl Table {
             .unwrap_or_else(|e| panic!("java expire printed {text:?}: {e}"))
     }
 
+    /// The oracle's `read-incremental FROM TO`, `audit-log` or `stream` output, rows in
+    /// lakejoin's encoding (`_rowkind` and the audit log's `rowkind` pass through).
+    pub fn java_changes(&self, command: &str, args: &[String]) -> Vec<Value> {
+        let text = expect_success(&format!("java {command}"), self.java(command, args, ""));
+        parse_jsonl(&format!("java {command}"), &text)
+            .iter()
+            .map(|row| from_java_row(&self.spec, row))
+            .collect()
+    }
+
     pub fn java_snapshots(&self) -> Vec<Value> {
         let text = expect_success("java snapshots", self.java("snapshots", &[], ""));
         parse_jsonl("java snapshots", &text)

@@ -173,6 +173,16 @@ fn schema_of_a_lakejoin_table_reads_the_same_in_java() {
     assert_eq!(schema["options"], options, "{schema}");
 }
 
+/// A table lakejoin creates has no comment in Java (lakejoin wrote `"comment": null`, as
+/// pypaimon does, which Java's `SchemaSerializer` read as the text "null"; fixed).
+#[test]
+fn lakejoin_table_has_no_comment_in_java() {
+    let spec = TableSpec::new("db.no_comment", &["id:INT", "v:STRING"], &["id"], 1);
+    let table = Table::create(spec, Creator::Lakejoin);
+    let schema = table.java_schema();
+    assert_eq!(schema.get("comment"), None, "Java's schema: {schema}");
+}
+
 // ---------------------------------------------------------------------------------------
 // deduplicate and first-row: models
 

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::row;
 use crate::support::java::{Case, lakejoin_writes_as_java_does};
-use crate::support::{Creator, Table, TableSpec};
+use crate::support::TableSpec;
 
 /// Paimon 1.4.2 (apache/paimon#7645) restarts a merge at a retraction from *all* the
 /// retraction's columns (`initRow`), where lakejoin keeps only the NOT NULL ones (as Paimon
@@ -145,18 +145,4 @@ fn listagg_of_blank_values() {
         ],
         expected: Some(vec![json!({"id": 1, "tags": " ,a"})]),
     });
-}
-
-/// A table lakejoin creates has no comment in Java.
-#[test]
-#[ignore = "divergence: lakejoin writes \"comment\": null into schema files (as pypaimon \
-            does); Java's SchemaSerializer reads it with JsonNode.asText() as the comment \
-            \"null\" and writes no key for no comment. The fix (skip_serializing_if in \
-            src/table/schema.rs) breaks the unit test \
-            reads_a_pypaimon_schema_and_writes_it_back_equal"]
-fn lakejoin_table_has_no_comment_in_java() {
-    let spec = TableSpec::new("db.no_comment", &["id:INT", "v:STRING"], &["id"], 1);
-    let table = Table::create(spec, Creator::Lakejoin);
-    let schema = table.java_schema();
-    assert_eq!(schema.get("comment"), None, "Java's schema: {schema}");
 }

@@ -9,8 +9,8 @@
 use serde_json::json;
 
 use crate::row;
-use crate::support::java::{Case, lakejoin_writes_as_java_does};
 use crate::support::TableSpec;
+use crate::support::java::{Case, lakejoin_writes_as_java_does};
 
 /// Paimon 1.4.2 (apache/paimon#7645) restarts a merge at a retraction from *all* the
 /// retraction's columns (`initRow`), where lakejoin keeps only the NOT NULL ones (as Paimon

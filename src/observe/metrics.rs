@@ -174,6 +174,9 @@ pub struct PipelineMetrics {
     pub join_hits: AtomicU64,
     pub join_misses: AtomicU64,
     pub join_retries: AtomicU64,
+    /// Attempts of held facts that failed again (enrich: a lookup or the schema registry
+    /// failing; the fact is tried again, never dead-lettered).
+    pub held_retries: AtomicU64,
     /// Table commits (CDC).
     pub commits: AtomicU64,
     /// Table commits that failed and are retried (CDC).
@@ -196,6 +199,9 @@ pub struct PipelineMetrics {
     /// its records cannot be decoded), from the client's own reports. Makes the process
     /// unready.
     kafka_fault: Mutex<Option<String>>,
+    /// Why facts are held right now (enrich): set while a lookup or the schema registry
+    /// fails them, cleared when a held fact goes through. Makes the process unready.
+    hold_fault: Mutex<Option<String>>,
 }
 
 impl PipelineMetrics {
@@ -238,6 +244,18 @@ impl PipelineMetrics {
     /// Records (`Some`) or clears (`None`) why the pipeline's Kafka client cannot work.
     pub fn set_kafka_fault(&self, fault: Option<String>) {
         *self.kafka_fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    }
+
+    /// Records (`Some`) or clears (`None`) why facts are held.
+    pub fn set_hold_fault(&self, fault: Option<String>) {
+        *self.hold_fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    }
+
+    pub fn hold_fault(&self) -> Option<String> {
+        self.hold_fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn kafka_fault(&self) -> Option<String> {
@@ -381,6 +399,9 @@ impl Registry {
             if let Some(fault) = p.metrics.kafka_fault() {
                 reasons.push(format!("pipeline {}: Kafka: {fault}", p.name));
             }
+            if let Some(fault) = p.metrics.hold_fault() {
+                reasons.push(format!("pipeline {}: {fault}", p.name));
+            }
             if let Some(fault) = p.metrics.table_fault() {
                 reasons.push(format!(
                     "pipeline {}: table {}: {fault}",
@@ -460,6 +481,13 @@ impl Registry {
             "Enriched records acknowledged by the broker.",
             &[Enrich],
             |m| &m.records_out,
+        );
+        counter(
+            &mut out,
+            "lakejoin_facts_held_retries_total",
+            "Attempts of facts held because a lookup or the schema registry failed (tried again, never dead-lettered).",
+            &[Enrich],
+            |m| &m.held_retries,
         );
         counter(
             &mut out,

@@ -337,6 +337,16 @@ pub async fn start(config: Config) -> Result<Running> {
 /// endpoint while this runs); marks the registry started at the end.
 pub async fn start_with(config: Config, registry: Arc<Registry>) -> Result<Running> {
     let warehouse = Warehouse::from_uri(&config.warehouse.uri, &config.warehouse.options)?;
+    start_on(config, registry, warehouse).await
+}
+
+/// [`start_with`] on a warehouse built by the caller instead of from `[warehouse]` (the
+/// tests put a store that fails on purpose under running pipelines).
+pub async fn start_on(
+    config: Config,
+    registry: Arc<Registry>,
+    warehouse: Warehouse,
+) -> Result<Running> {
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut tasks = JoinSet::new();
     let mut metrics = BTreeMap::new();

@@ -5,25 +5,57 @@
 //! has to wait (`wait_for_cdc` not yet covered) or retry a miss leaves the batch and is
 //! finished on its own path ([`enrich_one`]), from the start, so what it does is exactly
 //! what a fact enriched alone does.
+//!
+//! Only a fault of the fact itself (it does not decode, its key does not convert, its
+//! output does not encode) makes a dead letter. A fault of what the fact depends on (a
+//! lookup's store or local files, the schema registry) says nothing about the fact: the
+//! fact is held and tried again with backoff, on its own, until it succeeds, and its offset
+//! is not committed meanwhile; the pipeline reports the fault on `/health/ready`. Without
+//! that, an S3 throttle or a registry restart would drop good facts from the output.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rdkafka::message::{Message, OwnedMessage};
 use serde_json::Value;
+use tokio::sync::watch;
 
 use super::join::Join;
 use crate::codec::{Fact, FactDecoder, KafkaRecord, OutputEncoder};
 use crate::config::EnrichConfig;
+use crate::error::Error;
 use crate::observe::PipelineMetrics;
 use crate::table::datum::{Datum, Row};
 
 /// An output record: key (`None`: the fact's own) and payload.
 pub type Output = (Option<Vec<u8>>, Vec<u8>);
 
-/// A fact whose lookups finished: what to produce (nothing: dropped), or why it is a
-/// dead letter.
-pub type Enriched = (OwnedMessage, std::result::Result<Vec<Output>, String>);
+/// A fact whose lookups finished: what to produce (nothing: dropped), or why not.
+pub type Enriched = (OwnedMessage, std::result::Result<Vec<Output>, FactError>);
+
+/// Why a fact was not turned into output records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactError {
+    /// The fact itself is bad: it goes to the dead-letter topic with this reason.
+    Bad(String),
+    /// Something the fact depends on failed (a lookup, the schema registry); the fact is
+    /// held and tried again.
+    Held(String),
+    /// Shutdown came while the fact was held: it is neither produced nor committed, so
+    /// the next run reads it again.
+    Unfinished,
+}
+
+impl FactError {
+    /// A lookup's error: never the fact's fault.
+    pub fn held(error: Error) -> Self {
+        FactError::Held(error.to_string())
+    }
+}
+
+/// First wait before a held fact is tried again; it doubles up to [`HOLD_MAX`].
+const HOLD_FIRST: Duration = Duration::from_millis(100);
+const HOLD_MAX: Duration = Duration::from_secs(30);
 
 /// What a batch gives back: facts finished, in input order, and facts that left the batch
 /// to wait or retry, which the caller enriches one by one (only when the pipeline is
@@ -41,6 +73,8 @@ pub struct Enricher {
     pub decoder: FactDecoder,
     pub encoder: OutputEncoder,
     pub metrics: Arc<PipelineMetrics>,
+    /// Ends the wait of held facts.
+    pub shutdown: watch::Receiver<bool>,
 }
 
 /// A fact's result in one join: (join index, matched, time).
@@ -52,6 +86,8 @@ enum Progress<'a> {
     Joining(Vec<Fact<'a>>),
     /// A dead letter, with the reason.
     Failed(String),
+    /// Something it depends on failed: it is finished on its own path, which holds it.
+    Held,
     /// Left the batch to wait or retry.
     OnItsOwn,
 }
@@ -68,17 +104,51 @@ fn record_of(message: &OwnedMessage) -> KafkaRecord<'_> {
 }
 
 impl Enricher {
-    /// Enriches one fact on its own.
+    /// Enriches one fact on its own, holding it while what it depends on fails.
     pub async fn enrich(self: Arc<Self>, message: OwnedMessage) -> BatchOutcome {
-        let result = enrich_one(
-            &record_of(&message),
-            &self.decoder,
-            &self.joins,
-            &self.encoder,
-            &self.config,
-            &self.metrics,
-        )
-        .await;
+        let mut shutdown = self.shutdown.clone();
+        let mut wait = HOLD_FIRST;
+        let mut held = false;
+        let result = loop {
+            let result = enrich_one(
+                &record_of(&message),
+                &self.decoder,
+                &self.joins,
+                &self.encoder,
+                &self.config,
+                &self.metrics,
+            )
+            .await;
+            let Err(FactError::Held(reason)) = result else {
+                if held {
+                    self.metrics.set_hold_fault(None);
+                }
+                break result;
+            };
+            PipelineMetrics::add(&self.metrics.held_retries, 1);
+            if !held || wait == HOLD_MAX {
+                tracing::warn!(
+                    pipeline = %self.config.name,
+                    topic = message.topic(),
+                    partition = message.partition(),
+                    offset = message.offset(),
+                    error = %reason,
+                    retry_in = ?wait,
+                    "fact held: a lookup or the schema registry failed; trying again"
+                );
+            }
+            self.metrics
+                .set_hold_fault(Some(format!("facts held, trying again: {reason}")));
+            held = true;
+            if *shutdown.borrow() {
+                break Err(FactError::Unfinished);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = shutdown.changed() => break Err(FactError::Unfinished),
+            }
+            wait = (wait * 2).min(HOLD_MAX);
+        };
         BatchOutcome {
             done: vec![(message, result)],
             deferred: Vec::new(),
@@ -98,6 +168,7 @@ impl Enricher {
                 Ok(Some(fact)) => Progress::Joining(vec![fact]),
                 // A tombstone carries no fact.
                 Ok(None) => Progress::Joining(Vec::new()),
+                Err(e) if e.is_transient() => Progress::Held,
                 Err(e) => Progress::Failed(e.to_string()),
             });
         }
@@ -109,7 +180,7 @@ impl Enricher {
                 .await;
         }
         // `None`: the fact left the batch.
-        let results: Vec<Option<std::result::Result<Vec<Output>, String>>> = progress
+        let results: Vec<Option<std::result::Result<Vec<Output>, FactError>>> = progress
             .into_iter()
             .zip(matches)
             .map(|(state, matched)| match state {
@@ -125,10 +196,10 @@ impl Enricher {
                             m.record(hit, took);
                         }
                     }
-                    Some(encode_all(&facts, &self.encoder, &self.config))
+                    Some(encode_all(&facts, &self.encoder, &self.config).map_err(FactError::Bad))
                 }
-                Progress::Failed(reason) => Some(Err(reason)),
-                Progress::OnItsOwn => None,
+                Progress::Failed(reason) => Some(Err(FactError::Bad(reason))),
+                Progress::OnItsOwn | Progress::Held => None,
             })
             .collect();
         let mut outcome = BatchOutcome::default();
@@ -191,9 +262,10 @@ impl Enricher {
         let started = Instant::now();
         let rows = match self.find_all(join, &keys).await {
             Ok(rows) => rows,
-            Err(reason) => {
+            // The lookup failed, not the facts: each is held on its own path.
+            Err(_) => {
                 for &(i, _) in &keys {
-                    progress[i] = Progress::Failed(reason.clone());
+                    progress[i] = Progress::Held;
                 }
                 return;
             }
@@ -244,7 +316,7 @@ impl Enricher {
         &self,
         join: &Join,
         keys: &[(usize, Option<Vec<Datum>>)],
-    ) -> std::result::Result<Vec<Vec<Arc<Row>>>, String> {
+    ) -> crate::error::Result<Vec<Vec<Arc<Row>>>> {
         if !join.lookup().by_primary_key() {
             let mut out = Vec::with_capacity(keys.len());
             for (_, key) in keys {
@@ -256,12 +328,7 @@ impl Enricher {
             return Ok(out);
         }
         let present: Vec<&[Datum]> = keys.iter().filter_map(|(_, k)| k.as_deref()).collect();
-        let mut found = join
-            .lookup()
-            .get_many(&present)
-            .await
-            .map_err(|e| e.to_string())?
-            .into_iter();
+        let mut found = join.lookup().get_many(&present).await?.into_iter();
         Ok(keys
             .iter()
             .map(|(_, key)| match key {
@@ -282,9 +349,18 @@ pub async fn enrich_one(
     encoder: &OutputEncoder,
     config: &EnrichConfig,
     metrics: &PipelineMetrics,
-) -> std::result::Result<Vec<Output>, String> {
-    decoder.prepare(record).await.map_err(|e| e.to_string())?;
-    let Some(fact) = decoder.decode(record).map_err(|e| e.to_string())? else {
+) -> std::result::Result<Vec<Output>, FactError> {
+    decoder.prepare(record).await.map_err(|e| {
+        if e.is_transient() {
+            FactError::Held(e.to_string())
+        } else {
+            FactError::Bad(e.to_string())
+        }
+    })?;
+    let Some(fact) = decoder
+        .decode(record)
+        .map_err(|e| FactError::Bad(e.to_string()))?
+    else {
         // A tombstone carries no fact.
         return Ok(Vec::new());
     };
@@ -302,7 +378,7 @@ pub async fn enrich_one(
         }
         facts = joined;
     }
-    encode_all(&facts, encoder, config)
+    encode_all(&facts, encoder, config).map_err(FactError::Bad)
 }
 
 /// The output records of a fact's joined forms.
@@ -447,6 +523,7 @@ mod tests {
             decoder: crate::pipeline::fact_decoder(e).unwrap(),
             encoder: crate::pipeline::output_encoder(&e.output).unwrap(),
             metrics: Arc::new(PipelineMetrics::with_joins(join_metrics)),
+            shutdown: watch::channel(false).1,
         })
     }
 
@@ -476,7 +553,7 @@ mod tests {
         )
     }
 
-    fn results(outcome: &[Enriched]) -> Vec<(i64, std::result::Result<Vec<Output>, String>)> {
+    fn results(outcome: &[Enriched]) -> Vec<(i64, std::result::Result<Vec<Output>, FactError>)> {
         outcome
             .iter()
             .map(|(m, r)| (m.offset(), r.clone()))
@@ -496,7 +573,7 @@ mod tests {
             message(3, 8),
         ];
         let done = enricher.enrich_batch(messages).await.done;
-        let outputs: Vec<std::result::Result<Vec<Value>, String>> = done
+        let outputs: Vec<std::result::Result<Vec<Value>, FactError>> = done
             .into_iter()
             .map(|(_, r)| {
                 r.map(|records| {
@@ -516,7 +593,7 @@ mod tests {
         assert_eq!(outputs[2], Ok(vec![]));
         assert_eq!(outputs[3], Ok(vec![]));
         assert!(
-            outputs[4].as_ref().is_err_and(|e| e.contains("JSON")),
+            matches!(&outputs[4], Err(FactError::Bad(e)) if e.contains("JSON")),
             "{:?}",
             outputs[4]
         );

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::super::progress::CdcProgress;
+use super::facts::FactError;
 use crate::codec::Fact;
 use crate::config::{JoinConfig, JoinKind};
 use crate::error::{Error, Result};
@@ -152,9 +153,9 @@ impl Join {
         timestamp_ms: Option<i64>,
         metrics: &PipelineMetrics,
         out: &mut Vec<Fact<'a>>,
-    ) -> std::result::Result<bool, String> {
+    ) -> std::result::Result<bool, FactError> {
         let join_metrics = self.lookup.metrics();
-        let rows: Vec<Arc<Row>> = match self.key(&fact)? {
+        let rows: Vec<Arc<Row>> = match self.key(&fact).map_err(FactError::Bad)? {
             None => Vec::new(),
             Some(key) => {
                 if let (Some((progress, max_wait)), Some(ts)) = (&self.wait, timestamp_ms)
@@ -165,7 +166,7 @@ impl Join {
                         LookupMetrics::add(&join_metrics.wait_timeouts, 1);
                     }
                 }
-                let mut rows = self.find(&key).await?;
+                let mut rows = self.find(&key).await.map_err(FactError::held)?;
                 if let Some((delay, attempts)) = self.retry {
                     let mut attempt = 1;
                     while rows.is_empty() && attempt < attempts {
@@ -174,14 +175,14 @@ impl Join {
                         // Refreshes run on commits and on the refresh interval; a retry
                         // only looks again.
                         tokio::time::sleep(delay).await;
-                        rows = self.find(&key).await?;
+                        rows = self.find(&key).await.map_err(FactError::held)?;
                         attempt += 1;
                     }
                 }
                 rows
             }
         };
-        let matched = self.emit(fact, &rows, out)?;
+        let matched = self.emit(fact, &rows, out).map_err(FactError::Bad)?;
         let counter = if matched {
             &metrics.join_hits
         } else {
@@ -215,12 +216,13 @@ impl Join {
     }
 
     /// The matching rows (projected): at most one by primary key, any number otherwise.
-    pub async fn find(&self, key: &[Datum]) -> std::result::Result<Vec<Arc<Row>>, String> {
+    /// An error is the lookup's (the table's store, a local file), never the fact's.
+    pub async fn find(&self, key: &[Datum]) -> Result<Vec<Arc<Row>>> {
         if self.lookup.by_primary_key() {
-            let row = self.lookup.get(key).await.map_err(|e| e.to_string())?;
+            let row = self.lookup.get(key).await?;
             Ok(row.into_iter().collect())
         } else {
-            let rows = self.lookup.get_all(key).map_err(|e| e.to_string())?;
+            let rows = self.lookup.get_all(key)?;
             Ok(rows.into_iter().map(Arc::new).collect())
         }
     }

@@ -30,7 +30,7 @@ use crate::config::{EnrichConfig, KafkaConfig};
 use crate::error::{Error, Result};
 use crate::kafka::{Consumer, Producer};
 use crate::observe::PipelineMetrics;
-use facts::{BatchOutcome, Enriched, Enricher, Output};
+use facts::{BatchOutcome, Enriched, Enricher, FactError, Output};
 pub use join::{Join, JoinPlan};
 pub use offsets::OffsetTracker;
 
@@ -115,6 +115,7 @@ pub async fn run(
         decoder,
         encoder,
         metrics: metrics.clone(),
+        shutdown: shutdown.clone(),
     });
     let sink = Sink {
         producer: &producer,
@@ -169,8 +170,9 @@ pub async fn run(
                 }
                 in_flight -= outcome.done.len();
                 for enriched in outcome.done {
-                    let delivery = sink.deliver(enriched).await?;
-                    deliveries.push(delivery);
+                    if let Some(delivery) = sink.deliver(enriched).await? {
+                        deliveries.push(delivery);
+                    }
                 }
             }
             Some(done) = deliveries.next() => {
@@ -195,8 +197,9 @@ pub async fn run(
             lookups.push(enricher.clone().enrich(message).boxed());
         }
         for enriched in outcome.done {
-            let delivery = sink.deliver(enriched).await?;
-            deliveries.push(delivery);
+            if let Some(delivery) = sink.deliver(enriched).await? {
+                deliveries.push(delivery);
+            }
         }
     }
     while let Some(done) = deliveries.next().await {
@@ -226,17 +229,18 @@ struct Sink<'a> {
 
 impl Sink<'_> {
     /// Sends a finished fact's records (or its dead letter); the returned delivery
-    /// resolves to its position once the broker acknowledged everything.
+    /// resolves to its position once the broker acknowledged everything. `None`: a fact
+    /// left unfinished at shutdown, whose offset must not be committed.
     async fn deliver(
         &self,
         (message, result): Enriched,
-    ) -> Result<BoxFuture<'static, Result<(String, i32, i64)>>> {
+    ) -> Result<Option<BoxFuture<'static, Result<(String, i32, i64)>>>> {
         let position = (
             message.topic().to_string(),
             message.partition(),
             message.offset(),
         );
-        Ok(match result {
+        Ok(Some(match result {
             Ok(outputs) if outputs.is_empty() => {
                 PipelineMetrics::add(&self.metrics.dropped, 1);
                 futures::future::ready(Ok(position)).boxed()
@@ -253,14 +257,17 @@ impl Sink<'_> {
                 }
                 .boxed()
             }
-            Err(reason) => {
+            Err(FactError::Bad(reason)) => {
                 PipelineMetrics::add(&self.metrics.dead_lettered, 1);
                 self.dead_letters
                     .send(&self.config.name, &message, &reason)
                     .await?;
                 futures::future::ready(Ok(position)).boxed()
             }
-        })
+            // Held facts come back only once they succeed, fail on their own, or are
+            // given up at shutdown.
+            Err(FactError::Held(_) | FactError::Unfinished) => return Ok(None),
+        }))
     }
 }
 

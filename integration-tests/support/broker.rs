@@ -86,6 +86,61 @@ pub fn create_topics_on(bootstrap: &str, topics: &[(&str, i32)]) {
     }
 }
 
+/// Creates one topic with topic-level configs (`max.message.bytes`, …).
+pub fn create_topic_with_config(name: &str, partitions: i32, configs: &[(&str, &str)]) {
+    let bootstrap = bootstrap();
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .expect("admin client");
+    let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+    for (key, value) in configs {
+        topic = topic.set(key, value);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let results = runtime
+        .block_on(admin.create_topics(
+            [&topic],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .unwrap_or_else(|e| panic!("creating topic {name} on {bootstrap}: {e}"));
+    for result in results {
+        if let Err((topic, code)) = result {
+            panic!("creating topic {topic} on {bootstrap}: {code:?}");
+        }
+    }
+}
+
+/// Runs Kafka's own `kafka-acls` tool (`org.apache.kafka.tools.AclCommand`, from the jars
+/// `scripts/kafka/broker.sh` installed) against the PLAINTEXT listener, whose anonymous
+/// principal is a super user; `args` as `kafka-acls.sh` takes them after the bootstrap.
+pub fn kafka_acls(args: &[&str]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka/broker.sh");
+    let install = Command::new("bash")
+        .arg(&script)
+        .arg("install")
+        .output()
+        .expect("broker.sh install");
+    let libs = String::from_utf8_lossy(&install.stdout).trim().to_owned();
+    let output = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{libs}/*"))
+        .arg("org.apache.kafka.tools.AclCommand")
+        .args(["--bootstrap-server", &bootstrap()])
+        .args(args)
+        .output()
+        .expect("java AclCommand");
+    assert!(
+        output.status.success(),
+        "kafka-acls {args:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// Deletes the topics and waits until the broker no longer lists them.
 pub fn delete_topics(topics: &[&str]) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()

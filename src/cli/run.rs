@@ -107,26 +107,36 @@ pub async fn run(path: &Path) -> Result<Outcome> {
         stop_rx,
     )));
 
-    let failure = tokio::select! {
-        signal = signals.recv() => {
-            tracing::info!(
-                signal,
-                timeout = ?shutdown_timeout,
-                "stopping: consumers stop, in-flight lookups and deliveries finish, tables and offsets are committed (a second signal exits at once)"
-            );
-            None
+    // A pipeline that cannot continue stops alone and says why on /health/ready; the
+    // process exits (2) only when none is left, or on a signal.
+    let failure = loop {
+        tokio::select! {
+            signal = signals.recv() => {
+                tracing::info!(
+                    signal,
+                    timeout = ?shutdown_timeout,
+                    "stopping: consumers stop, in-flight lookups and deliveries finish, tables and offsets are committed (a second signal exits at once)"
+                );
+                break None;
+            }
+            exit = running.next_exit() => {
+                let Some((name, result)) = exit else {
+                    break None;
+                };
+                let reason = match &result {
+                    Err(e) => e.to_string(),
+                    Ok(()) => "its task ended on its own".to_string(),
+                };
+                if let Some(metrics) = running.metrics().get(&name) {
+                    metrics.set_stopped(reason.clone());
+                }
+                let left = running.pipelines_left();
+                tracing::error!(pipeline = %name, error = %reason, pipelines_left = left, "pipeline stopped; the others keep running");
+                if left == 0 {
+                    break result.err();
+                }
+            }
         }
-        exit = running.next_exit() => match exit {
-            Some((name, Err(e))) => {
-                tracing::error!(pipeline = %name, error = %e, "pipeline failed; stopping the others");
-                Some(e)
-            }
-            Some((name, Ok(()))) => {
-                tracing::warn!(pipeline = %name, "a pipeline task ended on its own; stopping the others");
-                None
-            }
-            None => None,
-        },
     };
 
     let outcome = tokio::select! {

@@ -202,6 +202,8 @@ pub struct PipelineMetrics {
     /// Why facts are held right now (enrich): set while a lookup or the schema registry
     /// fails them, cleared when a held fact goes through. Makes the process unready.
     hold_fault: Mutex<Option<String>>,
+    /// Why the pipeline stopped on its own (it cannot continue); the others keep running.
+    stopped: Mutex<Option<String>>,
 }
 
 impl PipelineMetrics {
@@ -244,6 +246,18 @@ impl PipelineMetrics {
     /// Records (`Some`) or clears (`None`) why the pipeline's Kafka client cannot work.
     pub fn set_kafka_fault(&self, fault: Option<String>) {
         *self.kafka_fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    }
+
+    /// Records that the pipeline stopped, and why.
+    pub fn set_stopped(&self, reason: String) {
+        *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+    }
+
+    pub fn stopped(&self) -> Option<String> {
+        self.stopped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Records (`Some`) or clears (`None`) why facts are held.
@@ -390,6 +404,10 @@ impl Registry {
             reasons.push(format!("Kafka producer: {fault}"));
         }
         for p in self.pipelines() {
+            if let Some(reason) = p.metrics.stopped() {
+                reasons.push(format!("pipeline {} stopped: {reason}", p.name));
+                continue;
+            }
             if !p.metrics.assigned.load(Ordering::Relaxed) {
                 reasons.push(format!(
                     "pipeline {}: no Kafka partitions assigned yet",

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::FutureRecord;
 
@@ -17,6 +18,11 @@ pub const SOURCE_TOPIC_HEADER: &str = "lakejoin.source.topic";
 pub const SOURCE_PARTITION_HEADER: &str = "lakejoin.source.partition";
 pub const SOURCE_OFFSET_HEADER: &str = "lakejoin.source.offset";
 pub const PIPELINE_HEADER: &str = "lakejoin.pipeline";
+/// Set when the dead-letter topic refused the whole record: the payload's original size.
+pub const TRUNCATED_HEADER: &str = "lakejoin.payload.truncated-from";
+
+/// Bytes of the payload kept when the dead-letter topic refuses the whole record.
+pub const TRUNCATED_PAYLOAD: usize = 1024;
 
 /// Where a pipeline's bad records go.
 #[derive(Clone)]
@@ -31,7 +37,10 @@ impl DeadLetters {
     }
 
     /// Sends `message` with `reason`; waits for delivery so the source offset is only
-    /// committed after the record is safe.
+    /// committed after the record is safe. When the dead-letter topic refuses the record
+    /// itself (too large for it), the reason is sent again with the payload cut to
+    /// [`TRUNCATED_PAYLOAD`] bytes and its original size in a header: the record is lost
+    /// from Kafka either way, and the reason and origin are what an operator needs.
     pub async fn send<M: Message>(&self, pipeline: &str, message: &M, reason: &str) -> Result<()> {
         let Some(topic) = &self.topic else {
             tracing::warn!(
@@ -44,8 +53,49 @@ impl DeadLetters {
             );
             return Ok(());
         };
+        let payload = message.payload();
+        match self
+            .produce(topic, pipeline, message, reason, payload, None)
+            .await
+        {
+            Err(KafkaError::MessageProduction(
+                RDKafkaErrorCode::MessageSizeTooLarge | RDKafkaErrorCode::InvalidMessageSize,
+            )) if payload.is_some_and(|p| p.len() > TRUNCATED_PAYLOAD) => {
+                let payload = payload.map(|p| &p[..TRUNCATED_PAYLOAD]);
+                let size = message.payload().map_or(0, <[u8]>::len);
+                tracing::warn!(
+                    pipeline,
+                    dead_letter_topic = %topic,
+                    bytes = size,
+                    "the dead-letter topic refused the record; sending it truncated"
+                );
+                self.produce(topic, pipeline, message, reason, payload, Some(size))
+                    .await
+                    .map_err(|e| {
+                        Error::Kafka(format!(
+                            "producing to dead-letter topic {topic} (truncated): {e}"
+                        ))
+                    })
+            }
+            Err(e) => Err(Error::Kafka(format!(
+                "producing to dead-letter topic {topic}: {e}"
+            ))),
+            Ok(()) => Ok(()),
+        }
+    }
+
+    async fn produce<M: Message>(
+        &self,
+        topic: &str,
+        pipeline: &str,
+        message: &M,
+        reason: &str,
+        payload: Option<&[u8]>,
+        truncated_from: Option<usize>,
+    ) -> std::result::Result<(), KafkaError> {
         let partition = message.partition().to_string();
         let offset = message.offset().to_string();
+        let original_size = truncated_from.map(|n| n.to_string());
         let mut headers = OwnedHeaders::new();
         if let Some(original) = message.headers() {
             for h in original.iter() {
@@ -55,7 +105,7 @@ impl DeadLetters {
                 });
             }
         }
-        let headers = headers
+        let mut headers = headers
             .insert(Header {
                 key: ERROR_HEADER,
                 value: Some(reason),
@@ -76,19 +126,23 @@ impl DeadLetters {
                 key: PIPELINE_HEADER,
                 value: Some(pipeline),
             });
+        if let Some(size) = &original_size {
+            headers = headers.insert(Header {
+                key: TRUNCATED_HEADER,
+                value: Some(size),
+            });
+        }
         let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).headers(headers);
         if let Some(k) = message.key() {
             record = record.key(k);
         }
-        if let Some(p) = message.payload() {
+        if let Some(p) = payload {
             record = record.payload(p);
         }
         self.producer
             .send(record, Duration::from_secs(60))
             .await
-            .map_err(|(e, _)| {
-                Error::Kafka(format!("producing to dead-letter topic {topic}: {e}"))
-            })?;
-        Ok(())
+            .map(|_| ())
+            .map_err(|(e, _)| e)
     }
 }

@@ -273,6 +273,11 @@ impl Running {
         &self.metrics
     }
 
+    /// How many pipeline tasks are still running.
+    pub fn pipelines_left(&self) -> usize {
+        self.tasks.len()
+    }
+
     /// Waits until a pipeline stops on its own (an error), returning its name and result.
     pub async fn next_exit(&mut self) -> Option<(String, Result<()>)> {
         match self.tasks.join_next().await {

@@ -11,6 +11,7 @@
 mod facts;
 mod join;
 mod offsets;
+mod produce;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,8 +21,7 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, FuturesUnordered};
 use futures::{FutureExt, StreamExt};
 use rdkafka::consumer::{CommitMode, Consumer as _};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
-use rdkafka::producer::{DeliveryFuture, FutureRecord};
+use rdkafka::message::{Message, OwnedMessage};
 use tokio::sync::watch;
 
 use super::dead_letter::DeadLetters;
@@ -30,9 +30,10 @@ use crate::config::{EnrichConfig, KafkaConfig};
 use crate::error::{Error, Result};
 use crate::kafka::{Consumer, Producer};
 use crate::observe::PipelineMetrics;
-use facts::{BatchOutcome, Enriched, Enricher, FactError, Output};
+use facts::{BatchOutcome, Enriched, Enricher, FactError};
 pub use join::{Join, JoinPlan};
 pub use offsets::OffsetTracker;
+use produce::Refused;
 
 /// Deliveries not yet acknowledged, per pipeline (bounds memory next to `max_in_flight`
 /// facts in lookups).
@@ -122,6 +123,7 @@ pub async fn run(
         dead_letters: &dead_letters,
         config: &config,
         metrics: &metrics,
+        alone: Arc::new(tokio::sync::Mutex::new(())),
     };
     let mut deliveries = Deliveries::new();
     let mut offsets = OffsetTracker::default();
@@ -225,12 +227,19 @@ struct Sink<'a> {
     dead_letters: &'a DeadLetters,
     config: &'a EnrichConfig,
     metrics: &'a Arc<PipelineMetrics>,
+    /// Records refused as too large are sent again one at a time (see
+    /// `produce::await_deliveries`).
+    alone: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Sink<'_> {
     /// Sends a finished fact's records (or its dead letter); the returned delivery
     /// resolves to its position once the broker acknowledged everything. `None`: a fact
     /// left unfinished at shutdown, whose offset must not be committed.
+    ///
+    /// A record the broker refuses for what it is (too large for the topic, invalid)
+    /// turns its fact into a dead letter, with the reason; an error that no record could
+    /// get past (the topic is gone, the pipeline may not write it) stops the pipeline.
     async fn deliver(
         &self,
         (message, result): Enriched,
@@ -246,22 +255,39 @@ impl Sink<'_> {
                 futures::future::ready(Ok(position)).boxed()
             }
             Ok(outputs) => {
-                let sent =
-                    produce_all(self.producer, &self.config.output.topic, &message, outputs)?;
+                let topic = &self.config.output.topic;
+                let sent = match produce::produce_all(self.producer, topic, &message, outputs).await
+                {
+                    Ok(sent) => sent,
+                    Err(Refused::Record(reason)) => {
+                        self.dead_letter(&message, &reason).await?;
+                        return Ok(Some(futures::future::ready(Ok(position)).boxed()));
+                    }
+                    Err(Refused::Pipeline(e)) => return Err(e),
+                };
                 let metrics = self.metrics.clone();
+                let topic = topic.clone();
+                let dead_letters = self.dead_letters.clone();
+                let pipeline = self.config.name.clone();
+                let producer = self.producer.clone();
+                let alone = self.alone.clone();
                 async move {
                     let n = sent.len() as u64;
-                    await_deliveries(sent).await?;
-                    PipelineMetrics::add(&metrics.records_out, n);
+                    match produce::await_deliveries(sent, &producer, &topic, &message, &alone).await
+                    {
+                        Ok(()) => PipelineMetrics::add(&metrics.records_out, n),
+                        Err(Refused::Record(reason)) => {
+                            PipelineMetrics::add(&metrics.dead_lettered, 1);
+                            dead_letters.send(&pipeline, &message, &reason).await?;
+                        }
+                        Err(Refused::Pipeline(e)) => return Err(e),
+                    }
                     Ok(position)
                 }
                 .boxed()
             }
             Err(FactError::Bad(reason)) => {
-                PipelineMetrics::add(&self.metrics.dead_lettered, 1);
-                self.dead_letters
-                    .send(&self.config.name, &message, &reason)
-                    .await?;
+                self.dead_letter(&message, &reason).await?;
                 futures::future::ready(Ok(position)).boxed()
             }
             // Held facts come back only once they succeed, fail on their own, or are
@@ -269,61 +295,13 @@ impl Sink<'_> {
             Err(FactError::Held(_) | FactError::Unfinished) => return Ok(None),
         }))
     }
-}
 
-/// Sends every output record of a fact.
-fn produce_all(
-    producer: &Producer,
-    topic: &str,
-    message: &OwnedMessage,
-    outputs: Vec<Output>,
-) -> Result<Vec<DeliveryFuture>> {
-    outputs
-        .into_iter()
-        .map(|(key, payload)| produce(producer, topic, message, key, payload))
-        .collect()
-}
-
-/// Waits until the broker acknowledged every record.
-async fn await_deliveries(sent: Vec<DeliveryFuture>) -> Result<()> {
-    for delivery in sent {
-        match delivery.await {
-            Ok(Ok(_)) => {}
-            Ok(Err((e, _))) => return Err(Error::Kafka(format!("delivery failed: {e}"))),
-            Err(_) => return Err(Error::Kafka("delivery was cancelled".into())),
-        }
+    async fn dead_letter(&self, message: &OwnedMessage, reason: &str) -> Result<()> {
+        PipelineMetrics::add(&self.metrics.dead_lettered, 1);
+        self.dead_letters
+            .send(&self.config.name, message, reason)
+            .await
     }
-    Ok(())
-}
-
-/// Sends the enriched record with the fact's headers; the key is the configured output
-/// key or the fact's own.
-fn produce(
-    producer: &Producer,
-    topic: &str,
-    message: &OwnedMessage,
-    key: Option<Vec<u8>>,
-    payload: Vec<u8>,
-) -> Result<DeliveryFuture> {
-    let mut headers = OwnedHeaders::new();
-    if let Some(original) = message.headers() {
-        for h in original.iter() {
-            headers = headers.insert(Header {
-                key: h.key,
-                value: h.value,
-            });
-        }
-    }
-    let key = key.or_else(|| message.key().map(<[u8]>::to_vec));
-    let mut out: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic)
-        .payload(payload.as_slice())
-        .headers(headers);
-    if let Some(k) = &key {
-        out = out.key(k);
-    }
-    producer
-        .send_result(out)
-        .map_err(|(e, _)| Error::Kafka(format!("producing to {topic}: {e}")))
 }
 
 /// Marks a fact finished and stores the partition's committable offset when it moved.

@@ -218,3 +218,76 @@ fn consumed_topics_deleted_and_created_again_are_consumed_again() {
     process.assert_alive();
     process.terminate();
 }
+
+const ENRICH_ONLY: &str = r#"
+[kafka]
+bootstrap_servers = "{bootstrap}"
+group_id = "{group}"
+
+[warehouse]
+uri = "{shared}"
+
+[[table]]
+name = "shop.customers"
+columns = [
+  { name = "id", type = "INT" },
+  { name = "name", type = "STRING" },
+]
+primary_key = ["id"]
+buckets = 1
+
+[[enrich]]
+name = "orders-enriched"
+topics = ["{orders}"]
+output = { topic = "{enriched}", key = "order_id" }
+
+[[enrich.join]]
+table = "shop.customers"
+on = { customer_id = "id" }
+select = ["name"]
+prefix = "customer_"
+"#;
+
+/// Two instances of one group on a one-partition topic: the one its group gave no
+/// partition is a working member, so `/health/ready` is 200 on both (an unready spare
+/// would block every rolling update), while only one has the partition.
+#[test]
+fn an_instance_without_partitions_is_ready() {
+    let orders = unique("orders");
+    let enriched = unique("orders-enriched");
+    broker::create_topics(&[(&orders, 1), (&enriched, 1)]);
+    let shared = tempfile::tempdir().expect("temp dir");
+    let config = ENRICH_ONLY
+        .replace("{group}", &unique("spare"))
+        .replace("{shared}", &shared.path().join("wh").display().to_string())
+        .replace("{orders}", &orders)
+        .replace("{enriched}", &enriched);
+    let (first, second) = (Deployment::new(&config), Deployment::new(&config));
+    let mut processes = [first.start(), second.start()];
+    let addresses: Vec<_> = processes.iter_mut().map(|p| p.endpoint()).collect();
+    let assigned = |address| {
+        broker::http_get(address, "/metrics")
+            .and_then(|(_, text)| {
+                broker::metric(
+                    &text,
+                    r#"lakejoin_consumer_assigned{pipeline="orders-enriched"}"#,
+                )
+            })
+            .unwrap_or(-1.0)
+    };
+    wait_until("one instance to own the partition, the other none", || {
+        let owners: Vec<f64> = addresses.iter().map(|a| assigned(*a)).collect();
+        owners == [1.0, 0.0] || owners == [0.0, 1.0]
+    });
+    for (address, process) in addresses.iter().zip(&processes) {
+        let mut last = None;
+        wait_until("both instances to be ready", || {
+            last = broker::http_get(*address, "/health/ready");
+            last.as_ref().is_some_and(|(code, _)| *code == 200)
+        });
+        assert!(last.is_some(), "{}", process.log_text());
+    }
+    for process in &mut processes {
+        process.assert_alive();
+    }
+}

@@ -40,6 +40,9 @@ pub struct ClientLog {
     security: String,
     /// The last fault and when it was last reported.
     fault: Arc<Mutex<Option<(String, Instant)>>>,
+    /// Whether the consumer's group has handed it an assignment (possibly of no
+    /// partition: more members than partitions) since its last revocation.
+    joined: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ClientLog {
@@ -48,6 +51,7 @@ impl ClientLog {
             client: client.to_string(),
             security: security_summary(kafka),
             fault: Arc::new(Mutex::new(None)),
+            joined: Arc::default(),
         }
     }
 
@@ -225,7 +229,26 @@ impl ClientContext for ClientLog {
     }
 }
 
-impl ConsumerContext for ClientLog {}
+/// Tracks group membership for readiness: a member that was given no partition is a
+/// working member (Kafka Streams and Connect report it as running), not a waiting one.
+impl ConsumerContext for ClientLog {
+    fn post_rebalance(
+        &self,
+        _consumer: &rdkafka::consumer::BaseConsumer<Self>,
+        rebalance: &rdkafka::consumer::Rebalance<'_>,
+    ) {
+        let joined = matches!(rebalance, rdkafka::consumer::Rebalance::Assign(_));
+        self.joined
+            .store(joined, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl ClientLog {
+    /// Whether the consumer is a member of its group with an assignment (of any size).
+    pub fn joined(&self) -> bool {
+        self.joined.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
 
 #[cfg(test)]
 mod tests {

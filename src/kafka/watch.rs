@@ -117,6 +117,9 @@ pub fn spawn(
             metrics
                 .assigned
                 .store(assigned, std::sync::atomic::Ordering::Relaxed);
+            metrics
+                .joined
+                .store(c.context().joined(), std::sync::atomic::Ordering::Relaxed);
             metrics.set_kafka_fault(c.context().fault());
             drop(c);
             if last_sample.is_some_and(|at| at.elapsed() < LAG_INTERVAL) {

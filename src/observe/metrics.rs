@@ -190,6 +190,9 @@ pub struct PipelineMetrics {
     pub joins: Vec<JoinMetrics>,
     /// Whether the consumer has partitions assigned (sampled off the hot path).
     pub assigned: AtomicBool,
+    /// Whether the consumer's group gave it an assignment, even of no partition (more
+    /// instances than partitions): such a member is working, and ready.
+    pub joined: AtomicBool,
     /// Lag per assigned partition (sampled off the hot path).
     lag: Mutex<Vec<PartitionLag>>,
     /// Why the pipeline's table cannot be written right now (CDC): set while its commits
@@ -408,7 +411,9 @@ impl Registry {
                 reasons.push(format!("pipeline {} stopped: {reason}", p.name));
                 continue;
             }
-            if !p.metrics.assigned.load(Ordering::Relaxed) {
+            if !p.metrics.assigned.load(Ordering::Relaxed)
+                && !p.metrics.joined.load(Ordering::Relaxed)
+            {
                 reasons.push(format!(
                     "pipeline {}: no Kafka partitions assigned yet",
                     p.name
@@ -957,6 +962,29 @@ mod tests {
         assert!(registry.render().lines().any(|l| l == "lakejoin_ready 1"));
         registry.set_stopping();
         assert_eq!(registry.readiness().unwrap_err(), vec!["shutting down"]);
+    }
+
+    /// More instances than partitions: a member its group gave no partition is ready, as
+    /// Kafka Streams reports such a member running; a stopped pipeline is not, whatever
+    /// else holds.
+    #[test]
+    fn a_member_without_partitions_is_ready_and_a_stopped_pipeline_is_not() {
+        let registry = registry();
+        registry.set_started();
+        let pipelines = registry.pipelines();
+        pipelines[0].metrics.assigned.store(true, Ordering::Relaxed);
+        let enrich = &pipelines[1].metrics;
+        assert!(registry.readiness().is_err());
+        enrich.joined.store(true, Ordering::Relaxed);
+        assert_eq!(registry.readiness(), Ok(()));
+        enrich.set_stopped("kafka: producing to out: Broker: Topic authorization failed".into());
+        assert_eq!(
+            registry.readiness().unwrap_err(),
+            vec![
+                "pipeline orders \"enriched\" stopped: kafka: producing to out: Broker: Topic \
+                 authorization failed"
+            ]
+        );
     }
 
     #[test]

@@ -17,8 +17,8 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::producer::FutureProducer;
 
-use crate::config::KafkaConfig;
 use crate::config::secret::Redactor;
+use crate::config::{KafkaConfig, StartFrom};
 use crate::error::{Error, Result};
 
 /// A lakejoin consumer: its librdkafka logs go through [`ClientLog`].
@@ -63,17 +63,24 @@ pub fn consumer(
     kafka: &KafkaConfig,
     group_id: &str,
     static_member: Option<&str>,
+    start_from: StartFrom,
     pipeline: &str,
 ) -> Result<Consumer> {
     let mut config = base_config(kafka);
     if let Some(id) = static_member {
         config.set("group.instance.id", id);
     }
+    // Where a partition without a committed offset starts (a new group), as Kafka's
+    // `auto.offset.reset`; a committed offset always wins.
+    let reset = match start_from {
+        StartFrom::Earliest => "earliest",
+        StartFrom::Latest => "latest",
+    };
     config
         .set("group.id", group_id)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
-        .set("auto.offset.reset", "earliest")
+        .set("auto.offset.reset", reset)
         .set("enable.partition.eof", "false");
     apply_properties(&mut config, kafka);
     config

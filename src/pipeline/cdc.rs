@@ -420,6 +420,8 @@ pub async fn run_consumer(
         &kafka,
         &format!("{}-{}", kafka.group_id, config.name),
         None,
+        // Unused: CDC assigns its partitions with explicit offsets (see below).
+        config.start_from,
         &config.name,
     )?;
     let consumer = Arc::new(consumer);

@@ -544,8 +544,18 @@ pub async fn start_on(
                         changed = committed.changed() => {
                             if changed.is_err() { break; }
                             let commit = committed.borrow_and_update().clone();
-                            if let Err(e) = lookups.refresh().await {
-                                return (name, Err(e));
+                            // A failed refresh (the store blinked) is tried again with
+                            // backoff, not the end of the process: until it succeeds the
+                            // lookups read the snapshot before, and `wait_for_cdc` joins
+                            // wait (up to `max_wait`) rather than see the commit early.
+                            let mut wait = Duration::from_millis(100);
+                            while let Err(e) = lookups.refresh().await {
+                                tracing::warn!(table = %table_name, error = %e, retry_in = ?wait, "lookup refresh after a commit failed; trying again");
+                                tokio::select! {
+                                    _ = tokio::time::sleep(wait) => {}
+                                    _ = stop.changed() => return (name, Ok(())),
+                                }
+                                wait = (wait * 2).min(Duration::from_secs(30));
                             }
                             if let (Some(progress), Some(commit)) = (&progress, commit) {
                                 progress.mark_visible(&commit.positions);

@@ -426,9 +426,23 @@ async fn level0_is_compacted_up_where_readers_skip_it() {
     assert!(report.snapshot.is_some(), "level 0 must be forced up");
     assert_eq!(scan_at(&table, None).await, vec![row(1, 10, None)]);
 
-    // Deletion vectors written by another engine cannot be applied: refuse to rewrite.
+    // A table with deletion vectors (Java's, here an index manifest Java wrote): lakejoin
+    // reads them but refuses to rewrite the files they apply to.
     let mut latest = table.latest_snapshot().await.unwrap().unwrap();
     latest.index_manifest = Some("index-manifest-from-java-0".into());
+    let java_index = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/java/deletion_vectors/bitmap32/index-manifest"),
+    )
+    .unwrap();
+    table
+        .store()
+        .put(
+            &table.path_of("manifest/index-manifest-from-java-0"),
+            java_index.into(),
+        )
+        .await
+        .unwrap();
     let location = table.path_of(&format!("snapshot/snapshot-{}", latest.id));
     table
         .store()

@@ -97,3 +97,63 @@ impl Cli {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_duration_without_a_unit_is_refused_by_every_flag() {
+        let table = ["--warehouse", "memory://", "--table", "db.t"];
+        let cases: Vec<Vec<&str>> = vec![
+            vec!["demo", "--duration", "10"],
+            vec!["health", "--timeout", "10"],
+            [&["table", "expire"][..], &table, &["--older-than", "10"]].concat(),
+            [
+                &["table", "clean-orphans"][..],
+                &table,
+                &["--older-than", "10"],
+            ]
+            .concat(),
+        ];
+        for args in cases {
+            let err = Cli::try_parse_from(std::iter::once("lakejoin").chain(args.iter().copied()))
+                .map(|cli| format!("parsed: {cli:?}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("`10` has no unit") && err.contains("ms, s, min, h, d"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn durations_with_a_unit_parse() {
+        let cli = Cli::try_parse_from(["lakejoin", "demo", "--duration", "10s"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Demo { duration } if duration == Duration::from_secs(10)),
+            "{cli:?}"
+        );
+        let cli = Cli::try_parse_from([
+            "lakejoin",
+            "table",
+            "clean-orphans",
+            "--warehouse",
+            "memory://",
+            "--table",
+            "db.t",
+            "--older-than",
+            "12 h",
+        ])
+        .unwrap();
+        assert!(format!("{cli:?}").contains("43200s"), "{cli:?}");
+        // The defaults parse too.
+        let cli = Cli::try_parse_from(["lakejoin", "demo"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Demo { duration } if duration == Duration::from_secs(20)),
+            "{cli:?}"
+        );
+    }
+}

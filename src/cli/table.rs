@@ -17,7 +17,7 @@ use crate::lsm::reader::{ScanFilter, scan};
 use crate::lsm::writer::TableWriter;
 use crate::table::check::check_snapshot;
 use crate::table::datum::datum_from_json;
-use crate::table::options::{MergeEngineKind, parse_duration};
+use crate::table::options::MergeEngineKind;
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 use crate::table::{Table, TableIdentifier, Warehouse};
@@ -118,8 +118,8 @@ pub enum TableCommand {
         retain_min: Option<usize>,
         /// Keep snapshots younger than this, e.g. 30s, 5 min, 1h, 2 d
         /// (default: `snapshot.time-retained`).
-        #[arg(long = "older-than", value_name = "DURATION")]
-        older_than: Option<String>,
+        #[arg(long = "older-than", value_name = "DURATION", value_parser = super::parse_duration)]
+        older_than: Option<std::time::Duration>,
     },
     /// Check that every file a snapshot references exists, has its recorded size and
     /// parses; print each problem as `<path>: <problem>`; exit 1 if there is any.
@@ -135,8 +135,13 @@ pub enum TableCommand {
         #[command(flatten)]
         location: TableLocation,
         /// Only remove files older than this, e.g. 1d, 12h, 30 min.
-        #[arg(long = "older-than", value_name = "DURATION", default_value = "1d")]
-        older_than: String,
+        #[arg(
+            long = "older-than",
+            value_name = "DURATION",
+            default_value = "1d",
+            value_parser = super::parse_duration
+        )]
+        older_than: std::time::Duration,
         /// Print what would be removed without removing it.
         #[arg(long = "dry-run")]
         dry_run: bool,
@@ -222,12 +227,12 @@ impl TableCommand {
                 retain_max,
                 retain_min,
                 older_than,
-            } => expire(&location, retain_max, retain_min, older_than.as_deref()).await,
+            } => expire(&location, retain_max, retain_min, older_than).await,
             TableCommand::CleanOrphans {
                 location,
                 older_than,
                 dry_run,
-            } => clean_orphans(&location, &older_than, dry_run).await,
+            } => clean_orphans(&location, older_than, dry_run).await,
             TableCommand::Check { location, snapshot } => check(&location, snapshot).await,
         }
     }
@@ -540,7 +545,7 @@ async fn expire(
     location: &TableLocation,
     retain_max: Option<usize>,
     retain_min: Option<usize>,
-    older_than: Option<&str>,
+    older_than: Option<std::time::Duration>,
 ) -> Result<Outcome> {
     let table = location.open().await?;
     let mut config = ExpireConfig::from_options(&table.options().maintenance);
@@ -557,9 +562,8 @@ async fn expire(
             config.retain_max = config.retain_max.max(n);
         }
     }
-    if let Some(text) = older_than {
-        config.time_retained =
-            parse_duration(text).map_err(|e| Error::Config(format!("--older-than {e}")))?;
+    if let Some(older_than) = older_than {
+        config.time_retained = older_than;
     }
     let report = expire_snapshots(&table, &config).await?;
     match (report.expired.first(), report.expired.last()) {
@@ -578,13 +582,12 @@ async fn expire(
 
 async fn clean_orphans(
     location: &TableLocation,
-    older_than: &str,
+    older_than: std::time::Duration,
     dry_run: bool,
 ) -> Result<Outcome> {
     let table = location.open().await?;
     let config = OrphanCleanConfig {
-        older_than: parse_duration(older_than)
-            .map_err(|e| Error::Config(format!("--older-than {e}")))?,
+        older_than,
         dry_run,
     };
     let report = clean_orphan_files(&table, &config).await?;

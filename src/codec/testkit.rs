@@ -93,7 +93,7 @@ fn debezium_row(row: &Row, style: Style) -> Value {
     let mut m = row_json(row);
     if style != Style::Plain {
         if let Datum::Timestamp(ts) = &row[4] {
-            m.insert("updated_at".into(), json!(ts.to_micros()));
+            m.insert("updated_at".into(), json!(ts.checked_micros()));
         }
         if let Datum::Date(d) = &row[5] {
             m.insert("born".into(), json!(d));

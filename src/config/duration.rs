@@ -1,13 +1,15 @@
-//! Durations in `connectors.toml`, written like `"500ms"`, `"5s"`, `"5 min"`, `"1h"`, `"2d"`.
+//! Durations in `connectors.toml` and on the command line, written like `"500ms"`, `"5s"`,
+//! `"5 min"`, `"1h"`, `"2d"`. The unit is required: a bare `10` would be 10 ms under
+//! Paimon's rule for table options, where 10 s is what people mean.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-/// Parses a duration (`500ms`, `5s`, `30 min`, `1h`, `2d`), with Paimon's rules for table
-/// options so both spell durations alike.
+/// Parses a duration (`500ms`, `5s`, `30 min`, `1h`, `2d`), spelled as in table options,
+/// except that the unit is required.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    crate::table::options::parse_duration(text)
+    crate::table::options::parse_duration_with_unit(text)
 }
 
 /// serde: a duration string.
@@ -39,5 +41,20 @@ mod tests {
         assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
         assert!(parse_duration("five s").is_err());
         assert!(parse_duration("5 fortnights").is_err());
+    }
+
+    #[test]
+    fn a_number_without_a_unit_is_an_error_naming_the_units() {
+        // Paimon reads a bare number as milliseconds; in lakejoin's config and on its
+        // command line `10` meant 10 ms where 10 s was meant, so it is refused here.
+        for text in ["10", " 10 ", "0", "250"] {
+            let err = parse_duration(text).unwrap_err();
+            assert!(
+                err.contains("has no unit") && err.contains("ms, s, min, h, d"),
+                "{text}: {err}"
+            );
+        }
+        assert_eq!(parse_duration("10 ms"), Ok(Duration::from_millis(10)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
     }
 }

@@ -522,3 +522,17 @@ fn static_membership_comes_from_its_key_or_the_writer_instance() {
         "{err}"
     );
 }
+
+#[test]
+fn a_duration_without_a_unit_is_an_error() {
+    // `"10"` was read as 10 ms (Paimon's rule for table options), not 10 s.
+    let bad = GOOD
+        .replace("commit_interval = \"2s\"", "commit_interval = \"10\"")
+        .replace("delay = \"1s\"", "delay = \"1000\"");
+    let err = from_toml("connectors.toml", &bad).unwrap_err().to_string();
+    assert!(
+        err.contains("cdc[0] (customers-cdc).commit_interval: `10` has no unit"),
+        "{err}"
+    );
+    assert!(err.contains("`1000` has no unit"), "{err}");
+}

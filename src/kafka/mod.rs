@@ -208,7 +208,7 @@ mod tests {
             "sasl.oauthbearer.client.secret".into(),
             "hunter2-mechanism".into(),
         );
-        let Err(err) = consumer(&bad, "g", None, "test") else {
+        let Err(err) = consumer(&bad, "g", None, StartFrom::Earliest, "test") else {
             panic!("an unknown SASL mechanism is rejected")
         };
         assert!(!err.to_string().contains("hunter2"), "{err}");

@@ -15,7 +15,7 @@ use crate::table::binary_row;
 use crate::table::bucket;
 use crate::table::commit::{CommitRequest, PreparedCommit, column_stats};
 use crate::table::data_file::{self, DataFileWriteOptions, KeyValue, RowKind};
-use crate::table::datum::{Datum, Row};
+use crate::table::datum::{Datum, Row, format_timestamp, timestamp_out_of_range};
 use crate::table::fence::WriterFence;
 use crate::table::manifest::{DataFileMeta, FileKind, FileSource, ManifestEntry, SimpleStats};
 use crate::table::schema::TableSchema;
@@ -453,6 +453,19 @@ pub(crate) fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<
     }
     let mut problems = Vec::new();
     for (field, value) in schema.fields.iter().zip(row) {
+        // A timestamp the column's Parquet unit cannot hold (a millisecond value from a
+        // message beyond i64 microseconds or nanoseconds).
+        if let (Datum::Timestamp(ts), DataType::Timestamp(p) | DataType::TimestampLtz(p)) =
+            (value, field.data_type)
+            && !ts.fits_precision(p)
+        {
+            problems.push(format!(
+                "column `{}`: {}",
+                field.name,
+                timestamp_out_of_range(format_timestamp(*ts), &field.data_type)
+            ));
+            continue;
+        }
         let ok = match (value, field.data_type) {
             (Datum::Null, _) => {
                 if !field.nullable {
@@ -499,8 +512,10 @@ fn rows_per_file(rows: &[KeyValue], target_file_size: u64) -> usize {
         .map(|kv| estimate_row_bytes(&kv.row))
         .sum::<usize>();
     let per_row = (sample / rows.len().clamp(1, 64)).max(1) as u64;
-    // Parquet with zstd is several times smaller than the in-memory estimate.
-    ((target_file_size * 4) / per_row).clamp(1024, u64::MAX) as usize
+    // Parquet with zstd is several times smaller than the in-memory estimate. A target
+    // beyond u64::MAX / 4 (Paimon takes any long) saturates: it means files never roll.
+    let rows = target_file_size.saturating_mul(4) / per_row;
+    usize::try_from(rows).unwrap_or(usize::MAX).max(1024)
 }
 
 /// Writes rows (sorted by key, one per key) of one bucket as data files at `level`,
@@ -662,4 +677,69 @@ async fn write_file(
             write_cols: None,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::datum::Timestamp;
+
+    fn table_with(ty: &str) -> TableSchema {
+        let (data_type, _) = DataType::parse(ty).unwrap();
+        TableSchema::new(
+            vec![
+                ("id".into(), DataType::Int, false),
+                ("t".into(), data_type, true),
+            ],
+            vec![],
+            vec!["id".into()],
+            BTreeMap::new(),
+        )
+        .unwrap()
+    }
+
+    fn ts_row(millis: i64, nanos_of_milli: u32) -> Row {
+        vec![
+            Datum::Int(1),
+            Datum::Timestamp(Timestamp {
+                millis,
+                nanos_of_milli,
+            }),
+        ]
+    }
+
+    #[test]
+    fn a_timestamp_its_column_cannot_store_is_rejected() {
+        // i64 microseconds for precisions 4..=6, i64 nanoseconds for 7..=9; milliseconds
+        // (0..=3) hold any i64.
+        let micros = table_with("TIMESTAMP(6)");
+        assert!(check_row(&micros, &ts_row(i64::MAX / 1000, 807_999)).is_ok());
+        let err = check_row(&micros, &ts_row(i64::MAX / 1000, 808_000)).unwrap_err();
+        assert!(
+            err.contains("column `t`") && err.contains("out of range"),
+            "{err}"
+        );
+        assert!(check_row(&micros, &ts_row(i64::MIN / 1000 - 1, 0)).is_err());
+        let nanos = table_with("TIMESTAMP(9)");
+        assert!(check_row(&nanos, &ts_row(i64::MAX / 1_000_000, 0)).is_ok());
+        assert!(check_row(&nanos, &ts_row(i64::MAX / 1_000_000 + 1, 0)).is_err());
+        let millis = table_with("TIMESTAMP_LTZ(3)");
+        assert!(check_row(&millis, &ts_row(i64::MAX, 0)).is_ok());
+        assert!(check_row(&millis, &ts_row(i64::MIN, 0)).is_ok());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn rows_per_file_never_overflows(target in proptest::num::u64::ANY, text in 0usize..10_000) {
+            let rows = vec![KeyValue {
+                sequence_number: 0,
+                kind: RowKind::Insert,
+                row: vec![Datum::String("x".repeat(text))],
+            }];
+            let n = rows_per_file(&rows, target);
+            proptest::prop_assert!(n >= 1024);
+            // A larger target never yields fewer rows per file.
+            proptest::prop_assert!(rows_per_file(&rows, target.saturating_add(1)) >= n);
+        }
+    }
 }

@@ -206,7 +206,7 @@ impl Table {
         fence: Option<&super::fence::WriterFence>,
     ) -> Result<Snapshot> {
         let compression = ManifestCompression::parse(&self.options().manifest_compression)?;
-        let max_attempts = self.options().commit_max_retries.max(1) + 1;
+        let max_attempts = commit_attempts(self.options().commit_max_retries);
         let mut backoff = Duration::from_millis(10);
         let mut last_error = None;
         for attempt in 1..=max_attempts {
@@ -675,4 +675,31 @@ pub(crate) fn column_stats(
         max_values: binary_row::serialize(&maxs, types)?,
         null_counts: Some(nulls.into_iter().map(Some).collect()),
     })
+}
+
+/// Attempts `publish` makes for `commit.max-retries` = `retries`: the first plus the
+/// retries, at least two, saturating (the options allow at most `i32::MAX` retries).
+fn commit_attempts(retries: u32) -> u32 {
+    retries.max(1).saturating_add(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn every_retry_count_allows_at_least_two_attempts(retries in proptest::num::u32::ANY) {
+            let attempts = commit_attempts(retries);
+            proptest::prop_assert!(attempts >= 2);
+            proptest::prop_assert!(attempts > retries || retries == u32::MAX);
+        }
+    }
+
+    #[test]
+    fn the_largest_retry_count_does_not_wrap_to_zero_attempts() {
+        assert_eq!(commit_attempts(u32::MAX), u32::MAX);
+        assert_eq!(commit_attempts(0), 2);
+        assert_eq!(commit_attempts(10), 11);
+    }
 }

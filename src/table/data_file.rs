@@ -212,18 +212,34 @@ fn column_array<'a>(
             .sum::<usize>()
     };
     macro_rules! build {
-        ($builder:expr, $variant:ident, $conv:expr) => {{
+        // `$conv` returns a `Result`: a value the column's type cannot store.
+        ($builder:expr, $variant:ident, checked $conv:expr) => {{
             let mut b = $builder;
             for v in values {
                 match v? {
                     Datum::Null => b.append_null(),
-                    Datum::$variant(x) => b.append_value($conv(x)),
+                    Datum::$variant(x) => b.append_value($conv(x)?),
                     other => return Err(mismatch(field, &other)),
                 }
             }
             Arc::new(b.finish()) as ArrayRef
         }};
+        ($builder:expr, $variant:ident, $conv:expr) => {
+            build!($builder, $variant, checked(|x| Ok::<_, Error>($conv(x))))
+        };
     }
+    // The writer checks rows (`check_row`); a row that got past it is rejected here
+    // rather than stored as a wrapped or clamped value.
+    let unstorable = |t: &Timestamp| {
+        Error::Data(format!(
+            "column `{}`: {}",
+            field.name,
+            super::datum::timestamp_out_of_range(
+                super::datum::format_timestamp(*t),
+                &field.data_type
+            )
+        ))
+    };
     let array = match field.data_type {
         DataType::Boolean => build!(BooleanBuilder::with_capacity(len), Boolean, |x: &bool| *x),
         DataType::TinyInt => build!(Int8Builder::with_capacity(len), TinyInt, |x: &i8| *x),
@@ -269,12 +285,12 @@ fn column_array<'a>(
                 TimeUnit::Microsecond => build!(
                     TimestampMicrosecondBuilder::with_capacity(len).with_timezone_opt(tz),
                     Timestamp,
-                    |t: &Timestamp| t.to_micros()
+                    checked |t: &Timestamp| t.checked_micros().ok_or_else(|| unstorable(t))
                 ),
                 TimeUnit::Nanosecond => build!(
                     TimestampNanosecondBuilder::with_capacity(len).with_timezone_opt(tz),
                     Timestamp,
-                    |t: &Timestamp| t.to_nanos()
+                    checked |t: &Timestamp| t.checked_nanos().ok_or_else(|| unstorable(t))
                 ),
             }
         }
@@ -676,6 +692,44 @@ mod tests {
         let bytes = encode_data_file(&schema, &rows, options).unwrap();
         let back = decode_data_file(bytes, &schema, &schema).unwrap();
         assert_eq!(back, rows);
+    }
+
+    #[test]
+    fn a_timestamp_beyond_its_stored_unit_is_a_data_error() {
+        // TIMESTAMP(6) is stored as i64 microseconds, TIMESTAMP(9) as i64 nanoseconds.
+        for (ty, millis) in [
+            ("TIMESTAMP(6)", i64::MAX / 1000 + 1),
+            ("TIMESTAMP(6)", i64::MIN / 1000 - 1),
+            ("TIMESTAMP(9)", i64::MAX / 1_000_000 + 1),
+            ("TIMESTAMP(9)", i64::MIN / 1_000_000 - 1),
+        ] {
+            let (data_type, _) = DataType::parse(ty).unwrap();
+            let schema = TableSchema::new(
+                vec![
+                    ("id".into(), DataType::Int, false),
+                    ("t".into(), data_type, true),
+                ],
+                vec![],
+                vec!["id".into()],
+                BTreeMap::new(),
+            )
+            .unwrap();
+            let rows = vec![KeyValue {
+                sequence_number: 0,
+                kind: RowKind::Insert,
+                row: vec![
+                    Datum::Int(1),
+                    Datum::Timestamp(Timestamp {
+                        millis,
+                        nanos_of_milli: 0,
+                    }),
+                ],
+            }];
+            let options = DataFileWriteOptions::from_table_options("zstd", 1).unwrap();
+            let err = encode_data_file(&schema, &rows, options).unwrap_err();
+            assert!(matches!(err, Error::Data(_)), "{ty} {millis}: {err}");
+            assert!(err.to_string().contains("out of range"), "{err}");
+        }
     }
 
     #[test]

@@ -38,22 +38,29 @@ impl Timestamp {
         }
     }
 
-    /// Epoch microseconds, truncating sub-microsecond digits.
-    pub fn to_micros(self) -> i64 {
-        self.millis * 1000 + (self.nanos_of_milli / 1000) as i64
+    /// Epoch microseconds, truncating sub-microsecond digits; `None` outside the
+    /// ±292,000 years an i64 of microseconds holds (any i64 of milliseconds is a valid
+    /// timestamp, so a value read from a message or file can be out of that range).
+    pub fn checked_micros(self) -> Option<i64> {
+        let micros = i128::from(self.millis) * 1000 + i128::from(self.nanos_of_milli / 1000);
+        i64::try_from(micros).ok()
     }
 
     /// Epoch nanoseconds, `None` outside the years 1677..2262 that an i64 can hold.
     pub fn checked_nanos(self) -> Option<i64> {
-        let nanos = self.millis as i128 * 1_000_000 + self.nanos_of_milli as i128;
+        let nanos = i128::from(self.millis) * 1_000_000 + i128::from(self.nanos_of_milli);
         i64::try_from(nanos).ok()
     }
 
-    /// Epoch nanoseconds, clamped to the i64 range (inputs are range-checked when they
-    /// are parsed, see [`datum_from_json`]).
-    pub fn to_nanos(self) -> i64 {
-        let nanos = self.millis as i128 * 1_000_000 + self.nanos_of_milli as i128;
-        nanos.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    /// Whether a column of TIMESTAMP(`precision`) can store this value: precisions 0..=3
+    /// are stored in milliseconds (any value), 4..=6 in i64 microseconds, 7..=9 in i64
+    /// nanoseconds.
+    pub fn fits_precision(self, precision: u8) -> bool {
+        match precision {
+            0..=3 => true,
+            4..=6 => self.checked_micros().is_some(),
+            _ => self.checked_nanos().is_some(),
+        }
     }
 
     /// Drops digits beyond `precision` fractional-second digits.
@@ -381,15 +388,28 @@ pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, String> {
                 },
                 _ => return Err(wrong()),
             };
-            // Parquet stores precisions above 6 as i64 nanoseconds.
-            if *p > 6 && ts.checked_nanos().is_none() {
-                return Err(format!(
-                    "{value} is out of range for {ty} (1677-09-21 00:12:43.145224192 to 2262-04-11 23:47:16.854775807)"
-                ));
+            if !ts.fits_precision(*p) {
+                return Err(timestamp_out_of_range(value, ty));
             }
             Datum::Timestamp(ts)
         }
     })
+}
+
+/// Why `value` does not fit a column of the timestamp type `ty`, with the type's range.
+pub fn timestamp_out_of_range(value: impl std::fmt::Display, ty: &DataType) -> String {
+    let precision = match ty {
+        DataType::Timestamp(p) | DataType::TimestampLtz(p) => *p,
+        _ => 0,
+    };
+    let range = if precision > 6 {
+        // Parquet stores precisions above 6 as i64 nanoseconds.
+        "1677-09-21 00:12:43.145224192 to 2262-04-11 23:47:16.854775807"
+    } else {
+        // And 4..=6 as i64 microseconds.
+        "-290308-12-21 19:59:05.224192 to 294247-01-10 04:00:54.775807"
+    };
+    format!("{value} is out of range for {ty} ({range})")
 }
 
 /// The JSON form of a datum of type `ty` (the inverse of [`datum_from_json`]).
@@ -489,6 +509,59 @@ mod tests {
         );
         let bytes = datum_from_json(&json!("AAEC"), &DataType::Varbinary(10)).unwrap();
         assert_eq!(bytes, Datum::Bytes(vec![0, 1, 2]));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn micros_are_exact_or_none(millis in proptest::num::i64::ANY, nanos in 0u32..1_000_000) {
+            let ts = Timestamp { millis, nanos_of_milli: nanos };
+            let exact = i128::from(millis) * 1000 + i128::from(nanos / 1000);
+            proptest::prop_assert_eq!(ts.checked_micros(), i64::try_from(exact).ok());
+            let exact = i128::from(millis) * 1_000_000 + i128::from(nanos);
+            proptest::prop_assert_eq!(ts.checked_nanos(), i64::try_from(exact).ok());
+        }
+
+        #[test]
+        fn micros_round_trip(micros in proptest::num::i64::ANY) {
+            proptest::prop_assert_eq!(Timestamp::from_micros(micros).checked_micros(), Some(micros));
+        }
+    }
+
+    #[test]
+    fn micros_at_the_edge_of_i64() {
+        let edge = Timestamp {
+            millis: i64::MAX / 1000,
+            nanos_of_milli: 807_999,
+        };
+        assert_eq!(edge.checked_micros(), Some(i64::MAX));
+        let past = Timestamp {
+            nanos_of_milli: 808_000,
+            ..edge
+        };
+        assert_eq!(past.checked_micros(), None);
+        let past = Timestamp {
+            millis: i64::MAX / 1000 + 1,
+            nanos_of_milli: 0,
+        };
+        assert_eq!(past.checked_micros(), None);
+        let low = Timestamp {
+            millis: i64::MIN / 1000 - 1,
+            nanos_of_milli: 0,
+        };
+        assert_eq!(low.checked_micros(), None);
+    }
+
+    #[test]
+    fn a_json_epoch_beyond_the_microsecond_range_is_out_of_range() {
+        // Stored as i64 microseconds (Parquet), so TIMESTAMP(4..6) ends near year 294247.
+        let too_big = json!(i64::MAX / 1000 + 1);
+        for p in [4, 6] {
+            let err = datum_from_json(&too_big, &DataType::Timestamp(p)).unwrap_err();
+            assert!(err.contains("out of range"), "{err}");
+        }
+        // Milliseconds are stored as they are.
+        assert!(datum_from_json(&too_big, &DataType::Timestamp(3)).is_ok());
+        assert!(datum_from_json(&json!(i64::MAX / 1000), &DataType::Timestamp(6)).is_ok());
     }
 
     #[test]

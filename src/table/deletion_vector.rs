@@ -84,11 +84,11 @@ pub fn decode_deletion_vector(bytes: &[u8], recorded_length: i64) -> Result<Dele
     };
     // 32-bit ranges record the size; 64-bit ones the whole blob (size field and CRC too).
     let expected_size = if wide {
-        recorded_length - 8
+        recorded_length.checked_sub(8)
     } else {
-        recorded_length
+        Some(recorded_length)
     };
-    if i64::from(size) != expected_size || size < 4 {
+    if expected_size != Some(i64::from(size)) || size < 4 {
         return Err(Error::format(format!(
             "deletion vector size {size} does not match its index entry's length \
              {recorded_length}"
@@ -197,13 +197,9 @@ impl Table {
 
     /// Reads one deletion vector: its range plus the size field and CRC around it.
     pub async fn read_deletion_vector(&self, file: &DeletionFile) -> Result<DeletionVector> {
-        let start = u64::try_from(file.range.offset)
-            .map_err(|_| Error::format(format!("deletion vector offset {}", file.range.offset)))?;
-        let length = u64::try_from(file.range.length)
-            .map_err(|_| Error::format(format!("deletion vector length {}", file.range.length)))?;
-        let end = (start + length + 8).min(file.file_size.max(start + 8));
+        let range = vector_bytes(file.range.offset, file.range.length, file.file_size)?;
         let options = GetOptions {
-            range: Some(GetRange::Bounded(start..end)),
+            range: Some(GetRange::Bounded(range)),
             ..GetOptions::default()
         };
         let result = self
@@ -222,6 +218,24 @@ impl Table {
             ))
         })
     }
+}
+
+/// The bytes of an index file of `file_size` bytes to read for the vector its index entry
+/// places at `offset` with `length`: the range plus the size field and CRC (8 bytes), cut
+/// at the file's end. Both numbers come from the index manifest, so they are checked.
+fn vector_bytes(offset: i64, length: i64, file_size: u64) -> Result<std::ops::Range<u64>> {
+    let start = u64::try_from(offset)
+        .map_err(|_| Error::format(format!("deletion vector offset {offset}")))?;
+    let end = u64::try_from(length)
+        .ok()
+        .and_then(|length| start.checked_add(length)?.checked_add(8))
+        .ok_or_else(|| {
+            Error::format(format!(
+                "deletion vector length {length} at offset {offset} is out of range"
+            ))
+        })?;
+    // start + 8 cannot overflow: end did not.
+    Ok(start..end.min(file_size.max(start + 8)))
 }
 
 #[cfg(test)]
@@ -319,7 +333,43 @@ mod tests {
         }
     }
 
+    #[test]
+    fn index_entry_lengths_and_offsets_at_the_edge_of_i64_are_errors() {
+        // A 64-bit vector's recorded length includes the size field and CRC (8 bytes).
+        let mut wide = 12i32.to_be_bytes().to_vec();
+        wide.extend_from_slice(&MAGIC_64.swap_bytes().to_be_bytes());
+        wide.extend_from_slice(&[0u8; 16]);
+        for length in [i64::MIN, i64::MIN + 7, -1, 0, i64::MAX] {
+            assert!(decode_deletion_vector(&wide, length).is_err(), "{length}");
+        }
+        let err = vector_bytes(i64::MAX, i64::MAX, 100).unwrap_err();
+        assert!(err.to_string().contains("deletion vector"), "{err}");
+        let top = i64::MAX as u64;
+        assert_eq!(vector_bytes(i64::MAX, 0, u64::MAX).unwrap(), top..top + 8);
+        assert!(vector_bytes(-1, 10, 100).is_err());
+        assert!(vector_bytes(1, -1, 100).is_err());
+        assert_eq!(vector_bytes(1, 20, 100).unwrap(), 1..29);
+        // A range past the file's end is cut at the end (the decoder reports it truncated).
+        assert_eq!(vector_bytes(90, 20, 100).unwrap(), 90..100);
+    }
+
     proptest::proptest! {
+        #[test]
+        fn any_range_is_checked_without_overflow(offset in proptest::num::i64::ANY, length in proptest::num::i64::ANY, size in proptest::num::u64::ANY) {
+            if let Ok(range) = vector_bytes(offset, length, size) {
+                proptest::prop_assert!(range.start <= range.end);
+                proptest::prop_assert_eq!(range.start, offset as u64);
+            }
+        }
+
+        #[test]
+        fn any_recorded_length_of_a_wide_vector_is_checked(length in proptest::num::i64::ANY, size in proptest::num::i32::ANY) {
+            let mut wide = size.to_be_bytes().to_vec();
+            wide.extend_from_slice(&MAGIC_64.swap_bytes().to_be_bytes());
+            wide.extend_from_slice(&[0u8; 16]);
+            let _ = decode_deletion_vector(&wide, length);
+        }
+
         #[test]
         fn any_bytes_decode_or_fail_cleanly(bytes in proptest::collection::vec(0u8.., 0..64), length in -4i64..80) {
             let _ = decode_deletion_vector(&bytes, length);

@@ -212,9 +212,27 @@ impl TableOptions {
                 }),
             }
         };
-        let zstd_level = parse_num("file.compression.zstd-level", 1) as i32;
-        let commit_max_retries = parse_num("commit.max-retries", 10) as u32;
         let target_file_size = parse_num("target-file-size", 128 * 1024 * 1024);
+        // Java ints: a larger value is an error, never taken modulo 2^32.
+        let mut java_int = |k: &str, default: i32| -> i32 {
+            match get(k) {
+                None => default,
+                Some(v) => v
+                    .parse::<i32>()
+                    .ok()
+                    .filter(|n| *n >= 0)
+                    .unwrap_or_else(|| {
+                        problems.push(format!(
+                            "option `{k}` must be an integer from 0 to {}, got `{v}`",
+                            i32::MAX
+                        ));
+                        default
+                    }),
+            }
+        };
+        let zstd_level = java_int("file.compression.zstd-level", 1);
+        // Non-negative, so the conversion cannot fail.
+        let commit_max_retries = u32::try_from(java_int("commit.max-retries", 10)).unwrap_or(0);
         let maintenance = parse_maintenance(options, &mut problems);
         let options = TableOptions {
             bucket,
@@ -430,10 +448,22 @@ fn parse_maintenance(
     }
 }
 
-/// Parses a duration as Paimon (and lakejoin's config) writes them: a number and a unit,
+/// Parses a duration as Paimon writes them in table options: a number and a unit,
 /// optionally separated by spaces: `30s`, `5 min`, `1h`, `2 d`, `500 ms`, `1 day`. A bare
-/// number is milliseconds, as in Paimon's `TimeUtils.parseDuration`.
+/// number is milliseconds, as in Paimon's `TimeUtils.parseDuration`, so that a table Java
+/// wrote reads the same. lakejoin's own config and command line require the unit
+/// ([`parse_duration_with_unit`]).
 pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    parse_duration_unit(text, true)
+}
+
+/// [`parse_duration`], but a number without a unit is an error: in lakejoin's config and
+/// on its command line `10` was read as 10 ms where 10 s was meant.
+pub fn parse_duration_with_unit(text: &str) -> std::result::Result<Duration, String> {
+    parse_duration_unit(text, false)
+}
+
+fn parse_duration_unit(text: &str, bare_is_millis: bool) -> std::result::Result<Duration, String> {
     let t = text.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     if digits_end == 0 {
@@ -445,6 +475,13 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
         .parse()
         .map_err(|_| format!("`{text}`: the number is too large"))?;
     let unit = t[digits_end..].trim().to_ascii_lowercase();
+    if unit.is_empty() && !bare_is_millis {
+        return Err(format!(
+            "`{}` has no unit (use ns, us, ms, s, min, h, d, e.g. {}s)",
+            t,
+            &t[..digits_end]
+        ));
+    }
     let nanos_per_unit: u64 = match unit.as_str() {
         "ns" | "nano" | "nanos" | "nanosecond" | "nanoseconds" => 1,
         "us" | "µs" | "micro" | "micros" | "microsecond" | "microseconds" => 1_000,
@@ -515,6 +552,61 @@ mod tests {
         assert!(err.contains("`merge-engine`"), "{err}");
         assert!(err.contains("ignore-delete"), "{err}");
         assert_eq!(parse_size("128 mb"), Some(128 << 20));
+    }
+
+    #[test]
+    fn integer_options_out_of_javas_int_range_are_errors() {
+        // Java's `commit.max-retries` and `file.compression.zstd-level` are ints; a value
+        // beyond one was taken modulo 2^32 (4294967295 retries became "failed after 0
+        // attempts", 4294967297 became zstd level 1).
+        for (key, value) in [
+            ("commit.max-retries", "4294967295"),
+            ("commit.max-retries", "2147483648"),
+            ("commit.max-retries", "18446744073709551615"),
+            ("file.compression.zstd-level", "4294967297"),
+            ("file.compression.zstd-level", "2147483648"),
+        ] {
+            let err = TableOptions::from_map(&map(&[(key, value)])).unwrap_err();
+            assert!(matches!(err, Error::Config(_)), "{key}={value}: {err}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("`{key}`")) && text.contains("2147483647"),
+                "{key}={value}: {text}"
+            );
+        }
+        let o = TableOptions::from_map(&map(&[
+            ("commit.max-retries", "2147483647"),
+            ("file.compression.zstd-level", "9"),
+        ]))
+        .unwrap();
+        assert_eq!(o.commit_max_retries, i32::MAX as u32);
+        assert_eq!(o.zstd_level, 9);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_retry_count_is_taken_exactly_or_rejected(n in proptest::num::u64::ANY) {
+            let text = n.to_string();
+            match TableOptions::from_map(&map(&[("commit.max-retries", &text)])) {
+                Ok(o) => {
+                    proptest::prop_assert!(n <= i32::MAX as u64);
+                    proptest::prop_assert_eq!(u64::from(o.commit_max_retries), n);
+                }
+                Err(e) => {
+                    proptest::prop_assert!(n > i32::MAX as u64);
+                    proptest::prop_assert!(e.to_string().contains("commit.max-retries"));
+                }
+            }
+        }
+
+        #[test]
+        fn any_target_file_size_is_taken_exactly_or_rejected(n in proptest::num::u64::ANY) {
+            let text = n.to_string();
+            match TableOptions::from_map(&map(&[("target-file-size", &text)])) {
+                Ok(o) => proptest::prop_assert_eq!(o.target_file_size, n),
+                Err(e) => proptest::prop_assert!(false, "{}", e),
+            }
+        }
     }
 
     #[test]

@@ -34,6 +34,18 @@ const MAX_SCHEMA_NODES: usize = 10_000;
 const SYNC_INTERVAL: usize = 64 * 1024;
 /// zstd level used when writing; Paimon's Java writer defaults to level 1 for manifests.
 const ZSTD_LEVEL: u8 = 1;
+/// Most bytes the blocks of one container file may decompress to, all blocks together.
+///
+/// Why: every block of a file is decompressed and kept until the file is decoded, and a
+/// zstd block can expand ~30,000-fold, so a 68 KB manifest held 3 GB. Honest files are
+/// far smaller: Paimon rolls a manifest at `manifest.target-file-size` (8 MiB by default)
+/// of *compressed* bytes, and manifests compress about 3 to 1 (30,000 entries with
+/// random file names and stats: 3.8 MB zstd, 11 MB raw), so a full manifest decompresses
+/// to some 25 MiB; manifest lists and index manifests hold one small entry per manifest
+/// or index file. 256 MiB is 10 times that, and 32 times the target size for a file that
+/// did not compress at all.
+pub(crate) const MAX_CONTAINER_DECOMPRESSED_BYTES: usize = 256 << 20;
+const _: () = assert!(MAX_CONTAINER_DECOMPRESSED_BYTES >= 32 * (8 << 20));
 
 /// A block codec of an Avro container file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +87,167 @@ impl BlockCodec {
             BlockCodec::Snappy => Codec::Snappy,
             BlockCodec::Zstandard => Codec::Zstandard(ZstandardSettings::new(ZSTD_LEVEL)),
         }
+    }
+
+    /// Decompresses one block, or returns `None` as soon as its output would exceed
+    /// `budget` bytes: zstd and deflate are read as streams, a chunk at a time, and
+    /// stopped one byte past the budget; a snappy block's declared length is checked
+    /// before anything is allocated. (apache-avro's `Codec::decompress` bounds a block
+    /// only by its process-wide allocation limit, 512 MiB, and not a file.)
+    fn decompress(self, data: &[u8], budget: usize) -> Result<Option<Vec<u8>>> {
+        let corrupt = |what: &str, e: &dyn std::fmt::Display| {
+            Error::format(format!("avro {what} block does not decompress: {e}"))
+        };
+        Ok(match self {
+            BlockCodec::Null => (data.len() <= budget).then(|| data.to_vec()),
+            BlockCodec::Deflate => read_bounded(Inflater::new(data), budget, data.len())
+                .map_err(|e| corrupt("deflate", &e))?,
+            BlockCodec::Snappy => {
+                // The block is the snappy data followed by a big-endian CRC-32 of the
+                // uncompressed bytes.
+                let Some(crc_at) = data.len().checked_sub(4) else {
+                    return Err(Error::format(format!(
+                        "avro snappy block of {} bytes has no checksum",
+                        data.len()
+                    )));
+                };
+                let (compressed, crc) = data.split_at(crc_at);
+                let len =
+                    snap::raw::decompress_len(compressed).map_err(|e| corrupt("snappy", &e))?;
+                if len > budget {
+                    return Ok(None);
+                }
+                let mut out = vec![0; len];
+                let written = snap::raw::Decoder::new()
+                    .decompress(compressed, &mut out)
+                    .map_err(|e| corrupt("snappy", &e))?;
+                out.truncate(written);
+                let expected = u32::from_be_bytes([crc[0], crc[1], crc[2], crc[3]]);
+                let actual = crc32fast::hash(&out);
+                if expected != actual {
+                    return Err(Error::format(format!(
+                        "avro snappy block checksum {actual:#010x} does not match the \
+                         recorded {expected:#010x}"
+                    )));
+                }
+                Some(out)
+            }
+            BlockCodec::Zstandard => {
+                let decoder = zstd::stream::read::Decoder::with_buffer(data)
+                    .map_err(|e| corrupt("zstd", &e))?;
+                read_bounded(decoder, budget, data.len()).map_err(|e| corrupt("zstd", &e))?
+            }
+        })
+    }
+}
+
+/// Size of the chunks a stream is decompressed in, after the first.
+const DECOMPRESS_CHUNK: usize = 1 << 20;
+
+/// Reads `reader` to its end, or returns `None` as soon as it yields more than `budget`
+/// bytes. Reads in chunks joined at the end rather than into one growing buffer, which
+/// would reallocate by doubling and hold up to three times the budget while copying
+/// (`table scan` of a 66 KB zstd bomb peaked at 841 MB that way, at 325 MB in chunks,
+/// against 2.7 GB with no cap). The first chunk is sized from the
+/// compressed length, so an honest block (64 KiB of records) is one chunk, not copied.
+fn read_bounded(
+    mut reader: impl std::io::Read,
+    budget: usize,
+    compressed_len: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut chunks: Vec<Vec<u8>> = Vec::new();
+    let mut total = 0usize;
+    let mut size = compressed_len
+        .saturating_mul(8)
+        .clamp(4096, DECOMPRESS_CHUNK);
+    loop {
+        // One byte past the budget tells an output that fills it from a larger one.
+        let want = size.min(budget.saturating_sub(total).saturating_add(1));
+        let mut chunk = Vec::with_capacity(want);
+        let n = (&mut reader)
+            .take(u64::try_from(want).unwrap_or(u64::MAX))
+            .read_to_end(&mut chunk)?;
+        total = total.saturating_add(n);
+        if total > budget {
+            return Ok(None);
+        }
+        if n > 0 {
+            chunks.push(chunk);
+        }
+        if n < want {
+            break;
+        }
+        size = DECOMPRESS_CHUNK;
+    }
+    Ok(Some(if chunks.len() == 1 {
+        chunks.swap_remove(0)
+    } else {
+        chunks.concat()
+    }))
+}
+
+/// A raw deflate stream (Avro's `deflate` codec) as a reader, so that it is decompressed
+/// a chunk at a time like zstd. Bytes after the end of the stream are ignored, as Java's
+/// `Inflater` and miniz_oxide's one-shot functions ignore them.
+struct Inflater<'a> {
+    state: Box<miniz_oxide::inflate::stream::InflateState>,
+    input: &'a [u8],
+    ended: bool,
+}
+
+impl<'a> Inflater<'a> {
+    fn new(input: &'a [u8]) -> Self {
+        Inflater {
+            state: miniz_oxide::inflate::stream::InflateState::new_boxed(
+                miniz_oxide::DataFormat::Raw,
+            ),
+            input,
+            ended: false,
+        }
+    }
+}
+
+impl std::io::Read for Inflater<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        use miniz_oxide::{MZError, MZFlush, MZStatus};
+        use std::io::{Error as IoError, ErrorKind};
+        while !self.ended && !out.is_empty() {
+            let step = miniz_oxide::inflate::stream::inflate(
+                &mut self.state,
+                self.input,
+                out,
+                MZFlush::None,
+            );
+            self.input = self.input.get(step.bytes_consumed..).unwrap_or_default();
+            match step.status {
+                Ok(MZStatus::StreamEnd) => self.ended = true,
+                Ok(_) => {}
+                // No progress is possible: the input ended before the stream did.
+                Err(MZError::Buf) => {
+                    return Err(IoError::new(
+                        ErrorKind::UnexpectedEof,
+                        "deflate stream ends early",
+                    ));
+                }
+                Err(e) => {
+                    return Err(IoError::new(
+                        ErrorKind::InvalidData,
+                        format!("corrupt deflate stream ({e:?})"),
+                    ));
+                }
+            }
+            if step.bytes_written > 0 {
+                return Ok(step.bytes_written);
+            }
+            if step.bytes_consumed == 0 && !self.ended {
+                return Err(IoError::new(
+                    ErrorKind::InvalidData,
+                    "deflate stream makes no progress",
+                ));
+            }
+        }
+        Ok(0)
     }
 }
 
@@ -583,8 +756,14 @@ pub(crate) struct Block {
     pub(crate) data: Vec<u8>,
 }
 
-/// Parses a container file, checking its framing and decompressing every block.
+/// Parses a container file, checking its framing and decompressing every block; fails
+/// once the blocks decompress to more than [`MAX_CONTAINER_DECOMPRESSED_BYTES`].
 pub(crate) fn read_container(bytes: &[u8]) -> Result<Container> {
+    read_container_limited(bytes, MAX_CONTAINER_DECOMPRESSED_BYTES)
+}
+
+/// [`read_container`] with a cap of `limit` decompressed bytes for the whole file.
+pub(crate) fn read_container_limited(bytes: &[u8], limit: usize) -> Result<Container> {
     let mut cur = Cursor::new(bytes);
     if cur.take(MAGIC.len()).ok() != Some(MAGIC.as_slice()) {
         return Err(Error::format("not an avro container file (bad magic)"));
@@ -616,6 +795,7 @@ pub(crate) fn read_container(bytes: &[u8]) -> Result<Container> {
 
     let record_min = schema.min_size();
     let mut blocks = Vec::new();
+    let mut decompressed = 0usize;
     while !cur.at_end() {
         let count = cur.read_long()?;
         let count = usize::try_from(count)
@@ -624,11 +804,18 @@ pub(crate) fn read_container(bytes: &[u8]) -> Result<Container> {
         if cur.take(SYNC_LEN)? != sync {
             return Err(Error::format("avro block sync marker mismatch"));
         }
-        let mut data = data.to_vec();
-        codec
-            .avro_codec()
-            .decompress(&mut data)
-            .map_err(|e| Error::avro("decompressing an avro block", e))?;
+        let Some(data) = codec.decompress(data, limit.saturating_sub(decompressed))? else {
+            let mib = if limit.is_multiple_of(1 << 20) {
+                format!(" ({} MiB)", limit >> 20)
+            } else {
+                String::new()
+            };
+            return Err(Error::format(format!(
+                "avro container file decompresses to more than {limit} bytes{mib}, the most \
+                 lakejoin reads from one metadata file: a corrupt file or a decompression bomb"
+            )));
+        };
+        decompressed += data.len();
         let fits = if record_min == 0 {
             count <= MAX_ZERO_SIZE_ITEMS
         } else {
@@ -872,6 +1059,186 @@ mod tests {
         let mut buf = Vec::new();
         put_long(&mut buf, 1 << 40);
         assert!(decode(&nulls, &mut Cursor::new(&buf)).is_err());
+    }
+
+    /// A container file of `"long"` records (a zero byte is the long 0) with the given
+    /// blocks, each (record count, block bytes as stored, i.e. compressed by `codec`).
+    fn raw_container(codec: BlockCodec, blocks: &[(usize, Vec<u8>)]) -> Vec<u8> {
+        let sync = [7u8; SYNC_LEN];
+        let mut out = MAGIC.to_vec();
+        put_long(&mut out, 2);
+        put_bytes(&mut out, b"avro.schema");
+        put_bytes(&mut out, b"\"long\"");
+        put_bytes(&mut out, b"avro.codec");
+        put_bytes(&mut out, codec.name().as_bytes());
+        put_long(&mut out, 0);
+        out.extend_from_slice(&sync);
+        for (count, data) in blocks {
+            put_long(&mut out, *count as i64);
+            put_bytes(&mut out, data);
+            out.extend_from_slice(&sync);
+        }
+        out
+    }
+
+    /// `data` compressed as an Avro block of `codec`.
+    fn compressed(codec: BlockCodec, data: &[u8]) -> Vec<u8> {
+        match codec {
+            BlockCodec::Null => data.to_vec(),
+            BlockCodec::Deflate => miniz_oxide::deflate::compress_to_vec(data, 6),
+            BlockCodec::Snappy => {
+                let mut out = snap::raw::Encoder::new().compress_vec(data).unwrap();
+                out.extend_from_slice(&crc32fast::hash(data).to_be_bytes());
+                out
+            }
+            BlockCodec::Zstandard => zstd::bulk::compress(data, 1).unwrap(),
+        }
+    }
+
+    const CODECS: [BlockCodec; 4] = [
+        BlockCodec::Null,
+        BlockCodec::Deflate,
+        BlockCodec::Snappy,
+        BlockCodec::Zstandard,
+    ];
+
+    const MIB: usize = 1 << 20;
+
+    fn assert_over_limit(result: Result<Container>, limit: usize, what: &str) {
+        let err = match result {
+            Ok(file) => panic!(
+                "{what}: read {} blocks, expected an error",
+                file.blocks.len()
+            ),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains(&format!("more than {limit} bytes")),
+            "{what}: {err}"
+        );
+    }
+
+    #[test]
+    fn the_total_decompressed_size_of_a_file_is_capped() {
+        // Three blocks of 400 KiB each: every block is under 1 MiB, the file is not.
+        let block = vec![0u8; 400 << 10];
+        for codec in CODECS {
+            let data = compressed(codec, &block);
+            let file = raw_container(codec, &vec![(block.len(), data); 3]);
+            assert_over_limit(read_container_limited(&file, MIB), MIB, codec.name());
+            // Under a limit the file fits, it reads.
+            let read = read_container_limited(&file, 2 * MIB).unwrap();
+            assert_eq!(read.blocks.len(), 3, "{}", codec.name());
+            // A file exactly at the limit is read too.
+            let exact = read_container_limited(&file, 3 * block.len()).unwrap();
+            assert_eq!(exact.blocks.len(), 3, "{}", codec.name());
+        }
+    }
+
+    #[test]
+    fn decompression_stops_at_the_limit_inside_a_block() {
+        // Each block would decompress to 4 MiB and then fail (a corrupt tail): a reader
+        // that decompressed the whole block first would report the corruption; one that
+        // stops at the 1 MiB limit reports the limit.
+        let zeros = vec![0u8; 4 * MIB];
+        // zstd: a valid 4 MiB frame followed by bytes that are no frame.
+        let mut zstd_block = compressed(BlockCodec::Zstandard, &zeros);
+        zstd_block.extend_from_slice(&[0xAB; 64]);
+        // deflate: the stream cut before its end.
+        let mut deflate_block = compressed(BlockCodec::Deflate, &zeros);
+        deflate_block.truncate(deflate_block.len() - 8);
+        // snappy: a header declaring 4 MiB, then nothing of it (checked before allocating).
+        let mut snappy_block = Vec::new();
+        put_varint_u64(&mut snappy_block, zeros.len() as u64);
+        snappy_block.extend_from_slice(&[0u8; 4]);
+        // null: the raw block itself is over the limit.
+        let null_block = vec![0u8; 2 * MIB];
+        for (codec, block) in [
+            (BlockCodec::Zstandard, zstd_block),
+            (BlockCodec::Deflate, deflate_block),
+            (BlockCodec::Snappy, snappy_block),
+            (BlockCodec::Null, null_block),
+        ] {
+            let file = raw_container(codec, &[(1, block)]);
+            assert_over_limit(read_container_limited(&file, MIB), MIB, codec.name());
+        }
+        // A snappy header declaring more than any address space is an error, not a panic.
+        let mut huge = Vec::new();
+        put_varint_u64(&mut huge, u64::from(u32::MAX));
+        huge.extend_from_slice(&[0u8; 4]);
+        let file = raw_container(BlockCodec::Snappy, &[(1, huge)]);
+        assert!(read_container_limited(&file, MIB).is_err());
+    }
+
+    #[test]
+    fn blocks_decompress_exactly_across_chunks() {
+        // Bigger than several chunks, and not a multiple of the chunk size.
+        let data: Vec<u8> = (0..3 * DECOMPRESS_CHUNK + 12_345)
+            .map(|i| (i % 251) as u8 ^ (i / 4096) as u8)
+            .collect();
+        for codec in CODECS {
+            let block = compressed(codec, &data);
+            let out = codec.decompress(&block, usize::MAX).unwrap().unwrap();
+            assert!(out == data, "{}", codec.name());
+            let exact = codec.decompress(&block, data.len()).unwrap().unwrap();
+            assert!(exact == data, "{}", codec.name());
+            assert!(codec.decompress(&block, data.len() - 1).unwrap().is_none());
+            // An empty block.
+            let empty = compressed(codec, &[]);
+            assert_eq!(codec.decompress(&empty, 0).unwrap(), Some(Vec::new()));
+        }
+    }
+
+    #[test]
+    fn corrupt_blocks_under_the_limit_are_format_errors() {
+        let data = vec![42u8; 100_000];
+        for codec in [
+            BlockCodec::Deflate,
+            BlockCodec::Snappy,
+            BlockCodec::Zstandard,
+        ] {
+            let mut block = compressed(codec, &data);
+            block.truncate(block.len() / 2);
+            let err = codec
+                .decompress(&block, usize::MAX)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("does not decompress") || err.contains("checksum"),
+                "{}: {err}",
+                codec.name()
+            );
+        }
+        let mut snappy = compressed(BlockCodec::Snappy, &data);
+        let last = snappy.len() - 1;
+        snappy[last] ^= 1;
+        let err = BlockCodec::Snappy
+            .decompress(&snappy, usize::MAX)
+            .unwrap_err();
+        assert!(err.to_string().contains("checksum"), "{err}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_block_bytes_decompress_or_fail_cleanly(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512),
+            budget in 0usize..100_000,
+        ) {
+            for codec in CODECS {
+                if let Ok(Some(out)) = codec.decompress(&bytes, budget) {
+                    proptest::prop_assert!(out.len() <= budget);
+                }
+            }
+        }
+    }
+
+    /// Snappy's length preamble: an unsigned LEB128 varint.
+    fn put_varint_u64(buf: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            buf.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        buf.push(v as u8);
     }
 
     #[test]

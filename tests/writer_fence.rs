@@ -25,6 +25,9 @@ use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 
+mod support;
+use support::faulty_store::{FaultyStore, Op};
+
 const USER: &str = "lakejoin:group:db.t";
 const ROUNDS: usize = 100;
 const LEASE: Duration = Duration::from_millis(60);
@@ -291,30 +294,7 @@ async fn a_fenced_cdc_sink_stops_naming_the_new_holder() {
             .await
             .unwrap(),
     );
-    let config = lakejoin::config::from_toml(
-        "test",
-        r#"
-[kafka]
-bootstrap_servers = "unused:9092"
-[warehouse]
-uri = "memory://"
-[[table]]
-name = "db.t"
-columns = [{ name = "id", type = "INT NOT NULL" }, { name = "v", type = "BIGINT" }]
-primary_key = ["id"]
-buckets = 1
-[[cdc]]
-name = "p"
-topics = ["changes"]
-format = "json"
-table = "db.t"
-commit_max_rows = 1
-"#,
-    )
-    .unwrap()
-    .cdc[0]
-        .clone();
-    let pipelines = vec![(config, Arc::new(PipelineMetrics::default()))];
+    let pipelines = cdc_pipeline();
     let (sink, mut committed) = TableSink::open(table.clone(), USER, &pipelines, Some(old))
         .await
         .unwrap();
@@ -355,4 +335,161 @@ commit_max_rows = 1
     );
     assert!(err.to_string().contains("db.t"), "{err}");
     assert_eq!(table.snapshot_ids().await.unwrap(), before);
+}
+
+/// The config of one CDC pipeline into `db.t`, committing after every row.
+fn cdc_pipeline() -> Vec<(
+    lakejoin::config::CdcConfig,
+    Arc<lakejoin::observe::PipelineMetrics>,
+)> {
+    let config = lakejoin::config::from_toml(
+        "test",
+        r#"
+[kafka]
+bootstrap_servers = "unused:9092"
+[warehouse]
+uri = "memory://"
+[[table]]
+name = "db.t"
+columns = [{ name = "id", type = "INT NOT NULL" }, { name = "v", type = "BIGINT" }]
+primary_key = ["id"]
+buckets = 1
+[[cdc]]
+name = "p"
+topics = ["changes"]
+format = "json"
+table = "db.t"
+commit_max_rows = 1
+"#,
+    )
+    .unwrap()
+    .cdc[0]
+        .clone();
+    vec![(
+        config,
+        Arc::new(lakejoin::observe::PipelineMetrics::default()),
+    )]
+}
+
+/// A batch of one +1 change of key 0 at `offset` of partition 0.
+fn plus_one_at(offset: i64) -> lakejoin::pipeline::cdc::ChangeBatch {
+    lakejoin::pipeline::cdc::ChangeBatch {
+        pipeline: "p".into(),
+        topic: "changes".into(),
+        partition: 0,
+        next_offset: offset + 1,
+        timestamp_ms: None,
+        changes: vec![lakejoin::codec::RowChange {
+            kind: RowKind::Insert,
+            row: vec![Datum::Int(0), Datum::BigInt(1)],
+        }],
+    }
+}
+
+/// The race of issue 16 item 4, forced step by step: the old holder passed its fence
+/// check and is about to publish snapshot 2 (its second +1, input offset 1) when the new
+/// holder claims the table and reads where to resume: snapshot 1, offset 1. Only then
+/// does the old holder's snapshot land. The new holder replays offset 1; it must not
+/// commit it on top of snapshot 2 (the sum would count it twice) but stop, naming the
+/// snapshot, so that a restart resumes after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_published_while_the_next_writer_resumes_is_not_applied_twice() {
+    use lakejoin::pipeline::cdc::TableSink;
+    const WAIT: Duration = Duration::from_secs(10);
+
+    let store = FaultyStore::new(Arc::new(InMemory::new()), 7);
+    let table = new_table(store.clone()).await;
+    let old_fence = Arc::new(
+        WriterFence::acquire(&table, "writer-a", options(OnConflict::Fail))
+            .await
+            .unwrap(),
+    );
+    let pipelines = cdc_pipeline();
+    let (old, mut old_committed) =
+        TableSink::open(table.clone(), USER, &pipelines, Some(old_fence))
+            .await
+            .unwrap();
+    let (old_tx, old_rx) = tokio::sync::mpsc::channel(4);
+    let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let old_run = tokio::spawn(old.run(old_rx, stop_rx.clone()));
+    old_tx.send(plus_one_at(0)).await.unwrap();
+    tokio::time::timeout(WAIT, old_committed.changed())
+        .await
+        .expect("first commit")
+        .unwrap();
+
+    // The old holder checks its fence, then is held just before publishing snapshot 2.
+    let publish = store.pause(Op::Create, "snapshot/snapshot-2");
+    old_tx.send(plus_one_at(1)).await.unwrap();
+    publish.reached(WAIT).await;
+
+    // The new holder claims the table (the old one's lease lapses meanwhile) and reads
+    // its resume offsets; it is held before its writer looks at the latest snapshot.
+    let new_fence = Arc::new(
+        WriterFence::acquire(&table, "writer-b", options(OnConflict::Standby))
+            .await
+            .unwrap(),
+    );
+    let resumed = store.pause(Op::Get, "snapshot/LATEST");
+    let opening = tokio::spawn({
+        let table = table.clone();
+        let pipelines = pipelines.clone();
+        async move { TableSink::open(table, USER, &pipelines, Some(new_fence)).await }
+    });
+    resumed.reached(WAIT).await;
+    publish.release();
+    tokio::time::timeout(WAIT, old_committed.changed())
+        .await
+        .expect("the old holder's late snapshot")
+        .unwrap();
+    assert_eq!(table.snapshot_ids().await.unwrap(), vec![1, 2]);
+    resumed.release();
+    let (new, mut new_committed) = tokio::time::timeout(WAIT, opening)
+        .await
+        .expect("the new sink opens")
+        .unwrap()
+        .unwrap();
+    let from = new.resume_offsets("p");
+    assert_eq!(
+        from.get("changes").and_then(|p| p.get(&0)),
+        Some(&1),
+        "resumed from snapshot 1: {from:?}"
+    );
+
+    // It replays offset 1, which snapshot 2 already holds.
+    let (new_tx, new_rx) = tokio::sync::mpsc::channel(4);
+    let new_run = tokio::spawn(new.run(new_rx, stop_rx));
+    new_tx.send(plus_one_at(1)).await.unwrap();
+    let err = tokio::time::timeout(WAIT, async {
+        tokio::select! {
+            stopped = new_run => stopped.unwrap().unwrap_err(),
+            Ok(()) = new_committed.changed() => {
+                let rows = scan(&table, None, &ScanFilter::default()).await.unwrap();
+                let ids = table.snapshot_ids().await.unwrap();
+                panic!("the new holder committed offset 1 again on top of snapshot 2: {rows:?} {ids:?}")
+            }
+        }
+    })
+    .await
+    .expect("the new sink stops");
+    assert!(
+        matches!(&err, Error::ForeignCommitOfUser { snapshot: 2, .. }),
+        "{err}"
+    );
+    assert_eq!(table.snapshot_ids().await.unwrap(), vec![1, 2]);
+    let rows = scan(&table, None, &ScanFilter::default()).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0][1], Datum::BigInt(2), "each +1 counted once");
+    // A restart resumes after the late snapshot.
+    let (restarted, _) = TableSink::open(table.clone(), USER, &pipelines, None)
+        .await
+        .unwrap();
+    let from = restarted.resume_offsets("p");
+    assert_eq!(
+        from.get("changes").and_then(|p| p.get(&0)),
+        Some(&2),
+        "{from:?}"
+    );
+    drop(old_tx);
+    let _ = old_run.await;
 }

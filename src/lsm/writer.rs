@@ -65,7 +65,8 @@ pub struct TableWriter {
     /// again, unchanged, before anything newer, so it lands exactly once.
     in_doubt: Option<PreparedCommit>,
     /// Newest snapshot this writer knows to be consistent with its state: the one it
-    /// started from, then each of its commits. An APPEND of its commit user appearing
+    /// started from (or its caller resumed from, [`Self::resumed_from`]), then each of
+    /// its commits. An APPEND of its commit user appearing
     /// after it is another writer's (see `PreparedCommit::guard_user_since`).
     known_snapshot: i64,
 }
@@ -158,6 +159,15 @@ impl TableWriter {
             in_doubt: None,
             known_snapshot: snapshot_id,
         })
+    }
+
+    /// Makes commits fail with `Error::ForeignCommitOfUser` if an APPEND of this writer's
+    /// user newer than snapshot `seen` appears: the caller resumed its input from what
+    /// it saw up to `seen`, and a later snapshot of the same user (a fenced writer's last
+    /// publish, landing late) already holds input it is about to replay. The writer
+    /// itself reads the latest snapshot later, which may already include that one.
+    pub fn resumed_from(&mut self, seen: i64) {
+        self.known_snapshot = self.known_snapshot.min(seen);
     }
 
     /// Makes every commit check `fence` right before publishing: once another writer

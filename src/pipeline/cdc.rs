@@ -101,7 +101,7 @@ impl TableSink {
         pipelines: &[(CdcConfig, Arc<PipelineMetrics>)],
         fence: Option<Arc<WriterFence>>,
     ) -> Result<(Self, watch::Receiver<Option<Arc<Committed>>>)> {
-        let last = table.latest_snapshot_of_user(commit_user).await?;
+        let (last, seen) = table.resume_point(commit_user).await?;
         let mut offsets = BTreeMap::new();
         if let Some(properties) = last.as_ref().and_then(|s| s.properties.as_ref()) {
             for (key, value) in properties {
@@ -123,6 +123,8 @@ impl TableSink {
             );
         }
         let mut writer = TableWriter::new(table, commit_user).await?;
+        // The offsets are those of `last`; a snapshot of ours after `seen` is not.
+        writer.resumed_from(seen);
         if let Some(fence) = fence {
             writer.set_fence(fence);
         }

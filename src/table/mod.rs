@@ -256,17 +256,26 @@ impl Table {
     /// The newest snapshot committed by `commit_user` (a writer resumes from it: its
     /// properties hold the input offsets it covered, its identifier the last one used).
     pub async fn latest_snapshot_of_user(&self, commit_user: &str) -> Result<Option<Snapshot>> {
+        Ok(self.resume_point(commit_user).await?.0)
+    }
+
+    /// [`Self::latest_snapshot_of_user`], and the newest snapshot id the search saw
+    /// (0 for none): a snapshot of that user with a higher id was published after the
+    /// search listed the table, so a writer resuming from the first must not commit
+    /// over it (see `TableWriter::resumed_from`).
+    pub async fn resume_point(&self, commit_user: &str) -> Result<(Option<Snapshot>, i64)> {
         let ids = self.snapshot_ids().await?;
+        let seen = ids.last().copied().unwrap_or(0);
         for id in ids.into_iter().rev() {
             match self.snapshot(id).await {
-                Ok(s) if s.commit_user == commit_user => return Ok(Some(s)),
+                Ok(s) if s.commit_user == commit_user => return Ok((Some(s), seen)),
                 Ok(_) => {}
                 // Expired concurrently: everything older is gone too.
-                Err(Error::SnapshotNotFound { .. }) => return Ok(None),
+                Err(Error::SnapshotNotFound { .. }) => return Ok((None, seen)),
                 Err(e) => return Err(e),
             }
         }
-        Ok(None)
+        Ok((None, seen))
     }
 
     pub async fn read_manifest_list(&self, name: &str) -> Result<Vec<ManifestFileMeta>> {

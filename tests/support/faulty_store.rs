@@ -3,6 +3,8 @@
 //! before it is applied, applies a write and loses its response, answers a create with
 //! `AlreadyExists`, delays a request, cuts a read short, or fails a write with an OS error
 //! (disk full, permission denied, read-only file system) as LocalFileSystem reports it.
+//! A [`Pause`] holds one chosen request until the test releases it, to force an exact
+//! interleaving of two writers.
 
 use std::fmt;
 use std::ops::Range;
@@ -109,6 +111,29 @@ pub enum Schedule {
     Probability(f64),
 }
 
+/// One held request (see [`FaultyStore::pause`]).
+#[derive(Debug)]
+pub struct Pause {
+    reached: tokio::sync::Semaphore,
+    released: tokio::sync::Semaphore,
+}
+
+impl Pause {
+    /// Waits until the request is being held; panics after `deadline`.
+    pub async fn reached(&self, deadline: Duration) {
+        tokio::time::timeout(deadline, self.reached.acquire())
+            .await
+            .expect("the paused request was not made in time")
+            .expect("semaphore open")
+            .forget();
+    }
+
+    /// Lets the held request go on.
+    pub fn release(&self) {
+        self.released.add_permits(1);
+    }
+}
+
 #[derive(Debug)]
 struct Rule {
     op: Op,
@@ -124,6 +149,7 @@ struct Rule {
 pub struct FaultyStore {
     inner: Arc<dyn ObjectStore>,
     rules: Mutex<Vec<Rule>>,
+    pauses: Mutex<Vec<(Op, String, Arc<Pause>)>>,
     rng: Mutex<StdRng>,
     injected: AtomicU64,
 }
@@ -145,6 +171,7 @@ impl FaultyStore {
         Arc::new(FaultyStore {
             inner,
             rules: Mutex::new(Vec::new()),
+            pauses: Mutex::new(Vec::new()),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             injected: AtomicU64::new(0),
         })
@@ -165,6 +192,35 @@ impl FaultyStore {
             seen: 0,
             injected: 0,
         });
+    }
+
+    /// Holds the next `op` request whose path contains `path_contains` before it reaches
+    /// the store, until [`Pause::release`]. One request only.
+    pub fn pause(&self, op: Op, path_contains: &str) -> Arc<Pause> {
+        let pause = Arc::new(Pause {
+            reached: tokio::sync::Semaphore::new(0),
+            released: tokio::sync::Semaphore::new(0),
+        });
+        self.pauses
+            .lock()
+            .unwrap()
+            .push((op, path_contains.to_string(), pause.clone()));
+        pause
+    }
+
+    /// Waits here if a pause picks this request.
+    async fn hold(&self, op: Op, location: &Path) {
+        let picked = {
+            let mut pauses = self.pauses.lock().unwrap();
+            let at = pauses
+                .iter()
+                .position(|(o, p, _)| *o == op && location.as_ref().contains(p.as_str()));
+            at.map(|i| pauses.remove(i).2)
+        };
+        if let Some(pause) = picked {
+            pause.reached.add_permits(1);
+            let _ = pause.released.acquire().await.map(|p| p.forget());
+        }
     }
 
     /// Removes every rule.
@@ -222,6 +278,7 @@ impl ObjectStore for FaultyStore {
         } else {
             Op::Put
         };
+        self.hold(op, location).await;
         match self.pick(op, location) {
             None => self.inner.put_opts(location, payload, opts).await,
             Some(Fault::FailBefore) => Err(injected("failed before the write", location)),
@@ -263,6 +320,7 @@ impl ObjectStore for FaultyStore {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         let op = if options.head { Op::Head } else { Op::Get };
+        self.hold(op, location).await;
         match self.pick(op, location) {
             None
             | Some(Fault::AppliedThenAlreadyExists | Fault::SpuriousAlreadyExists | Fault::Os(_)) => {

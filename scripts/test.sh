@@ -7,7 +7,8 @@
 # Everything else it needs it installs itself, once; later runs reuse it: the Python
 # venv (.venv), Apache Kafka's jars (~/.cache/lakejoin, from Maven Central), and PyFlink
 # with the Kafka and Paimon connector jars for the Flink lookup-join cross-check
-# (scripts/flink.sh, ~/.cache/lakejoin/flink-<version>, about 1 GB, 2 minutes once).
+# (scripts/flink.sh, ~/.cache/lakejoin/flink-<version>, about 1 GB, 2 minutes once), and
+# Debian's strace when the machine has none (scripts/debian.sh, for the power-loss test).
 #
 # Environment:
 #   LAKEJOIN_PYTHON   use this Python (must have pypaimon) instead of creating .venv
@@ -67,6 +68,29 @@ ensure_flink() {
     log "PyFlink for the Flink lookup-join test: ${dir}"
 }
 
+# Unpacks Debian's strace for integration-tests/power_loss.rs when the machine has none
+# (scripts/debian.sh, once into ~/.cache/lakejoin/debian/strace, 1.4 MB), and exports a
+# wrapper for it as LAKEJOIN_STRACE. The test traces fsync calls, so tracing must work.
+ensure_strace() {
+    if [[ -z "${LAKEJOIN_STRACE:-}" ]]; then
+        if command -v strace >/dev/null; then
+            LAKEJOIN_STRACE="$(command -v strace)"
+        else
+            local dir
+            dir="$(bash "${REPO_ROOT}/scripts/debian.sh" strace strace libunwind8)" \
+                || fail "scripts/debian.sh could not unpack Debian's strace for the power-loss test"
+            LAKEJOIN_STRACE="${dir}/strace"
+            printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s/usr/bin/strace" "$@"\n' \
+                "${dir}" "${dir}" > "${LAKEJOIN_STRACE}"
+            chmod +x "${LAKEJOIN_STRACE}"
+        fi
+    fi
+    "${LAKEJOIN_STRACE}" -f -qq -o /dev/null true \
+        || fail "${LAKEJOIN_STRACE} cannot trace here (ptrace refused?); the power-loss test needs it"
+    export LAKEJOIN_STRACE
+    log "strace for the power-loss test: ${LAKEJOIN_STRACE}"
+}
+
 # Starts Apache Kafka on free loopback ports and exports its addresses for the integration
 # tests; it is stopped when this script exits, however it exits. The tests that stop and
 # start a broker of their own use scripts/kafka/broker.sh too, so the jars are installed
@@ -107,6 +131,7 @@ main() {
     cd "${REPO_ROOT}"
     ensure_python_env
     ensure_flink
+    ensure_strace
     check_format
     check_lints
     ensure_broker

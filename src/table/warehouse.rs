@@ -76,9 +76,14 @@ impl Warehouse {
                 source: e,
             })?;
             // Rooting the store at the warehouse keeps every object path relative and
-            // lets LocalFileSystem create directories as needed.
+            // lets LocalFileSystem create directories as needed. With fsync, each put
+            // returns once the file and its directory entry are on disk, as an object
+            // store's put is durable when it returns; a commit writes its data files,
+            // manifests and lists before its snapshot, so a snapshot (and the Kafka
+            // offsets it carries) never survives a power loss that its files do not.
             let store = object_store::local::LocalFileSystem::new_with_prefix(&dir)
-                .map_err(|e| Error::store(format!("opening {}", dir.display()), e))?;
+                .map_err(|e| Error::store(format!("opening {}", dir.display()), e))?
+                .with_fsync(true);
             let mut warehouse = Warehouse::new(Arc::new(store), Path::default());
             warehouse.local_root = Some(dir);
             return Ok(warehouse);
@@ -139,6 +144,16 @@ impl std::fmt::Display for TableIdentifier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_local_warehouse_syncs_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let uri = dir.path().to_str().unwrap();
+        let wh = Warehouse::from_uri(uri, &BTreeMap::new()).unwrap();
+        // LocalFileSystem shows its settings only through Debug.
+        let shown = format!("{:?}", wh.store);
+        assert!(shown.contains("fsync: true"), "{shown}");
+    }
 
     #[test]
     fn parses_identifiers() {

@@ -78,6 +78,26 @@ pub enum Error {
         user: String,
         snapshot: i64,
     },
+    /// A CDC partition's position saved in the table is outside the topic's log: the
+    /// records from there up to the log's start were deleted before this pipeline read
+    /// them (or the topic was recreated), so the table may miss changes.
+    #[error(
+        "pipeline {pipeline}: topic {topic} partition {partition}: the table's saved position, \
+         offset {saved}, is outside the log (offsets {low}..{high} remain); {consequence}. \
+         Rebuild the table from a new snapshot of the source, or set \
+         on_offset_out_of_range = \"earliest\" (or \"latest\") in [[cdc]] {pipeline} to \
+         accept the loss and go on"
+    )]
+    OffsetOutOfRange {
+        pipeline: String,
+        topic: String,
+        partition: i32,
+        saved: i64,
+        low: i64,
+        high: i64,
+        /// What is lost, in words.
+        consequence: String,
+    },
     /// Another process holds (or took over) the right to write this table.
     #[error("table {table} is written by {holder} (writer epoch {epoch}); this writer {action}")]
     WriterFenced {
@@ -170,7 +190,9 @@ impl Error {
             | Error::BackgroundCompaction { .. }
             | Error::CommitOutcomeUnknown { .. }
             | Error::TruncatedRead { .. } => ErrorKind::Transient,
-            Error::ForeignCommitOfUser { .. } | Error::WriterFenced { .. } => ErrorKind::Fatal,
+            Error::ForeignCommitOfUser { .. }
+            | Error::WriterFenced { .. }
+            | Error::OffsetOutOfRange { .. } => ErrorKind::Fatal,
             Error::Io { .. } | Error::Kafka(_) => ErrorKind::Transient,
             Error::Format(_)
             | Error::CorruptFile { .. }

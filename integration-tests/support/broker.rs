@@ -141,6 +141,75 @@ pub fn kafka_acls(args: &[&str]) {
     );
 }
 
+/// Grows `topic` to `partitions` partitions and waits until its metadata shows them.
+pub fn add_partitions(topic: &str, partitions: usize) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("admin client");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let results = runtime
+        .block_on(admin.create_partitions(
+            [&rdkafka::admin::NewPartitions::new(topic, partitions)],
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .unwrap_or_else(|e| panic!("adding partitions to {topic}: {e}"));
+    for result in results {
+        if let Err((topic, code)) = result {
+            panic!("adding partitions to {topic}: {code:?}");
+        }
+    }
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("metadata client");
+    wait_until(
+        &format!("topic {topic} has {partitions} partitions"),
+        || {
+            consumer
+                .fetch_metadata(Some(topic), Duration::from_secs(5))
+                .ok()
+                .and_then(|m| {
+                    m.topics()
+                        .iter()
+                        .find(|t| t.name() == topic)
+                        .map(|t| t.partitions().len() == partitions)
+                })
+                .unwrap_or(false)
+        },
+    );
+}
+
+/// Deletes the records of `topic`/`partition` before `offset`, as retention does; the
+/// partition's log then starts at `offset`.
+pub fn delete_records_before(topic: &str, partition: i32, offset: i64) {
+    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap())
+        .create()
+        .expect("admin client");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut list = TopicPartitionList::new();
+    list.add_partition_offset(topic, partition, Offset::Offset(offset))
+        .expect("partition list");
+    let result = runtime
+        .block_on(admin.delete_records(
+            &list,
+            &AdminOptions::new().operation_timeout(Some(Duration::from_secs(30))),
+        ))
+        .unwrap_or_else(|e| panic!("deleting records of {topic}/{partition}: {e}"));
+    for element in result.elements() {
+        if let Err(e) = element.error() {
+            panic!("deleting records of {topic}/{partition}: {e}");
+        }
+    }
+}
+
 /// Deletes the topics and waits until the broker no longer lists them.
 pub fn delete_topics(topics: &[&str]) {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()

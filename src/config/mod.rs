@@ -414,6 +414,11 @@ impl Config {
             if c.commit_interval.is_zero() {
                 problems.push(format!("{at}.commit_interval: must be greater than zero"));
             }
+            if c.partition_discovery_interval.is_zero() {
+                problems.push(format!(
+                    "{at}.partition_discovery_interval: must be greater than zero"
+                ));
+            }
             if c.commit_max_rows == 0 {
                 problems.push(format!("{at}.commit_max_rows: must be greater than zero"));
             }

@@ -231,6 +231,21 @@ pub enum StartFrom {
     Latest,
 }
 
+/// What a CDC pipeline does when a partition's saved position is outside the log, as
+/// Kafka's `auto.offset.reset` with `none` as the default: the table would otherwise miss
+/// changes silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OffsetOutOfRange {
+    /// Stop the pipeline with an error naming the partition, the saved offset and the log.
+    #[default]
+    Fail,
+    /// Accept the loss and go on from the oldest record still in the log.
+    Earliest,
+    /// Accept the loss and go on from the end of the log.
+    Latest,
+}
+
 /// `[[cdc]]`: change topics upserted into one table.
 #[derive(Debug, Clone, Deserialize)]
 pub struct CdcConfig {
@@ -252,6 +267,18 @@ pub struct CdcConfig {
     pub dead_letter_topic: Option<String>,
     #[serde(default)]
     pub start_from: StartFrom,
+    /// What to do when a partition's position saved in the table is no longer in the
+    /// topic (retention deleted records this pipeline never read, or the topic was
+    /// recreated): `fail` (default) stops the pipeline naming the partition and the gap.
+    #[serde(default)]
+    pub on_offset_out_of_range: OffsetOutOfRange,
+    /// How often the topics are looked up for partitions added since start; new ones are
+    /// read from their beginning (default 30s).
+    #[serde(
+        default = "default_partition_discovery_interval",
+        deserialize_with = "duration::deserialize"
+    )]
+    pub partition_discovery_interval: Duration,
     /// Member holding the row kind for `json` (e.g. `op` with +I/-U/+U/-D).
     #[serde(default)]
     pub row_kind_field: Option<String>,
@@ -277,6 +304,10 @@ pub struct CdcConfig {
     /// sources' columns).
     #[serde(default)]
     pub update_mode: Option<String>,
+}
+
+fn default_partition_discovery_interval() -> Duration {
+    Duration::from_secs(30)
 }
 
 fn default_commit_interval() -> Duration {

@@ -18,7 +18,7 @@ use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::producer::FutureProducer;
 
 use crate::config::secret::Redactor;
-use crate::config::{KafkaConfig, StartFrom};
+use crate::config::{KafkaConfig, OffsetOutOfRange, StartFrom};
 use crate::error::{Error, Result};
 
 /// A lakejoin consumer: its librdkafka logs go through [`ClientLog`].
@@ -55,6 +55,34 @@ fn kafka_error(kafka: &KafkaConfig, what: &str, e: rdkafka::error::KafkaError) -
     Error::Config(redactor.redact(&format!("{what}: {e}")))
 }
 
+/// librdkafka's `auto.offset.reset`: where a partition without a valid position starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffsetReset {
+    Earliest,
+    Latest,
+    /// Deliver an `AutoOffsetReset` error instead of moving (Kafka's `none`).
+    Error,
+}
+
+impl From<StartFrom> for OffsetReset {
+    fn from(start_from: StartFrom) -> Self {
+        match start_from {
+            StartFrom::Earliest => OffsetReset::Earliest,
+            StartFrom::Latest => OffsetReset::Latest,
+        }
+    }
+}
+
+impl From<OffsetOutOfRange> for OffsetReset {
+    fn from(choice: OffsetOutOfRange) -> Self {
+        match choice {
+            OffsetOutOfRange::Fail => OffsetReset::Error,
+            OffsetOutOfRange::Earliest => OffsetReset::Earliest,
+            OffsetOutOfRange::Latest => OffsetReset::Latest,
+        }
+    }
+}
+
 /// A consumer that never commits on its own: positions are taken from table snapshots
 /// (CDC) or committed after delivery (enrich). `static_member` is the
 /// `group.instance.id` of a consumer that subscribes (KIP-345): a restart under the same id
@@ -63,18 +91,19 @@ pub fn consumer(
     kafka: &KafkaConfig,
     group_id: &str,
     static_member: Option<&str>,
-    start_from: StartFrom,
+    reset: OffsetReset,
     pipeline: &str,
 ) -> Result<Consumer> {
     let mut config = base_config(kafka);
     if let Some(id) = static_member {
         config.set("group.instance.id", id);
     }
-    // Where a partition without a committed offset starts (a new group), as Kafka's
-    // `auto.offset.reset`; a committed offset always wins.
-    let reset = match start_from {
-        StartFrom::Earliest => "earliest",
-        StartFrom::Latest => "latest",
+    // Where a partition without a valid position starts: a new group's partitions, and
+    // a position retention has deleted meanwhile.
+    let reset = match reset {
+        OffsetReset::Earliest => "earliest",
+        OffsetReset::Latest => "latest",
+        OffsetReset::Error => "error",
     };
     config
         .set("group.id", group_id)
@@ -208,7 +237,7 @@ mod tests {
             "sasl.oauthbearer.client.secret".into(),
             "hunter2-mechanism".into(),
         );
-        let Err(err) = consumer(&bad, "g", None, StartFrom::Earliest, "test") else {
+        let Err(err) = consumer(&bad, "g", None, OffsetReset::Earliest, "test") else {
             panic!("an unknown SASL mechanism is rejected")
         };
         assert!(!err.to_string().contains("hunter2"), "{err}");

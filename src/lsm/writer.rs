@@ -98,12 +98,37 @@ impl RowLayout {
             partition_indices,
             bucket_indices,
             num_buckets: table.options().bucket,
-            row_kind_column: schema
-                .options
-                .get("rowkind.field")
-                .and_then(|f| schema.field_index(f.trim())),
+            row_kind_column: row_kind_column(&schema),
             schema,
         }
+    }
+}
+
+/// The column `rowkind.field` names, if the table sets it.
+pub(crate) fn row_kind_column(schema: &TableSchema) -> Option<usize> {
+    schema
+        .options
+        .get("rowkind.field")
+        .and_then(|f| schema.field_index(f.trim()))
+}
+
+/// The kind a change is applied as: with `rowkind.field`, the kind its column holds
+/// (Paimon's writers take it from there); the decoder's `kind` otherwise, or when the
+/// column is null. `Err` with the reason for a value that is no row kind.
+pub(crate) fn row_kind_of(
+    schema: &TableSchema,
+    row_kind_column: Option<usize>,
+    kind: RowKind,
+    row: &[Datum],
+) -> std::result::Result<RowKind, String> {
+    match row_kind_column.and_then(|i| Some((i, row.get(i)?))) {
+        Some((i, Datum::String(s))) => RowKind::parse(s).ok_or_else(|| {
+            format!(
+                "column `{}` (rowkind.field) must be +I, -U, +U or -D, got {s:?}",
+                schema.fields[i].name
+            )
+        }),
+        _ => Ok(kind),
     }
 }
 
@@ -201,18 +226,8 @@ impl TableWriter {
     pub fn write(&mut self, kind: RowKind, row: Row) -> Result<()> {
         check_row(&self.layout.schema, &row).map_err(Error::Data)?;
         // `rowkind.field`: the kind is taken from a column, as Paimon's writers do.
-        let kind = match self.layout.row_kind_column {
-            None => kind,
-            Some(i) => match &row[i] {
-                Datum::String(s) => RowKind::parse(s).ok_or_else(|| {
-                    Error::Data(format!(
-                        "column `{}` (rowkind.field) must be +I, -U, +U or -D, got {s:?}",
-                        self.layout.schema.fields[i].name
-                    ))
-                })?,
-                _ => kind,
-            },
-        };
+        let kind = row_kind_of(&self.layout.schema, self.layout.row_kind_column, kind, &row)
+            .map_err(Error::Data)?;
         match self.engine.admit(kind).map_err(Error::Data)? {
             Admission::Drop => return Ok(()),
             Admission::Keep => {}

@@ -15,14 +15,16 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::Consumer as _;
 
 use crate::kafka::Consumer;
+use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
+use super::cdc_partitions;
 use super::dead_letter::DeadLetters;
 use super::progress::{CdcProgress, CommittedPosition, PartitionId};
 use crate::codec::{CdcDecoder, Decoded, KafkaRecord, RowChange};
-use crate::config::{CdcConfig, KafkaConfig, StartFrom};
+use crate::config::{CdcConfig, KafkaConfig};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lsm::writer::TableWriter;
 use crate::observe::PipelineMetrics;
@@ -422,43 +424,24 @@ pub async fn run_consumer(
         &kafka,
         &format!("{}-{}", kafka.group_id, config.name),
         None,
-        // Unused: CDC assigns its partitions with explicit offsets (see below).
-        config.start_from,
+        // Partitions start at explicit positions; this decides only what happens when
+        // one is outside the log (see cdc_partitions).
+        config.on_offset_out_of_range.into(),
         &config.name,
     )?;
     let consumer = Arc::new(consumer);
-    // Manual assignment: one writer per table reads every partition, and positions
-    // come from the table, not from a consumer group.
-    let mut assignment = TopicPartitionList::new();
-    for topic in &config.topics {
-        // Waits (logging why) while the broker is unreachable or the topic is missing.
-        let Some(partitions) = crate::kafka::partitions_with_retry(
-            &consumer,
-            topic,
-            &config.name,
-            &kafka.bootstrap_servers,
-            &mut shutdown,
-        )
-        .await?
-        else {
-            return Ok(());
-        };
-        for p in partitions {
-            let offset = match resume.get(topic).and_then(|m| m.get(&p)) {
-                Some(next) => Offset::Offset(*next),
-                None => match config.start_from {
-                    StartFrom::Earliest => Offset::Beginning,
-                    StartFrom::Latest => Offset::End,
-                },
-            };
-            assignment
-                .add_partition_offset(topic, p, offset)
-                .map_err(|e| Error::Kafka(format!("assigning {topic}/{p}: {e}")))?;
-        }
-    }
-    consumer
-        .assign(&assignment)
-        .map_err(|e| Error::Kafka(format!("assigning partitions of {}: {e}", config.name)))?;
+    let Some(assignment) = cdc_partitions::assign_initial(
+        &consumer,
+        &config,
+        &kafka.bootstrap_servers,
+        &resume,
+        &mut shutdown,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let mut _watermarks = None;
     if let Some(progress) = &progress {
         for element in assignment.elements() {
             let start = match element.offset() {
@@ -476,14 +459,20 @@ pub async fn run_consumer(
                 start,
             );
         }
-        spawn_watermark_watch(
+        _watermarks = Some(cdc_partitions::spawn_watermark_watch(
             consumer.clone(),
             &config.name,
-            &assignment,
             progress.clone(),
             shutdown.clone(),
-        );
+        ));
     }
+    let _discovery = cdc_partitions::spawn_discovery(
+        consumer.clone(),
+        &config,
+        &assignment,
+        progress.clone(),
+        shutdown.clone(),
+    );
     let _watch = crate::kafka::watch::spawn(
         &config.name,
         &consumer,
@@ -496,6 +485,20 @@ pub async fn run_consumer(
             message = consumer.recv() => {
                 let message = match message {
                     Ok(m) => m,
+                    Err(e) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::AutoOffsetReset) => {
+                        // A position outside its log: retention overtook this pipeline
+                        // (an error), or the topic was created again (read it anew).
+                        tracing::info!(pipeline = %config.name, error = %e, "a partition's position is outside its log");
+                        let c = consumer.clone();
+                        let cfg = config.clone();
+                        let assigned = assignment.clone();
+                        tokio::task::spawn_blocking(move || {
+                            cdc_partitions::recover_from_reset(&c, &cfg, &assigned)
+                        })
+                        .await
+                        .map_err(|j| Error::Kafka(format!("{}: {e} ({j})", config.name)))??;
+                        continue;
+                    }
                     Err(e) => {
                         consumer.context().consumer_error(&e);
                         continue;
@@ -532,50 +535,6 @@ pub async fn run_consumer(
         }
     }
     Ok(())
-}
-
-/// How often high watermarks are read for `wait_for_cdc` (a metadata round trip each).
-const WATERMARK_INTERVAL: Duration = Duration::from_millis(250);
-
-/// Keeps the high watermarks of a pipeline's partitions current in `progress`, so a
-/// partition without lag releases waiting facts.
-fn spawn_watermark_watch(
-    consumer: Arc<Consumer>,
-    pipeline: &str,
-    assignment: &TopicPartitionList,
-    progress: Arc<CdcProgress>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let partitions: Vec<PartitionId> = assignment
-        .elements()
-        .iter()
-        .map(|e| (pipeline.to_string(), e.topic().to_string(), e.partition()))
-        .collect();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(WATERMARK_INTERVAL);
-        loop {
-            tokio::select! {
-                _ = tick.tick() => {}
-                _ = shutdown.changed() => break,
-            }
-            let c = consumer.clone();
-            let ids = partitions.clone();
-            let read_ms = chrono::Utc::now().timestamp_millis();
-            let read = tokio::task::spawn_blocking(move || {
-                ids.into_iter()
-                    .filter_map(|id| {
-                        c.fetch_watermarks(&id.1, id.2, WATERMARK_INTERVAL * 4)
-                            .ok()
-                            .map(|(_, high)| (id, high))
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .await;
-            for (id, high) in read.unwrap_or_default() {
-                progress.set_high_watermark(&id, high, read_ms);
-            }
-        }
-    });
 }
 
 /// Mirrors the committed table position into the consumer group, for monitoring tools.

@@ -2,6 +2,7 @@
 //! gracefully (final table commits, in-flight output delivered, offsets committed).
 
 pub mod cdc;
+pub mod cdc_partitions;
 pub mod dead_letter;
 pub mod enrich;
 pub mod progress;
@@ -39,6 +40,8 @@ use progress::CdcProgress;
 pub struct RowValidator {
     schema: Arc<TableSchema>,
     engine: MergeEngine,
+    /// `rowkind.field`: the kind the writer applies comes from this column.
+    row_kind_column: Option<usize>,
 }
 
 impl RowValidator {
@@ -46,13 +49,20 @@ impl RowValidator {
         Ok(RowValidator {
             schema: table.schema().clone(),
             engine: MergeEngine::new(table.schema(), table.options())?,
+            row_kind_column: crate::lsm::writer::row_kind_column(table.schema()),
         })
     }
 
     /// `Err` with the reason when the table would reject the change.
     pub fn check(&self, change: &RowChange) -> std::result::Result<(), String> {
         crate::lsm::writer::check_row(&self.schema, &change.row)?;
-        match self.engine.admit(change.kind)? {
+        let kind = crate::lsm::writer::row_kind_of(
+            &self.schema,
+            self.row_kind_column,
+            change.kind,
+            &change.row,
+        )?;
+        match self.engine.admit(kind)? {
             Admission::Keep | Admission::Drop => Ok(()),
         }
     }

@@ -91,7 +91,7 @@ pub async fn run(
         &kafka,
         &format!("{}-{}", kafka.group_id, config.name),
         kafka.group_instance_id.as_deref(),
-        config.start_from,
+        config.start_from.into(),
         &config.name,
     )?;
     let consumer = Arc::new(consumer);

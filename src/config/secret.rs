@@ -3,10 +3,14 @@
 //! Secrets live in three places of a configuration: `[kafka.properties]` (SASL and SSL
 //! passwords, JAAS configs, private keys), `[warehouse.options]` (S3 secret keys, session
 //! tokens) and credentials embedded in URIs (`s3://key:secret@…`, a schema registry at
-//! `https://user:password@…`). Debug output prints option names only; messages that may
-//! quote a value (config parse errors, librdkafka errors, URI errors) go through
-//! [`Redactor::redact`] or [`redact_uri`].
+//! `https://user:password@…`). Debug output prints option names only, and a URI field
+//! that may carry credentials is a [`SecretUri`], whose Debug output masks them; messages
+//! that may quote a value (config parse errors, librdkafka errors and log lines, URI
+//! errors) go through [`Redactor::redact`] or [`redact_uri`].
 
+use std::fmt;
+
+use serde::Deserialize;
 use serde_json::Value;
 
 /// What a masked secret is replaced with.
@@ -78,6 +82,36 @@ pub fn redact_uri(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// A URI that may carry credentials (a schema registry at `https://user:password@host`).
+/// Debug and Display mask its user information; only [`SecretUri::expose`] gives the
+/// whole URI, to the code that connects.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct SecretUri(String);
+
+impl SecretUri {
+    pub fn new(uri: impl Into<String>) -> Self {
+        SecretUri(uri.into())
+    }
+
+    /// The URI with its credentials.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&redact_uri(&self.0), f)
+    }
+}
+
+impl fmt::Display for SecretUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&redact_uri(&self.0))
+    }
 }
 
 /// The `password="…"` values inside a secret such as a JAAS config, which a message may
@@ -205,6 +239,17 @@ mod tests {
         );
         let plain = "file:///var/lib/wh and s3://bucket/a@b and mailto:x@y";
         assert_eq!(redact_uri(plain), plain);
+    }
+
+    #[test]
+    fn a_secret_uri_shows_its_credentials_only_when_exposed() {
+        let uri = SecretUri::new("https://reader:regS3cretPw@registry:8081/api");
+        assert_eq!(
+            format!("{uri:?}"),
+            "\"https://reader:***@registry:8081/api\""
+        );
+        assert_eq!(uri.to_string(), "https://reader:***@registry:8081/api");
+        assert_eq!(uri.expose(), "https://reader:regS3cretPw@registry:8081/api");
     }
 
     #[test]

@@ -1,51 +1,113 @@
 //! Resolving Confluent schema ids to Avro schemas: local schema files and/or a schema
-//! registry (`GET {url}/schemas/ids/{id}`), cached for the life of the resolver.
+//! registry (`GET {url}/schemas/ids/{id}`).
 //!
-//! Schema ids are immutable in a registry, so a fetched schema is cached forever; an id
-//! the registry does not know is remembered for [`NOT_FOUND_TTL`] so a burst of bad
-//! records does not hammer it. Lookups of cached ids are synchronous
+//! Schema ids are immutable in a registry, so a fetched schema is kept for the life of the
+//! resolver. A permanent failure (the registry's "schema not found", a schema that is not
+//! Avro) is remembered for [`NOT_FOUND_TTL`], so a burst of bad records does not hammer the
+//! registry, and asked again after it, so a schema registered later is found. Transient
+//! failures (unreachable, 5xx, auth, an answer that is not the registry's) are never
+//! remembered: the pipelines hold the record and retry, and only permanent failures reach
+//! the dead-letter topic. Lookups of fetched ids are synchronous
 //! ([`SchemaResolver::cached`]); only a miss awaits the network
-//! ([`SchemaResolver::resolve`]), one fetch at a time.
+//! ([`SchemaResolver::resolve`]). Different ids are fetched concurrently; the callers of one
+//! id share its single request (moka's `try_get_with`), and no lock is held across one.
+//!
+//! A registry (or a proxy in front of it) answering with a huge body must not take
+//! unbounded memory: bodies are read in chunks up to [`MAX_ANSWER_BYTES`], and a longer one
+//! is an error naming the cap and the URL path.
 //!
 //! HTTP goes through `reqwest` (rustls), which object_store already builds, so HTTPS
 //! registries (Confluent Cloud, …) and basic auth in the URL (`https://key:secret@host`)
-//! work without adding a crate.
+//! work without adding a crate. The password never shows in errors or Debug output.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
 use url::Url;
 
 use super::avro::AvroSchema;
 use super::error::{DecodeError, shorten};
-use crate::config::secret::redact_uri;
+use crate::config::secret::{MASK, redact_uri};
 use crate::error::{Error, Result};
 
-/// How long an id the registry answered 404 for is not asked again.
+/// How long a permanent failure of an id (the registry does not know it, its schema is not
+/// Avro) is remembered before the registry is asked again.
 pub const NOT_FOUND_TTL: Duration = Duration::from_secs(60);
+/// The longest registry answer read (a schema's JSON); the largest real schemas are a few
+/// hundred KiB.
+pub const MAX_ANSWER_BYTES: usize = 8 << 20;
+/// How much of an error answer is read: its start is all a message quotes.
+const MAX_ERROR_BYTES: usize = 64 << 10;
+/// Most ids remembered at once (failures, and schemas until they expire there): a flood
+/// of distinct bad ids takes bounded memory, the oldest being asked again.
+const MAX_REMEMBERED_IDS: u64 = 10_000;
 /// Timeout of one registry request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Resolves Confluent schema ids; share one (in an `Arc`) between the pipelines that read
 /// the same registry.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct SchemaResolver {
     local: HashMap<u32, Arc<AvroSchema>>,
     registry: Option<Registry>,
-    cache: RwLock<HashMap<u32, Arc<AvroSchema>>>,
-    not_found: RwLock<HashMap<u32, (Instant, String)>>,
-    fetching: tokio::sync::Mutex<()>,
+    /// Schemas fetched from the registry, read without awaiting ([`Self::cached`]).
+    fetched: RwLock<HashMap<u32, Arc<AvroSchema>>>,
 }
 
-#[derive(Debug)]
 struct Registry {
     http: reqwest::Client,
     /// Base URL ending in `/`, without credentials.
     base: Url,
-    auth: Option<(String, Option<String>)>,
+    auth: Option<BasicAuth>,
+    /// Recent lookups by id, each made once however many callers want it: a schema, or
+    /// the reason of a permanent failure. Entries expire after the resolver's
+    /// not-found TTL; transient failures are never inserted.
+    lookups: moka::future::Cache<u32, Lookup>,
+}
+
+/// A registry lookup that the registry answered: the schema, or why the id has none.
+type Lookup = std::result::Result<Arc<AvroSchema>, String>;
+
+/// Basic-auth credentials from the registry URL's user information.
+struct BasicAuth {
+    user: String,
+    password: Option<String>,
+}
+
+impl fmt::Debug for SchemaResolver {
+    /// Ids, the registry's URL and user; never its password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut local: Vec<_> = self.local.keys().collect();
+        local.sort();
+        let fetched = self.fetched.read().unwrap_or_else(|e| e.into_inner()).len();
+        f.debug_struct("SchemaResolver")
+            .field("local_ids", &local)
+            .field("fetched", &fetched)
+            .field("registry", &self.registry)
+            .finish()
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (user, password) = match &self.auth {
+            Some(auth) => (
+                Some(auth.user.as_str()),
+                auth.password.as_ref().map(|_| MASK),
+            ),
+            None => (None, None),
+        };
+        f.debug_struct("Registry")
+            .field("url", &self.base.as_str())
+            .field("user", &user)
+            .field("password", &password)
+            .field("remembered_ids", &self.lookups.entry_count())
+            .finish()
+    }
 }
 
 /// The registry's answer to `GET /schemas/ids/{id}`.
@@ -57,6 +119,13 @@ struct SchemaResponse {
     schema_type: Option<String>,
     #[serde(default)]
     references: Vec<serde_json::Value>,
+}
+
+/// The registry's error answer (`{"error_code": 40403, "message": "Schema not found"}`):
+/// a 404 with it is the registry's "no such schema", one without it is not the registry.
+#[derive(Deserialize)]
+struct ErrorResponse {
+    error_code: i64,
 }
 
 impl SchemaResolver {
@@ -100,8 +169,14 @@ impl SchemaResolver {
         Ok(self)
     }
 
-    /// Fetches ids missing locally from the registry at `url` (`http(s)://[user:pass@]host[:port][/prefix]`).
-    pub fn with_registry(mut self, url: &str) -> Result<Self> {
+    /// Fetches ids missing locally from the registry at `url`
+    /// (`http(s)://[user:pass@]host[:port][/prefix]`).
+    pub fn with_registry(self, url: &str) -> Result<Self> {
+        self.with_registry_ttl(url, NOT_FOUND_TTL)
+    }
+
+    /// [`Self::with_registry`], remembering permanent failures for `not_found_ttl`.
+    pub(crate) fn with_registry_ttl(mut self, url: &str, not_found_ttl: Duration) -> Result<Self> {
         let bad = |why: String| {
             Error::Config(format!("schema registry URL `{}`: {why}", redact_uri(url)))
         };
@@ -109,14 +184,10 @@ impl SchemaResolver {
         if !matches!(base.scheme(), "http" | "https") {
             return Err(bad("must be http or https".into()));
         }
-        let auth = if base.username().is_empty() {
-            None
-        } else {
-            Some((
-                percent_decode(base.username()),
-                base.password().map(percent_decode),
-            ))
-        };
+        let auth = (!base.username().is_empty()).then(|| BasicAuth {
+            user: percent_decode(base.username()),
+            password: base.password().map(percent_decode),
+        });
         let _ = base.set_username("");
         let _ = base.set_password(None);
         if !base.path().ends_with('/') {
@@ -127,7 +198,16 @@ impl SchemaResolver {
             .timeout(REQUEST_TIMEOUT)
             .build()
             .map_err(|e| bad(format!("cannot build an HTTP client: {e}")))?;
-        self.registry = Some(Registry { http, base, auth });
+        let lookups = moka::future::Cache::builder()
+            .max_capacity(MAX_REMEMBERED_IDS)
+            .time_to_live(not_found_ttl)
+            .build();
+        self.registry = Some(Registry {
+            http,
+            base,
+            auth,
+            lookups,
+        });
         Ok(self)
     }
 
@@ -136,8 +216,8 @@ impl SchemaResolver {
         if let Some(s) = self.local.get(&id) {
             return Some(s.clone());
         }
-        let cache = self.cache.read().unwrap_or_else(|e| e.into_inner());
-        cache.get(&id).cloned()
+        let fetched = self.fetched.read().unwrap_or_else(|e| e.into_inner());
+        fetched.get(&id).cloned()
     }
 
     /// The schema of `id`, fetching it from the registry on a miss.
@@ -152,49 +232,42 @@ impl SchemaResolver {
                 transient: false,
             });
         };
-        if let Some(reason) = self.recently_not_found(id) {
-            return Err(DecodeError::Schema {
+        // The first caller of an id runs the request; later ones wait for its outcome. A
+        // transient failure reaches every waiter and is not kept.
+        let lookup = registry
+            .lookups
+            .try_get_with(id, registry.lookup(id))
+            .await
+            .map_err(Arc::unwrap_or_clone)?;
+        match lookup {
+            Ok(schema) => {
+                let mut fetched = self.fetched.write().unwrap_or_else(|e| e.into_inner());
+                fetched.insert(id, schema.clone());
+                Ok(schema)
+            }
+            Err(reason) => Err(DecodeError::Schema {
                 id,
                 reason,
                 transient: false,
-            });
+            }),
         }
-        // One fetch at a time; whoever waited may find the schema cached.
-        let _guard = self.fetching.lock().await;
-        if let Some(s) = self.cached(id) {
-            return Ok(s);
-        }
-        match registry.fetch(id).await {
-            Ok(schema) => {
-                let schema = Arc::new(schema);
-                let mut cache = self.cache.write().unwrap_or_else(|e| e.into_inner());
-                cache.insert(id, schema.clone());
-                Ok(schema)
-            }
-            Err(e) => {
-                if let DecodeError::Schema {
-                    transient: false,
-                    reason,
-                    ..
-                } = &e
-                {
-                    let mut nf = self.not_found.write().unwrap_or_else(|e| e.into_inner());
-                    nf.insert(id, (Instant::now(), reason.clone()));
-                }
-                Err(e)
-            }
-        }
-    }
-
-    fn recently_not_found(&self, id: u32) -> Option<String> {
-        let nf = self.not_found.read().unwrap_or_else(|e| e.into_inner());
-        nf.get(&id)
-            .filter(|(at, _)| at.elapsed() < NOT_FOUND_TTL)
-            .map(|(_, reason)| reason.clone())
     }
 }
 
 impl Registry {
+    /// One request for `id`: the registry's answer, or a transient failure (`Err`).
+    async fn lookup(&self, id: u32) -> Result<Lookup, DecodeError> {
+        match self.fetch(id).await {
+            Ok(schema) => Ok(Ok(Arc::new(schema))),
+            Err(DecodeError::Schema {
+                reason,
+                transient: false,
+                ..
+            }) => Ok(Err(reason)),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn fetch(&self, id: u32) -> Result<AvroSchema, DecodeError> {
         let fail = |reason: String, transient: bool| DecodeError::Schema {
             id,
@@ -209,38 +282,77 @@ impl Registry {
             "Accept",
             "application/vnd.schemaregistry.v1+json, application/json",
         );
-        if let Some((user, password)) = &self.auth {
-            request = request.basic_auth(user, password.as_deref());
+        if let Some(auth) = &self.auth {
+            request = request.basic_auth(&auth.user, auth.password.as_deref());
         }
-        let response = request.send().await.map_err(|e| {
+        let mut response = request.send().await.map_err(|e| {
             fail(
                 format!("schema registry request to {url} failed: {e}"),
                 true,
             )
         })?;
         let status = response.status();
-        let body = response.bytes().await.map_err(|e| {
+        if !status.is_success() {
+            // Only the start is quoted; a failure to read the rest changes nothing.
+            let (body, _) = read_at_most(&mut response, MAX_ERROR_BYTES)
+                .await
+                .unwrap_or_default();
+            let text = shorten(&String::from_utf8_lossy(&body), 200);
+            // The registry's own "not found" is the record's fault (an id it does not
+            // know); anything else (auth, overload, outage, a proxy's page) is worth a
+            // retry rather than the dead-letter topic.
+            let code = serde_json::from_slice::<ErrorResponse>(&body)
+                .ok()
+                .map(|e| e.error_code);
+            let status_code = i64::from(status.as_u16());
+            // The registry's own error code agrees: 40403 (schema not found), 422xx
+            // (invalid), or the bare status some registries put there.
+            let registry_agrees = code.is_some_and(|c| c == status_code || c / 100 == status_code);
+            return Err(match status_code {
+                404 | 422 if registry_agrees => {
+                    fail(format!("schema registry answered {status}: {text}"), false)
+                }
+                404 => fail(
+                    format!(
+                        "schema registry answered {status} without a registry error \
+                         (does the URL point at the registry?): {text}"
+                    ),
+                    true,
+                ),
+                _ => fail(format!("schema registry answered {status}: {text}"), true),
+            });
+        }
+        let too_long = || {
             fail(
-                format!("reading the schema registry's answer failed: {e}"),
+                format!(
+                    "the schema registry's answer to {} is longer than the {} MiB cap",
+                    url.path(),
+                    MAX_ANSWER_BYTES >> 20
+                ),
                 true,
             )
-        })?;
-        if !status.is_success() {
-            let text = shorten(&String::from_utf8_lossy(&body), 200);
-            // Unknown ids are the record's fault; anything else (auth, overload, outage)
-            // is worth a retry rather than the dead-letter topic.
-            let transient = !(status.as_u16() == 404 || status.as_u16() == 422);
-            return Err(fail(
-                format!("schema registry answered {status}: {text}"),
-                transient,
-            ));
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+        {
+            return Err(too_long());
         }
-        let answer: SchemaResponse = serde_json::from_slice(&body).map_err(|e| {
-            fail(
-                format!("schema registry answer is not a schema: {e}"),
-                false,
-            )
-        })?;
+        let (body, complete) = read_at_most(&mut response, MAX_ANSWER_BYTES)
+            .await
+            .map_err(|e| {
+                fail(
+                    format!("reading the schema registry's answer failed: {e}"),
+                    true,
+                )
+            })?;
+        if !complete {
+            return Err(too_long());
+        }
+        // A registry always answers this shape; anything else came from something in
+        // between (a proxy's page) and is retried.
+        let answer: SchemaResponse = serde_json::from_slice(&body)
+            .map_err(|e| fail(format!("schema registry answer is not a schema: {e}"), true))?;
         if let Some(t) = answer.schema_type.as_deref()
             && t != "AVRO"
         {
@@ -254,6 +366,24 @@ impl Registry {
         }
         AvroSchema::parse(&answer.schema).map_err(|e| fail(e.to_string(), false))
     }
+}
+
+/// An answer's body, read in chunks up to `cap` bytes, and whether that was all of it.
+async fn read_at_most(
+    response: &mut reqwest::Response,
+    cap: usize,
+) -> reqwest::Result<(Vec<u8>, bool)> {
+    let declared = response.content_length().unwrap_or(0);
+    let mut body = Vec::with_capacity(usize::try_from(declared).unwrap_or(cap).min(cap));
+    while let Some(chunk) = response.chunk().await? {
+        let room = cap - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, false));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, true))
 }
 
 /// Decodes `%XX` escapes (URL user info).
@@ -278,166 +408,4 @@ fn percent_decode(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpListener;
-
-    use super::*;
-    use crate::codec::testkit::{
-        Change, debezium_avro, debezium_avro_schema_text, products, record, sample_row,
-    };
-    use crate::codec::{AvroSchemas, CdcDecoder, CdcOptions, Decoded, Format};
-
-    /// A one-request-per-connection HTTP server on loopback answering
-    /// `/schemas/ids/{id}`: 7 → the Debezium envelope schema, 9 → a JSON schema, 500 → a
-    /// server error, anything else 404. Counts requests; records the last
-    /// `authorization` header.
-    struct Server {
-        url: String,
-        hits: Arc<AtomicUsize>,
-        auth: Arc<std::sync::Mutex<Option<String>>>,
-    }
-
-    async fn serve() -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/prefix", listener.local_addr().unwrap());
-        let hits = Arc::new(AtomicUsize::new(0));
-        let auth = Arc::new(std::sync::Mutex::new(None));
-        let (h, a) = (hits.clone(), auth.clone());
-        let schema = serde_json::json!({"schema": debezium_avro_schema_text()}).to_string();
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut sock, _)) = listener.accept().await else {
-                    return;
-                };
-                h.fetch_add(1, Ordering::SeqCst);
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 1024];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match sock.read(&mut chunk).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let request = String::from_utf8_lossy(&buf).to_string();
-                *a.lock().unwrap() = request
-                    .lines()
-                    .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
-                    .map(|l| l["authorization:".len()..].trim().to_string());
-                let path = request.split_whitespace().nth(1).unwrap_or("").to_string();
-                let (status, body) = match path.as_str() {
-                    "/prefix/schemas/ids/7" => ("200 OK", schema.clone()),
-                    "/prefix/schemas/ids/9" => (
-                        "200 OK",
-                        r#"{"schema": "{}", "schemaType": "JSON"}"#.to_string(),
-                    ),
-                    "/prefix/schemas/ids/500" => ("500 Internal Server Error", "boom".into()),
-                    _ => (
-                        "404 Not Found",
-                        r#"{"error_code": 40403, "message": "Schema not found"}"#.into(),
-                    ),
-                };
-                let response = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: application/vnd.schemaregistry.v1+json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = sock.write_all(response.as_bytes()).await;
-                let _ = sock.shutdown().await;
-            }
-        });
-        Server { url, hits, auth }
-    }
-
-    #[test]
-    fn registry_url_errors_mask_credentials() {
-        let err = SchemaResolver::new()
-            .with_registry("ftp://reader:regpass99@registry:8081")
-            .unwrap_err()
-            .to_string();
-        assert!(!err.contains("regpass99"), "{err}");
-        assert!(err.contains("ftp://reader:***@registry:8081"), "{err}");
-    }
-
-    #[tokio::test]
-    async fn fetches_once_and_caches() {
-        let server = serve().await;
-        let resolver = Arc::new(SchemaResolver::new().with_registry(&server.url).unwrap());
-        assert!(resolver.cached(7).is_none());
-        resolver.resolve(7).await.unwrap();
-        resolver.resolve(7).await.unwrap();
-        assert!(resolver.cached(7).is_some());
-        assert_eq!(server.hits.load(Ordering::SeqCst), 1);
-        // The decoder's prepare() + decode() path.
-        let options = CdcOptions {
-            avro: Some(AvroSchemas::Confluent(resolver.clone())),
-            ..CdcOptions::default()
-        };
-        let dec = CdcDecoder::new(Format::DebeziumAvro, products(), options).unwrap();
-        let bytes = debezium_avro(&Change::Insert(sample_row(4)));
-        dec.prepare(&record(&bytes)).await.unwrap();
-        let Ok(Decoded::Changes(got)) = dec.decode(&record(&bytes)) else {
-            panic!("changes expected")
-        };
-        assert_eq!(got[0].row, sample_row(4));
-        assert_eq!(server.hits.load(Ordering::SeqCst), 1);
-    }
-
-    #[tokio::test]
-    async fn failures_are_classified_and_not_found_is_remembered() {
-        let server = serve().await;
-        let resolver = SchemaResolver::new().with_registry(&server.url).unwrap();
-        let err = resolver.resolve(3).await.unwrap_err();
-        assert!(!err.is_transient());
-        assert!(err.to_string().contains("404"), "{err}");
-        let err = resolver.resolve(3).await.unwrap_err();
-        assert!(err.to_string().contains("404"), "{err}");
-        assert_eq!(server.hits.load(Ordering::SeqCst), 1, "404 is remembered");
-        let err = resolver.resolve(500).await.unwrap_err();
-        assert!(err.is_transient(), "{err}");
-        let err = resolver.resolve(9).await.unwrap_err();
-        assert!(err.to_string().contains("not Avro"), "{err}");
-        // Nothing listens here: transient.
-        let down = SchemaResolver::new()
-            .with_registry("http://127.0.0.1:9/")
-            .unwrap();
-        assert!(down.resolve(1).await.unwrap_err().is_transient());
-        // No registry and no local schema: a permanent miss.
-        let err = SchemaResolver::new().resolve(1).await.unwrap_err();
-        assert!(!err.is_transient());
-        assert_eq!(err.code(), "schema");
-    }
-
-    #[tokio::test]
-    async fn basic_auth_from_the_url() {
-        let server = serve().await;
-        let with_auth = server.url.replace("http://", "http://key:s%40cret@");
-        let resolver = SchemaResolver::new().with_registry(&with_auth).unwrap();
-        resolver.resolve(7).await.unwrap();
-        let header = server.auth.lock().unwrap().clone().unwrap();
-        // base64("key:s@cret")
-        assert_eq!(header, "Basic a2V5OnNAY3JldA==");
-    }
-
-    #[test]
-    fn bad_urls_and_local_directories() {
-        for url in ["not a url", "ftp://host/"] {
-            let err = SchemaResolver::new().with_registry(url).unwrap_err();
-            assert!(err.to_string().contains("schema registry URL"), "{err}");
-        }
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("12.avsc"), r#""long""#).unwrap();
-        std::fs::write(dir.path().join("readme.txt"), "x").unwrap();
-        std::fs::write(dir.path().join("name.avsc"), "x").unwrap();
-        let resolver = SchemaResolver::new().with_schema_dir(dir.path()).unwrap();
-        assert!(resolver.cached(12).is_some());
-        std::fs::write(dir.path().join("13.avsc"), "{").unwrap();
-        let err = SchemaResolver::new()
-            .with_schema_dir(dir.path())
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("13.avsc"), "{err}");
-        assert_eq!(percent_decode("a%2Fb%zz%4"), "a/b%zz%4");
-    }
-}
+mod tests;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::duration;
+use super::secret::SecretUri;
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -285,9 +286,9 @@ pub struct CdcConfig {
     /// Avro schema file (`avro`, `debezium-avro` without a registry).
     #[serde(default)]
     pub schema_file: Option<String>,
-    /// Confluent schema registry URL.
+    /// Confluent schema registry URL (its credentials masked in Debug output).
     #[serde(default)]
-    pub schema_registry: Option<String>,
+    pub schema_registry: Option<SecretUri>,
     /// Column → message metadata filling it: `ingestion-timestamp` (Debezium `ts_ms`,
     /// Canal/Maxwell `ts`; usable as a sequence field), `source-timestamp`, `database`,
     /// `table`, `topic`, `partition`, `offset`, `timestamp`.
@@ -333,8 +334,9 @@ pub struct EnrichConfig {
     pub start_from: StartFrom,
     #[serde(default)]
     pub schema_file: Option<String>,
+    /// Confluent schema registry URL (its credentials masked in Debug output).
     #[serde(default)]
-    pub schema_registry: Option<String>,
+    pub schema_registry: Option<SecretUri>,
     #[serde(default)]
     pub join: Vec<JoinConfig>,
     /// Keep the output order of each input partition (default true); `false` lets later

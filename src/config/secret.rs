@@ -3,10 +3,14 @@
 //! Secrets live in three places of a configuration: `[kafka.properties]` (SASL and SSL
 //! passwords, JAAS configs, private keys), `[warehouse.options]` (S3 secret keys, session
 //! tokens) and credentials embedded in URIs (`s3://key:secret@…`, a schema registry at
-//! `https://user:password@…`). Debug output prints option names only; messages that may
-//! quote a value (config parse errors, librdkafka errors, URI errors) go through
-//! [`Redactor::redact`] or [`redact_uri`].
+//! `https://user:password@…`). Debug output prints option names only, and a URI field
+//! that may carry credentials is a [`SecretUri`], whose Debug output masks them; messages
+//! that may quote a value (config parse errors, librdkafka errors and log lines, URI
+//! errors) go through [`Redactor::redact`] or [`redact_uri`].
 
+use std::fmt;
+
+use serde::Deserialize;
 use serde_json::Value;
 
 /// What a masked secret is replaced with.
@@ -80,6 +84,36 @@ pub fn redact_uri(text: &str) -> String {
     out
 }
 
+/// A URI that may carry credentials (a schema registry at `https://user:password@host`).
+/// Debug and Display mask its user information; only [`SecretUri::expose`] gives the
+/// whole URI, to the code that connects.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct SecretUri(String);
+
+impl SecretUri {
+    pub fn new(uri: impl Into<String>) -> Self {
+        SecretUri(uri.into())
+    }
+
+    /// The URI with its credentials.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&redact_uri(&self.0), f)
+    }
+}
+
+impl fmt::Display for SecretUri {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&redact_uri(&self.0))
+    }
+}
+
 /// The `password="…"` values inside a secret such as a JAAS config, which a message may
 /// quote without the rest of it.
 fn embedded_passwords(text: &str) -> impl Iterator<Item = String> + '_ {
@@ -93,9 +127,18 @@ fn embedded_passwords(text: &str) -> impl Iterator<Item = String> + '_ {
 }
 
 /// The secret values of one configuration, to mask wherever a message might quote them.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Redactor {
     values: Vec<String>,
+}
+
+impl fmt::Debug for Redactor {
+    /// How many values it masks, never the values.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redactor")
+            .field("secrets", &self.values.len())
+            .finish()
+    }
 }
 
 impl Redactor {
@@ -142,7 +185,9 @@ impl Redactor {
         self
     }
 
-    /// `text` with every known secret value and every URI's user information masked.
+    /// `text` with every known secret value, every URI's user information, every PEM
+    /// private key and the value of every secret-named `name=value` masked (the last two
+    /// catch secrets this configuration does not hold, as librdkafka may log them).
     pub fn redact(&self, text: &str) -> String {
         let mut out = redact_uri(text);
         for secret in &self.values {
@@ -150,12 +195,96 @@ impl Redactor {
                 out = out.replace(secret.as_str(), MASK);
             }
         }
-        out
+        mask_assignments(&mask_private_keys(&out))
     }
+}
+
+/// `text` with each PEM private-key block (`-----BEGIN … PRIVATE KEY-----` through its
+/// `-----END …-----` line, or the end of the text) replaced by the mask.
+fn mask_private_keys(text: &str) -> String {
+    const BEGIN: &str = "-----BEGIN ";
+    const END: &str = "-----END ";
+    const DASHES: &str = "-----";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(begin) = rest.find(BEGIN) {
+        let label_start = begin + BEGIN.len();
+        let Some(label_len) = rest[label_start..].find(DASHES) else {
+            break;
+        };
+        let header_end = label_start + label_len + DASHES.len();
+        if !rest[label_start..label_start + label_len].contains("PRIVATE KEY") {
+            out.push_str(&rest[..header_end]);
+            rest = &rest[header_end..];
+            continue;
+        }
+        let block_end = rest[header_end..]
+            .find(END)
+            .map(|at| header_end + at + END.len())
+            .and_then(|label| {
+                rest[label..]
+                    .find(DASHES)
+                    .map(|at| label + at + DASHES.len())
+            })
+            .unwrap_or(rest.len());
+        out.push_str(&rest[..begin]);
+        out.push_str(MASK);
+        rest = &rest[block_end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` with the value of every `name=value` or `name = value` whose name holds a
+/// secret ([`is_secret_key`]) masked. A spaced `name = value` (a configuration dump, a
+/// line per property) runs to the end of its line, an unspaced one to the next space,
+/// `,`, `;`, `&` or `)`, a quoted one to its closing quote.
+fn mask_assignments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut search = 0;
+    while let Some(found) = text[search..].find('=') {
+        let eq = search + found;
+        search = eq + 1;
+        let before = &text[copied..eq];
+        let name_end = before.trim_end_matches([' ', '\t']);
+        let spaced_before = name_end.len() < before.len();
+        let name_end = name_end.trim_end_matches(['"', '\'']);
+        let name_start = name_end
+            .char_indices()
+            .rev()
+            .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        if !is_secret_key(&name_end[name_start..]) || name_start == name_end.len() {
+            continue;
+        }
+        let after = &text[eq + 1..];
+        let value = after.trim_start_matches([' ', '\t']);
+        let spaced = spaced_before || value.len() < after.len();
+        let value_start = text.len() - value.len();
+        let value_len = match value.chars().next() {
+            Some(quote @ ('"' | '\'')) => value[1..].find(quote).map_or(value.len(), |i| i + 2),
+            _ if spaced => value.find(['\n', '\r']).unwrap_or(value.len()),
+            _ => value
+                .find(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '&' | ')'))
+                .unwrap_or(value.len()),
+        };
+        if value_len == 0 {
+            continue;
+        }
+        out.push_str(&text[copied..value_start]);
+        out.push_str(MASK);
+        copied = value_start + value_len;
+        search = copied;
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use serde_json::json;
 
@@ -208,6 +337,17 @@ mod tests {
     }
 
     #[test]
+    fn a_secret_uri_shows_its_credentials_only_when_exposed() {
+        let uri = SecretUri::new("https://reader:regS3cretPw@registry:8081/api");
+        assert_eq!(
+            format!("{uri:?}"),
+            "\"https://reader:***@registry:8081/api\""
+        );
+        assert_eq!(uri.to_string(), "https://reader:***@registry:8081/api");
+        assert_eq!(uri.expose(), "https://reader:regS3cretPw@registry:8081/api");
+    }
+
+    #[test]
     fn config_secret_values_are_masked_in_messages() {
         let config = json!({
             "kafka": {"properties": {
@@ -242,8 +382,49 @@ mod tests {
     }
 
     #[test]
+    fn secret_assignments_and_private_keys_are_masked_without_knowing_the_values() {
+        let r = Redactor::default();
+        assert_eq!(
+            r.redact("  sasl.password = two words\n  sasl.username = lakejoin"),
+            "  sasl.password = ***\n  sasl.username = lakejoin"
+        );
+        assert_eq!(
+            r.redact("ssl.keystore.password=abc, X-Amz-Security-Token=tok&X-Amz-Date=1 a=b"),
+            "ssl.keystore.password=***, X-Amz-Security-Token=***&X-Amz-Date=1 a=b"
+        );
+        assert_eq!(
+            r.redact(r#"required username="u" password="p w"; "sasl.password" = 'x'"#),
+            r#"required username="u" password=***; "sasl.password" = ***"#
+        );
+        assert_eq!(
+            r.redact("k: -----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----\nok"),
+            "k: ***\nok"
+        );
+        assert_eq!(
+            r.redact(
+                "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE----- and \
+                      -----BEGIN PRIVATE KEY-----\nMIIE cut"
+            ),
+            "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE----- and ***"
+        );
+        for plain in ["a = b", "password=", "x == y", "é=1 ü password", "=secret"] {
+            assert_eq!(r.redact(plain), plain);
+        }
+        assert_eq!(
+            format!(
+                "{:?}",
+                Redactor::from_pairs(&BTreeMap::from([(
+                    "sasl.password".to_string(),
+                    "hunter2-pass".to_string()
+                )]))
+            ),
+            "Redactor { secrets: 1 }"
+        );
+    }
+
+    #[test]
     fn option_maps_are_masked() {
-        let options = std::collections::BTreeMap::from([
+        let options = BTreeMap::from([
             ("sasl.password".to_string(), "s3cr3t-value".to_string()),
             ("sasl.username".to_string(), "lakejoin".to_string()),
         ]);

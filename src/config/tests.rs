@@ -494,6 +494,33 @@ fn secrets_never_reach_debug_output() {
 }
 
 #[test]
+fn registry_credentials_never_reach_debug_output() {
+    let registry = "schema_registry = \"https://reader:regS3cretPw@registry:8081\"";
+    let text = GOOD
+        .replace(
+            "commit_interval = \"2s\"",
+            &format!("commit_interval = \"2s\"\n{registry}"),
+        )
+        .replace(
+            "dead_letter_topic = \"orders_dlq\"",
+            &format!("dead_letter_topic = \"orders_dlq\"\n{registry}"),
+        );
+    let c = from_toml("c.toml", &text).unwrap();
+    for debug in [format!("{:?}", c.cdc[0]), format!("{:?}", c.enrich[0])] {
+        assert!(!debug.contains("regS3cretPw"), "{debug}");
+        assert!(
+            debug.contains("https://reader:***@registry:8081"),
+            "{debug}"
+        );
+    }
+    // The pipelines still get the whole URL.
+    assert_eq!(
+        c.enrich[0].schema_registry.as_ref().map(|u| u.expose()),
+        Some("https://reader:regS3cretPw@registry:8081")
+    );
+}
+
+#[test]
 fn static_membership_comes_from_its_key_or_the_writer_instance() {
     let c = from_toml("c.toml", GOOD).unwrap();
     assert_eq!(c.group_instance_id(), None, "dynamic membership by default");

@@ -13,6 +13,12 @@
 //! go to debug while it lasts. The fault is kept for [`FAULT_WINDOW`] after its last
 //! report, and the watch turns it into a readiness reason of the pipeline. librdkafka
 //! keeps retrying all along, so the process recovers by itself once the cause is fixed.
+//!
+//! librdkafka's lines and reasons can quote configuration values (its configuration dump
+//! with `debug=conf`, a rejected property, an OAUTHBEARER endpoint with credentials), so
+//! each goes through the client's [`Redactor`] before it is logged or kept as a fault:
+//! the values of the client's secret properties, URI credentials, PEM private keys and
+//! any secret-named `name = value` are masked.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,6 +30,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::config::KafkaConfig;
+use crate::config::secret::Redactor;
 
 /// How long a fault counts after its last report. librdkafka retries a refused connection
 /// at least every `reconnect.backoff.max.ms` (10 s) and a failing fetch sooner, so a fault
@@ -38,6 +45,8 @@ pub struct ClientLog {
     client: String,
     /// The client's security settings in a few words (never a secret).
     security: String,
+    /// Masks the client's secrets in what librdkafka reports.
+    redactor: Arc<Redactor>,
     /// The last fault and when it was last reported.
     fault: Arc<Mutex<Option<(String, Instant)>>>,
     /// Whether the consumer's group has handed it an assignment (possibly of no
@@ -50,6 +59,7 @@ impl ClientLog {
         ClientLog {
             client: client.to_string(),
             security: security_summary(kafka),
+            redactor: Arc::new(Redactor::from_pairs(&kafka.properties)),
             fault: Arc::new(Mutex::new(None)),
             joined: Arc::default(),
         }
@@ -80,6 +90,7 @@ impl ClientLog {
     pub fn consumer_error(&self, error: &KafkaError) {
         let client = self.client.as_str();
         let code = error.rdkafka_error_code();
+        let error = self.redactor.redact(&error.to_string());
         if is_undecodable(code) {
             let text = format!("records cannot be decoded: {error}");
             if self.record_fault(text.clone()) {
@@ -188,6 +199,7 @@ fn is_connection_failure(facility: &str) -> bool {
 impl ClientContext for ClientLog {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
         let client = self.client.as_str();
+        let message = self.redactor.redact(message);
         match level {
             _ if is_connection_failure(facility) => {
                 tracing::debug!(client, facility, "librdkafka: {message}")
@@ -207,6 +219,9 @@ impl ClientContext for ClientLog {
     fn error(&self, error: KafkaError, reason: &str) {
         let client = self.client.as_str();
         let code = error.rdkafka_error_code();
+        let reason = self.redactor.redact(reason);
+        let reason = reason.as_str();
+        let error = self.redactor.redact(&error.to_string());
         if is_refusal(code, reason) {
             let text = format!("{} ({})", stable_reason(reason), self.security);
             if self.record_fault(text) {
@@ -253,6 +268,40 @@ impl ClientLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A log sink for [`logged`].
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
+    }
+
+    /// Every line logged (at any level) while `f` runs on this thread.
+    fn logged(f: impl FnOnce()) -> String {
+        let captured = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(captured.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::TRACE)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let bytes = captured.0.lock().unwrap().clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
 
     fn kafka(properties: &[(&str, &str)]) -> KafkaConfig {
         KafkaConfig {
@@ -316,6 +365,78 @@ mod tests {
             "security.protocol ssl, TLS with a client certificate"
         );
         assert_eq!(security_summary(&kafka(&[])), "security.protocol plaintext");
+    }
+
+    #[test]
+    fn librdkafka_log_lines_never_carry_secret_values() {
+        let log = ClientLog::new(
+            "p",
+            &kafka(&[
+                ("security.protocol", "SASL_SSL"),
+                ("sasl.username", "lakejoin"),
+                ("sasl.password", "hunter2-pw"),
+                ("ssl.key.password", "k3y-pass"),
+                ("sasl.oauthbearer.client.secret", "oauth-s3cret"),
+            ]),
+        );
+        let text = logged(|| {
+            // librdkafka's configuration dump (`debug=conf`), a property a line, with a
+            // secret lakejoin did not configure.
+            log.log(
+                RDKafkaLogLevel::Debug,
+                "CONF",
+                "Client configuration:\n  sasl.username = lakejoin\n  sasl.password = hunter2-pw\n  \
+                 ssl.key.password = k3y-pass\n  ssl.keystore.password = not-in-config-1\n  \
+                 sasl.oauthbearer.client.secret = oauth-s3cret\n  security.protocol = SASL_SSL",
+            );
+            // Inline, in a URL, a PEM key, a configured value quoted anywhere.
+            log.log(
+                RDKafkaLogLevel::Warning,
+                "CONFWARN",
+                "Configuration property sasl.oauthbearer.client.secret=other-s3cret is ignored",
+            );
+            log.log(
+                RDKafkaLogLevel::Info,
+                "OIDC",
+                "token endpoint https://client:url-s3cret@idp.example/token",
+            );
+            log.log(
+                RDKafkaLogLevel::Error,
+                "SSL",
+                "ssl.key.pem = -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0B\n\
+                 -----END PRIVATE KEY-----\nnext line stays",
+            );
+            log.error(
+                KafkaError::Global(RDKafkaErrorCode::Authentication),
+                "sasl_ssl://h:9094/bootstrap: SASL authentication error (password hunter2-pw)",
+            );
+            log.consumer_error(&KafkaError::Global(RDKafkaErrorCode::BadMessage));
+        });
+        for secret in [
+            "hunter2-pw",
+            "k3y-pass",
+            "not-in-config-1",
+            "oauth-s3cret",
+            "other-s3cret",
+            "url-s3cret",
+            "MIIEvQIBADANBgkqhkiG9w0B",
+        ] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        for kept in [
+            "sasl.username = lakejoin",
+            "sasl.password = ***",
+            "security.protocol = SASL_SSL",
+            "https://client:***@idp.example/token",
+            "next line stays",
+            "SASL authentication error",
+        ] {
+            assert!(text.contains(kept), "{kept} not in {text}");
+        }
+        // What readiness reports, and the context's Debug output, are masked too.
+        let fault = log.fault().unwrap_or_default();
+        assert!(!fault.contains("hunter2-pw"), "{fault}");
+        assert!(!format!("{log:?}").contains("hunter2-pw"));
     }
 
     #[test]

@@ -18,6 +18,7 @@ use crate::codec::{
     AvroSchema, AvroSchemas, CdcDecoder, CdcOptions, FactDecoder, Format, Metadata, OutputEncoder,
     RowChange, SchemaResolver, UpdateMode,
 };
+use crate::config::secret::SecretUri;
 use crate::config::{
     CacheKind, CdcConfig, Config, EnrichConfig, KafkaConfig, OutputConfig, PartitionSelection,
 };
@@ -94,11 +95,11 @@ fn read_schema_file(path: &str) -> Result<Arc<AvroSchema>> {
 
 fn avro_schemas(
     schema_file: &Option<String>,
-    registry: &Option<String>,
+    registry: &Option<SecretUri>,
 ) -> Result<Option<AvroSchemas>> {
     Ok(match (schema_file, registry) {
         (_, Some(url)) => Some(AvroSchemas::Confluent(Arc::new(
-            SchemaResolver::new().with_registry(url)?,
+            SchemaResolver::new().with_registry(url.expose())?,
         ))),
         (Some(file), None) => Some(AvroSchemas::Plain(read_schema_file(file)?)),
         (None, None) => None,

@@ -109,6 +109,8 @@ fn partitions_added_while_running_are_read_and_measured() {
     s.deployment.wait_for_table("shop.items", &[row(1, "one")]);
 
     broker::add_partitions(&s.items, 3);
+    // A producer that knows the new partitions.
+    let producer = TestProducer::new();
     producer.send_to(&s.items, 1, "2", &item(2, "+I", "two"));
     producer.send_to(&s.items, 2, "3", &item(3, "+I", "three"));
     producer.send_to(&s.items, 2, "4", &item(4, "+I", "four"));

@@ -285,7 +285,6 @@ async fn a_heartbeating_holder_keeps_the_table_until_it_releases() {
 /// holder, and publishes nothing after the takeover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_cdc_sink_stops_naming_the_new_holder() {
-    use lakejoin::observe::PipelineMetrics;
     use lakejoin::pipeline::cdc::{ChangeBatch, TableSink};
 
     let table = new_table(Arc::new(InMemory::new())).await;

@@ -281,16 +281,21 @@ pub fn recover_from_reset(
             })?;
         let to = resume_position(config, e.topic(), e.partition(), position, range)?;
         if to != Offset::Offset(position) {
-            consumer
-                .seek(e.topic(), e.partition(), to, ATTEMPT_TIMEOUT)
-                .map_err(|err| {
-                    Error::Kafka(format!(
-                        "{}: moving {}/{} to {to:?}: {err}",
-                        config.name,
-                        e.topic(),
-                        e.partition()
-                    ))
-                })?;
+            // A partition librdkafka stopped on cannot be seeked ("erroneous state"); it
+            // is assigned again at the new position instead.
+            let moved = |err: rdkafka::error::KafkaError| {
+                Error::Kafka(format!(
+                    "{}: moving {}/{} to {to:?}: {err}",
+                    config.name,
+                    e.topic(),
+                    e.partition()
+                ))
+            };
+            let mut partition = TopicPartitionList::new();
+            partition.add_partition(e.topic(), e.partition());
+            consumer.incremental_unassign(&partition).map_err(moved)?;
+            partition.set_all_offsets(to).map_err(moved)?;
+            consumer.incremental_assign(&partition).map_err(moved)?;
         }
     }
     Ok(())

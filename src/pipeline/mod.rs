@@ -271,6 +271,8 @@ pub struct Running {
     tasks: JoinSet<(String, Result<()>)>,
     metrics: BTreeMap<String, Arc<PipelineMetrics>>,
     registry: Arc<Registry>,
+    /// Pipelines (by name, as in `metrics`) whose task has ended.
+    ended: std::collections::BTreeSet<String>,
 }
 
 impl Running {
@@ -284,15 +286,23 @@ impl Running {
         &self.metrics
     }
 
-    /// How many pipeline tasks are still running.
+    /// How many of the configured pipelines still run. The tasks that serve them (table
+    /// sinks, writer fences, lookup loads and refreshes) do not count: without a pipeline
+    /// they have nothing to do.
     pub fn pipelines_left(&self) -> usize {
-        self.tasks.len()
+        self.metrics
+            .keys()
+            .filter(|name| !self.ended.contains(*name))
+            .count()
     }
 
     /// Waits until a pipeline stops on its own (an error), returning its name and result.
     pub async fn next_exit(&mut self) -> Option<(String, Result<()>)> {
         match self.tasks.join_next().await {
-            Some(Ok(exit)) => Some(exit),
+            Some(Ok(exit)) => {
+                self.ended.insert(exit.0.clone());
+                Some(exit)
+            }
             Some(Err(e)) => Some((
                 "?".into(),
                 Err(Error::format(format!("pipeline task panicked: {e}"))),
@@ -647,6 +657,7 @@ pub async fn start_on(
         tasks,
         metrics,
         registry,
+        ended: Default::default(),
     })
 }
 

@@ -240,3 +240,76 @@ async fn no_cache_holds_facts_through_a_store_outage() {
 async fn full_cache_serves_facts_through_a_store_outage() {
     held_facts_come_out_after_the_store_recovers("full").await;
 }
+
+/// A table fed by a CDC pipeline of the same process and looked up with a full cache:
+/// after a commit the cache reads the new files, and those reads fail three times. The
+/// refresh is tried again (100 ms doubling) until it succeeds; the pipelines keep running
+/// and the next fact sees the committed change. (The refresh task used to end on the
+/// first failure; then, retried, the point lookups had already moved to the new snapshot
+/// and the cache never applied the change.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_that_fails_after_a_commit_is_tried_again() {
+    let cluster = MockCluster::new(1).unwrap();
+    for topic in ["orders", "out", "dlq", "customers"] {
+        cluster.create_topic(topic, 1, 1).unwrap();
+    }
+    let bootstrap = cluster.bootstrap_servers();
+    let text = CONFIG
+        .replace("{bootstrap}", &bootstrap)
+        .replace("{cache}", "full")
+        .replace(
+            "buckets = 1\n",
+            "buckets = 1\noptions = { \"write-only\" = \"true\" }\n\n[[cdc]]\nname = \"customers-cdc\"\ntopics = [\"customers\"]\nformat = \"upsert-json\"\ntable = \"shop.customers\"\ncommit_interval = \"100ms\"\n",
+        );
+    let config = lakejoin::config::from_toml("test", &text).unwrap();
+    let faulty = FaultyStore::new(Arc::new(InMemory::new()), 7);
+    let warehouse = Warehouse::new(faulty.clone(), Path::from("wh"));
+    let registry = Arc::new(lakejoin::observe::Registry::default());
+    let running = lakejoin::pipeline::start_on(config, registry.clone(), warehouse)
+        .await
+        .unwrap();
+    until("the pipelines to be ready", || registry.readiness().is_ok()).await;
+    let cached_rows = || {
+        registry
+            .render()
+            .lines()
+            .find(|l| l.starts_with("lakejoin_lookup_cache_rows"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+    };
+    assert_eq!(cached_rows(), Some(0));
+
+    // The cache's reads of the committed file fail three times.
+    faulty.inject(Op::Get, "/bucket-", Fault::FailBefore, Schedule::FirstN(3));
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    producer
+        .send(
+            FutureRecord::to("customers")
+                .key("4")
+                .payload(r#"{"id": 4, "name": "dee"}"#),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    until("the refresh to fail three times", || faulty.injected() >= 3).await;
+    until("the cache to hold the committed row", || {
+        cached_rows() == Some(1)
+    })
+    .await;
+    producer
+        .send(
+            FutureRecord::to("orders")
+                .key("20")
+                .payload(r#"{"order_id": 20, "customer_id": 4}"#),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    read(&reader(&bootstrap, "out"), "out", 1, &mut out).await;
+    assert_eq!(out[0]["customer_name"], "dee", "{out:?}");
+    assert!(registry.readiness().is_ok(), "{:?}", registry.readiness());
+    running.shutdown().await.unwrap();
+}

@@ -636,7 +636,11 @@ pub struct TableLookups {
     point: Arc<PointLookup>,
     joins: Vec<Arc<LookupTable>>,
     /// One refresh at a time: each applies the delta from where the previous one ended.
-    refreshing: tokio::sync::Mutex<()>,
+    /// Holds whether the caches are behind the point lookups: a refresh moved those to a
+    /// newer snapshot, then failed before every cache applied the change (a read of the
+    /// new files failed). The next refresh then reloads the caches, since that delta is
+    /// gone.
+    refreshing: tokio::sync::Mutex<bool>,
 }
 
 impl TableLookups {
@@ -644,7 +648,7 @@ impl TableLookups {
         TableLookups {
             point,
             joins,
-            refreshing: tokio::sync::Mutex::new(()),
+            refreshing: tokio::sync::Mutex::new(false),
         }
     }
 
@@ -665,11 +669,26 @@ impl TableLookups {
     /// Moves to the table's latest snapshot and updates every join's cache from the
     /// rows that changed. Returns whether the snapshot moved.
     pub async fn refresh(&self) -> Result<bool> {
-        let _one_at_a_time = self.refreshing.lock().await;
+        let mut caches_behind = self.refreshing.lock().await;
         let started = Instant::now();
-        let Some(delta) = self.point.refresh().await? else {
-            return Ok(false);
+        let mut delta = match self.point.refresh().await? {
+            Some(delta) => delta,
+            None if *caches_behind => {
+                let at = self.point.snapshot_id();
+                SnapshotDelta {
+                    from: at,
+                    to: at,
+                    commit_time_millis: None,
+                    changed_files: Vec::new(),
+                    deletions: Default::default(),
+                    reload: true,
+                }
+            }
+            None => return Ok(false),
         };
+        // Cleared once every cache applied this delta; an error below leaves it set.
+        delta.reload |= *caches_behind;
+        *caches_behind = true;
         let changed = if delta.reload || delta.changed_files.is_empty() {
             ChangedKeys::default()
         } else {
@@ -678,6 +697,7 @@ impl TableLookups {
         for join in &self.joins {
             join.apply(&delta, &changed).await?;
         }
+        *caches_behind = false;
         tracing::debug!(
             table = %self.point.table().identifier(),
             snapshot = ?delta.to,

@@ -256,3 +256,50 @@ fn a_pipeline_denied_its_output_topic_stops_alone() {
     let (_, body) = broker::http_get(address, "/health/ready").expect("readiness");
     assert!(!body.contains("customers-cdc"), "{body}");
 }
+
+/// librdkafka's local queue holds 4 records (`queue.buffering.max.messages`), far fewer
+/// than the facts the enricher keeps in flight, so producing meets `QueueFull` over and
+/// over: that is backpressure. Every fact comes out, in order per partition, none is
+/// dead-lettered, and the pipeline stays up. (`QueueFull` used to stop the pipeline.)
+#[test]
+fn a_full_producer_queue_is_backpressure() {
+    let topics = topics(None, None);
+    let deployment = Deployment::new(&config(
+        &topics,
+        r#"properties = { "queue.buffering.max.messages" = "4" }"#,
+    ));
+    let mut process = deployment.start();
+    let producer = TestProducer::new();
+    producer.send(&topics.customers, "1", r#"{"id": 1, "name": "ada"}"#);
+    producer.flush();
+    deployment.wait_for_table("shop.customers", &[json!({"id": 1, "name": "ada"})]);
+    const ORDERS: i64 = 2_000;
+    for id in 0..ORDERS {
+        order(&producer, &topics, id, 1, "");
+    }
+    producer.flush();
+    let mut out = TopicReader::new(&topics.out);
+    let ids: Vec<i64> = out
+        .read_at_least(ORDERS as usize)
+        .iter()
+        .map(|r| r.value["order_id"].as_i64().expect("order id"))
+        .collect();
+    assert_eq!(ids, (0..ORDERS).collect::<Vec<_>>());
+    assert!(
+        out.records
+            .iter()
+            .all(|r| r.value["customer_name"] == "ada")
+    );
+    process.assert_alive();
+    let address = process.endpoint();
+    let metrics = broker::http_get(address, "/metrics").expect("metrics").1;
+    assert_eq!(
+        broker::metric(
+            &metrics,
+            "lakejoin_records_dead_lettered_total{pipeline=\"orders-enriched\",kind=\"enrich\"}"
+        ),
+        Some(0.0),
+        "{metrics}"
+    );
+    process.terminate();
+}

@@ -18,7 +18,6 @@ use arrow::datatypes::{
     DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema, TimeUnit,
 };
 use bytes::Bytes;
-use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -352,16 +351,13 @@ pub fn encode_data_file(
             .set_column_bloom_filter_fpp(column.clone(), BLOOM_FILTER_FPP)
             .set_column_bloom_filter_max_ndv(column, n.clamp(1, ROW_GROUP_ROWS) as u64);
     }
-    let props = props.build();
-    let mut out = Vec::with_capacity(64 * 1024);
-    let mut writer = ArrowWriter::try_new(&mut out, arrow_schema, Some(props))
-        .map_err(|e| Error::parquet("opening data file writer", e))?;
-    writer
-        .write(&batch)
-        .map_err(|e| Error::parquet("writing data file", e))?;
-    writer
-        .close()
-        .map_err(|e| Error::parquet("closing data file", e))?;
+    // TIMESTAMP(7..9) columns (nanosecond arrays) are stored as INT96, as Java does.
+    let int96: Vec<bool> = arrow_schema
+        .fields()
+        .iter()
+        .map(|f| matches!(f.data_type(), ArrowType::Timestamp(TimeUnit::Nanosecond, _)))
+        .collect();
+    let out = super::parquet_writer::write_parquet(&batch, &int96, props.build(), ROW_GROUP_ROWS)?;
     Ok(Bytes::from(out))
 }
 

@@ -12,6 +12,7 @@ pub mod fence;
 pub mod manifest;
 pub mod options;
 mod page_headers;
+mod parquet_writer;
 pub mod path;
 pub mod schema;
 pub mod snapshot;

@@ -123,6 +123,18 @@ pub enum Error {
     /// commit; the data committed so far is intact).
     #[error("background compaction of {table} failed: {message}")]
     BackgroundCompaction { table: String, message: String },
+    /// The schema registry could not be asked (unreachable, 5xx, an answer that is not
+    /// the registry's): the record waits, it is not bad.
+    #[error("schema registry: {0}")]
+    SchemaRegistry(String),
+    /// A task lakejoin spawned (a blocking encode or merge, a pipeline) panicked or was
+    /// cancelled: a bug or a shutdown, never bad input.
+    #[error("{what} failed: {source}")]
+    Task {
+        what: String,
+        #[source]
+        source: tokio::task::JoinError,
+    },
     /// An object-store request failed.
     #[error("object store: {context}: {source}")]
     Store {
@@ -192,8 +204,9 @@ impl Error {
             | Error::TruncatedRead { .. } => ErrorKind::Transient,
             Error::ForeignCommitOfUser { .. }
             | Error::WriterFenced { .. }
+            | Error::Task { .. }
             | Error::OffsetOutOfRange { .. } => ErrorKind::Fatal,
-            Error::Io { .. } | Error::Kafka(_) => ErrorKind::Transient,
+            Error::Io { .. } | Error::Kafka(_) | Error::SchemaRegistry(_) => ErrorKind::Transient,
             Error::Format(_)
             | Error::CorruptFile { .. }
             | Error::Parquet { .. }
@@ -214,6 +227,19 @@ impl Error {
             next = error.source();
         }
         None
+    }
+
+    /// Whether this is a missing snapshot or object: a file another writer's expiry or
+    /// orphan cleaning removed meanwhile, which callers that list and then read expect.
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            Error::SnapshotNotFound { .. }
+                | Error::Store {
+                    source: object_store::Error::NotFound { .. },
+                    ..
+                }
+        )
     }
 
     /// Whether the warehouse refuses writes for a reason that no quick retry fixes but an
@@ -292,6 +318,13 @@ impl Error {
         Error::CorruptFile {
             path: path.to_string(),
             source: Box::new(self),
+        }
+    }
+
+    pub(crate) fn task(what: impl Into<String>, source: tokio::task::JoinError) -> Self {
+        Error::Task {
+            what: what.into(),
+            source,
         }
     }
 

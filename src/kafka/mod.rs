@@ -169,7 +169,7 @@ pub async fn partitions_with_retry(
         let t = topic.to_string();
         let attempt = tokio::task::spawn_blocking(move || partitions(&c, &t, ATTEMPT_TIMEOUT));
         let result = tokio::select! {
-            r = attempt => r.map_err(|e| Error::Kafka(format!("metadata task failed: {e}")))?,
+            r = attempt => r.map_err(|e| Error::task("metadata task", e))?,
             _ = stop.changed() => return Ok(None),
         };
         let error = match result {

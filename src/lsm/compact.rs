@@ -246,7 +246,7 @@ async fn compact_round(
             Ok(Some(found)) => found,
             Ok(None) => return Ok(CompactionReport::default()),
             // Expired while being read: a newer snapshot exists, plan on that.
-            Err(e) if is_not_found(&e) && attempt < MAX_PLAN_ATTEMPTS => continue,
+            Err(e) if e.is_not_found() && attempt < MAX_PLAN_ATTEMPTS => continue,
             Err(e) => return Err(e),
         };
         if !table.deletion_files(&latest).await?.is_empty() {
@@ -307,7 +307,7 @@ async fn compact_round(
         if let Some(e) = failure {
             // Nothing will reference what the other buckets wrote.
             delete_data_files(table, outputs.iter().flatten()).await;
-            if is_not_found(&e) && attempt < MAX_PLAN_ATTEMPTS {
+            if e.is_not_found() && attempt < MAX_PLAN_ATTEMPTS {
                 // An input vanished: another compaction replaced it and an expiry
                 // removed it. Plan again on the newer snapshot.
                 continue;
@@ -370,17 +370,6 @@ async fn latest_live_files(table: &Table) -> Result<Option<(Snapshot, Vec<Manife
     };
     let live = table.live_files(&latest).await?;
     Ok(Some((latest, live)))
-}
-
-fn is_not_found(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::SnapshotNotFound { .. }
-            | Error::Store {
-                source: object_store::Error::NotFound { .. },
-                ..
-            }
-    )
 }
 
 /// The unit to compact in one bucket and whether it may drop retractions, or `None`.

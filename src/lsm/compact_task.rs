@@ -94,8 +94,7 @@ impl BackgroundCompactor {
             task,
         } = self;
         drop(requests);
-        task.await
-            .map_err(|e| Error::format(format!("compaction task failed: {e}")))?;
+        task.await.map_err(|e| Error::task("compaction task", e))?;
         let last = state.borrow().clone();
         Ok(last)
     }

@@ -323,7 +323,7 @@ pub(crate) async fn metadata_files(table: &Table, snapshot: &Snapshot) -> Result
 async fn read_list_lenient(table: &Table, name: &str) -> Result<Option<Vec<ManifestFileMeta>>> {
     match table.read_manifest_list(name).await {
         Ok(metas) => Ok(Some(metas)),
-        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -337,21 +337,11 @@ async fn read_list_entries(table: &Table, list: &str) -> Result<Vec<ManifestEntr
     for meta in metas {
         match table.read_manifest(&meta.file_name).await {
             Ok(more) => entries.extend(more),
-            Err(e) if is_not_found(&e) => {}
+            Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),
         }
     }
     Ok(entries)
-}
-
-fn is_not_found(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Store {
-            source: object_store::Error::NotFound { .. },
-            ..
-        }
-    )
 }
 
 /// Snapshots named by tags (`tag/tag-<name>`, a snapshot file with extra fields).

@@ -124,7 +124,7 @@ pub async fn clean_orphan_files(
         let staged =
             tokio::task::spawn_blocking(move || clean_staging_files(&dir, cutoff, dry_run))
                 .await
-                .map_err(|e| Error::format(format!("staging-file scan failed: {e}")))??;
+                .map_err(|e| Error::task("staging-file scan", e))??;
         report.removed.extend(staged);
     }
     report.removed.sort_by(|a, b| a.path.cmp(&b.path));
@@ -192,7 +192,7 @@ async fn used_files(table: &Table) -> Result<UsedFiles> {
                         manifests.entry(m.file_name).or_insert(id);
                     }
                 }
-                Err(e) if is_not_found(&e) => ensure_gone(table, id, list).await?,
+                Err(e) if e.is_not_found() => ensure_gone(table, id, list).await?,
                 Err(e) => return Err(e),
             }
         }
@@ -222,7 +222,7 @@ async fn read_manifest_if_live(
 ) -> Result<Vec<ManifestEntry>> {
     match table.read_manifest(name).await {
         Ok(entries) => Ok(entries),
-        Err(e) if is_not_found(&e) => {
+        Err(e) if e.is_not_found() => {
             ensure_gone(table, snapshot, name).await?;
             Ok(Vec::new())
         }
@@ -249,16 +249,6 @@ async fn ensure_gone(table: &Table, snapshot: Option<i64>, file: &str) -> Result
         )));
     }
     Ok(())
-}
-
-fn is_not_found(e: &Error) -> bool {
-    matches!(
-        e,
-        Error::Store {
-            source: object_store::Error::NotFound { .. },
-            ..
-        }
-    )
 }
 
 fn millis(t: SystemTime) -> i64 {

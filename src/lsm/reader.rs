@@ -197,7 +197,7 @@ pub(crate) async fn read_and_merge(
     // (key, sequence) and folding equals Paimon's k-way merge of sorted runs.
     tokio::task::spawn_blocking(move || sort_and_fold(all, &key_indices, &order, &engine))
         .await
-        .map_err(|e| Error::format(format!("merge task failed: {e}")))?
+        .map_err(|e| Error::task("merge task", e))?
 }
 
 /// Drops files that cannot hold rows matching `filter`: other partitions, other buckets,

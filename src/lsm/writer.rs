@@ -291,7 +291,7 @@ impl TableWriter {
                         sort_and_fold(rows, &layout.key_indices, &order, &engine)
                     })
                     .await
-                    .map_err(|e| Error::format(format!("flush task failed: {e}")))
+                    .map_err(|e| Error::task("flush task", e))
                     .and_then(|folded| folded);
                     let folded = match folded {
                         Ok(f) => f,
@@ -658,10 +658,7 @@ async fn write_file(
         Ok(done) => done,
         // The rows went down with the task; nothing to hand back.
         Err(e) => {
-            return Err((
-                Error::format(format!("encoding task failed: {e}")),
-                Vec::new(),
-            ));
+            return Err((Error::task("encoding task", e), Vec::new()));
         }
     };
     let bytes = match bytes {

@@ -398,10 +398,51 @@ async fn decode_record(
             Ok(Vec::new())
         }
         Err(e) if e.is_transient() => {
-            return Err(Error::Kafka(format!("{}: {e}", config.name)));
+            return Err(Error::SchemaRegistry(format!("{}: {e}", config.name)));
         }
         Err(e) => Err(e.to_string()),
     })
+}
+
+/// [`decode_record`], holding the record while decoding it fails transiently (the schema
+/// registry is unreachable): tried again with backoff (100 ms doubling to 30 s), the
+/// pipeline unready meanwhile with the reason, as a held fact is; its offset is not
+/// passed on, so nothing after it is committed either. `None` when `shutdown` fires first.
+async fn decode_held(
+    config: &CdcConfig,
+    decoder: &CdcDecoder,
+    validator: &super::RowValidator,
+    message: &impl Message,
+    metrics: &PipelineMetrics,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<std::result::Result<Vec<RowChange>, String>> {
+    let mut wait = Duration::from_millis(100);
+    let mut held = false;
+    loop {
+        let error = match decode_record(config, decoder, validator, message).await {
+            Ok(decoded) => {
+                if held {
+                    tracing::info!(pipeline = %config.name, "the held change decodes again; going on");
+                    metrics.set_hold_fault(None);
+                }
+                return Some(decoded);
+            }
+            Err(e) => e,
+        };
+        if !held {
+            tracing::warn!(pipeline = %config.name, error = %error, topic = message.topic(),
+                partition = message.partition(), offset = message.offset(),
+                "a change cannot be decoded for now; holding it and trying again");
+        }
+        held = true;
+        PipelineMetrics::add(&metrics.held_retries, 1);
+        metrics.set_hold_fault(Some(format!("changes held, trying again: {error}")));
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => return None,
+        }
+        wait = (wait * 2).min(MAX_COMMIT_BACKOFF);
+    }
 }
 
 /// Consumes one CDC pipeline's topics from `resume` (or `start_from`), decodes, and sends
@@ -496,7 +537,7 @@ pub async fn run_consumer(
                             cdc_partitions::recover_from_reset(&c, &cfg, &assigned)
                         })
                         .await
-                        .map_err(|j| Error::Kafka(format!("{}: {e} ({j})", config.name)))??;
+                        .map_err(|j| Error::task("offset-reset check", j))??;
                         continue;
                     }
                     Err(e) => {
@@ -505,7 +546,9 @@ pub async fn run_consumer(
                     }
                 };
                 PipelineMetrics::add(&metrics.records_in, 1);
-                let changes = match decode_record(&config, &decoder, &validator, &message).await? {
+                let decoded = decode_held(&config, &decoder, &validator, &message, &metrics, &mut shutdown);
+                let Some(decoded) = decoded.await else { break };
+                let changes = match decoded {
                     Ok(c) => c,
                     Err(reason) => {
                         PipelineMetrics::add(&metrics.dead_lettered, 1);

@@ -98,7 +98,7 @@ async fn watermarks(
         let read =
             tokio::task::spawn_blocking(move || c.fetch_watermarks(&t, partition, ATTEMPT_TIMEOUT));
         let read = tokio::select! {
-            r = read => r.map_err(|e| Error::Kafka(format!("watermark task failed: {e}")))?,
+            r = read => r.map_err(|e| Error::task("watermark task", e))?,
             _ = stop.changed() => return Ok(None),
         };
         match read {

@@ -303,10 +303,7 @@ impl Running {
                 self.ended.insert(exit.0.clone());
                 Some(exit)
             }
-            Some(Err(e)) => Some((
-                "?".into(),
-                Err(Error::format(format!("pipeline task panicked: {e}"))),
-            )),
+            Some(Err(e)) => Some(("?".into(), Err(Error::task("pipeline task", e)))),
             None => None,
         }
     }

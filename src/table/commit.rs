@@ -543,8 +543,6 @@ impl Table {
     }
 }
 
-/// Whether a publish attempt that failed with `error` is worth another attempt: the
-/// store failed or was cut off, or a file vanished under a concurrent expiry.
 /// Whether a publish attempt that failed with `error` is worth repeating at once. A full,
 /// read-only or access-denied warehouse is not: it is reported right away (the commit
 /// stays in doubt when the snapshot write may have landed), and the caller retries with
@@ -553,21 +551,9 @@ fn is_retryable(error: &Error) -> bool {
     if error.is_storage_unwritable() {
         return false;
     }
-    is_not_found(error)
+    error.is_not_found()
         || matches!(error, Error::TruncatedRead { .. })
         || matches!(error, Error::Store { .. } if error.kind() == crate::error::ErrorKind::Transient)
-}
-
-/// Whether `error` says an object (or snapshot) is missing.
-fn is_not_found(error: &Error) -> bool {
-    matches!(
-        error,
-        Error::SnapshotNotFound { .. }
-            | Error::Store {
-                source: object_store::Error::NotFound { .. },
-                ..
-            }
-    )
 }
 
 /// Why a COMPACT commit of `entries` cannot go on top of the files `live`, if it cannot

@@ -212,7 +212,7 @@ impl PointLookup {
                     codec.write_file(&target, &rows)
                 })
                 .await
-                .map_err(|e| Error::format(format!("lookup file task failed: {e}")))?
+                .map_err(|e| Error::task("lookup file task", e))?
             })
             .await
     }

@@ -170,9 +170,14 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
-    /// A Kafka client call failed (broker unreachable, delivery failed, …).
-    #[error("kafka: {0}")]
-    Kafka(String),
+    /// A Kafka client call failed (broker unreachable, delivery failed, …); `context`
+    /// says which call.
+    #[error("kafka: {context}: {source}")]
+    Kafka {
+        context: String,
+        #[source]
+        source: rdkafka::error::KafkaError,
+    },
     /// Local I/O failed (stdin, stdout).
     #[error("io: {context}: {source}")]
     Io {
@@ -206,7 +211,9 @@ impl Error {
             | Error::WriterFenced { .. }
             | Error::Task { .. }
             | Error::OffsetOutOfRange { .. } => ErrorKind::Fatal,
-            Error::Io { .. } | Error::Kafka(_) | Error::SchemaRegistry(_) => ErrorKind::Transient,
+            Error::Io { .. } | Error::Kafka { .. } | Error::SchemaRegistry(_) => {
+                ErrorKind::Transient
+            }
             Error::Format(_)
             | Error::CorruptFile { .. }
             | Error::Parquet { .. }
@@ -318,6 +325,13 @@ impl Error {
         Error::CorruptFile {
             path: path.to_string(),
             source: Box::new(self),
+        }
+    }
+
+    pub(crate) fn kafka(context: impl Into<String>, source: rdkafka::error::KafkaError) -> Self {
+        Error::Kafka {
+            context: context.into(),
+            source,
         }
     }
 

@@ -62,8 +62,7 @@ const COUNTRIES: [&str; 5] = ["ch", "de", "fr", "it", "at"];
 
 /// Runs the demo for `duration` (or until Ctrl-C).
 pub async fn run(duration: Duration) -> Result<Outcome> {
-    let cluster =
-        MockCluster::new(1).map_err(|e| Error::Kafka(format!("starting the mock cluster: {e}")))?;
+    let cluster = MockCluster::new(1).map_err(|e| Error::kafka("starting the mock cluster", e))?;
     for topic in [
         "dbserver1.shop.customers",
         "orders",
@@ -72,7 +71,7 @@ pub async fn run(duration: Duration) -> Result<Outcome> {
     ] {
         cluster
             .create_topic(topic, 2, 1)
-            .map_err(|e| Error::Kafka(format!("creating topic {topic}: {e}")))?;
+            .map_err(|e| Error::kafka(format!("creating topic {topic}"), e))?;
     }
     let bootstrap = cluster.bootstrap_servers();
     let warehouse = tempfile::tempdir().map_err(|e| Error::Io {
@@ -94,7 +93,7 @@ pub async fn run(duration: Duration) -> Result<Outcome> {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)
         .create()
-        .map_err(|e| Error::Kafka(format!("demo producer: {e}")))?;
+        .map_err(|e| Error::kafka("demo producer", e))?;
     let mut running = crate::pipeline::start(config).await?;
     let generator = tokio::spawn(generate(producer, duration));
 
@@ -103,10 +102,10 @@ pub async fn run(duration: Duration) -> Result<Outcome> {
         .set("group.id", "lakejoin-demo-printer")
         .set("auto.offset.reset", "earliest")
         .create()
-        .map_err(|e| Error::Kafka(format!("demo consumer: {e}")))?;
+        .map_err(|e| Error::kafka("demo consumer", e))?;
     output
         .subscribe(&["orders_enriched"])
-        .map_err(|e| Error::Kafka(format!("subscribing to orders_enriched: {e}")))?;
+        .map_err(|e| Error::kafka("subscribing to orders_enriched", e))?;
 
     let deadline = tokio::time::sleep(duration);
     tokio::pin!(deadline);

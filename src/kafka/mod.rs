@@ -142,7 +142,7 @@ pub fn producer(kafka: &KafkaConfig) -> Result<(Producer, ClientLog)> {
 pub fn partitions(consumer: &Consumer, topic: &str, timeout: Duration) -> Result<Vec<i32>> {
     let metadata = consumer
         .fetch_metadata(Some(topic), timeout)
-        .map_err(|e| Error::Kafka(format!("fetching metadata of topic {topic}: {e}")))?;
+        .map_err(|e| Error::kafka(format!("fetching metadata of topic {topic}"), e))?;
     let Some(t) = metadata.topics().iter().find(|t| t.name() == topic) else {
         return Err(Error::Config(format!("topic {topic} does not exist")));
     };
@@ -190,7 +190,7 @@ pub async fn partitions_with_retry(
         failed = true;
         let retry_in = format!("{}s", backoff.as_secs());
         match error {
-            Error::Kafka(_) => tracing::warn!(
+            Error::Kafka { .. } => tracing::warn!(
                 pipeline, topic, bootstrap, error = %error, retry_in,
                 "Kafka broker unavailable: cannot read topic metadata; retrying"
             ),

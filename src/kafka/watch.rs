@@ -27,7 +27,7 @@ pub struct ConsumerSample {
 }
 
 fn kafka(what: &str, e: rdkafka::error::KafkaError) -> Error {
-    Error::Kafka(format!("{what}: {e}"))
+    Error::kafka(what, e)
 }
 
 /// Measures the lag of every assigned partition (blocking: run it off the async

@@ -148,12 +148,12 @@ pub async fn assign_initial(
             };
             assignment
                 .add_partition_offset(topic, p, offset)
-                .map_err(|e| Error::Kafka(format!("assigning {topic}/{p}: {e}")))?;
+                .map_err(|e| Error::kafka(format!("assigning {topic}/{p}"), e))?;
         }
     }
     consumer
         .incremental_assign(&assignment)
-        .map_err(|e| Error::Kafka(format!("assigning partitions of {}: {e}", config.name)))?;
+        .map_err(|e| Error::kafka(format!("assigning partitions of {}", config.name), e))?;
     Ok(Some(assignment))
 }
 
@@ -257,7 +257,7 @@ pub fn recover_from_reset(
 ) -> Result<()> {
     let positions = consumer
         .position()
-        .map_err(|e| Error::Kafka(format!("{}: reading positions: {e}", config.name)))?;
+        .map_err(|e| Error::kafka(format!("{}: reading positions", config.name), e))?;
     for e in positions.elements() {
         let position = match e.offset() {
             Offset::Offset(n) => n,
@@ -272,24 +272,30 @@ pub fn recover_from_reset(
         let range = consumer
             .fetch_watermarks(e.topic(), e.partition(), ATTEMPT_TIMEOUT)
             .map_err(|err| {
-                Error::Kafka(format!(
-                    "{}: reading the offsets of {}/{}: {err}",
-                    config.name,
-                    e.topic(),
-                    e.partition()
-                ))
+                Error::kafka(
+                    format!(
+                        "{}: reading the offsets of {}/{}",
+                        config.name,
+                        e.topic(),
+                        e.partition()
+                    ),
+                    err,
+                )
             })?;
         let to = resume_position(config, e.topic(), e.partition(), position, range)?;
         if to != Offset::Offset(position) {
             // A partition librdkafka stopped on cannot be seeked ("erroneous state"); it
             // is assigned again at the new position instead.
             let moved = |err: rdkafka::error::KafkaError| {
-                Error::Kafka(format!(
-                    "{}: moving {}/{} to {to:?}: {err}",
-                    config.name,
-                    e.topic(),
-                    e.partition()
-                ))
+                Error::kafka(
+                    format!(
+                        "{}: moving {}/{} to {to:?}",
+                        config.name,
+                        e.topic(),
+                        e.partition()
+                    ),
+                    err,
+                )
             };
             let mut partition = TopicPartitionList::new();
             partition.add_partition(e.topic(), e.partition());

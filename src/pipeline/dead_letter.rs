@@ -72,14 +72,16 @@ impl DeadLetters {
                 self.produce(topic, pipeline, message, reason, payload, Some(size))
                     .await
                     .map_err(|e| {
-                        Error::Kafka(format!(
-                            "producing to dead-letter topic {topic} (truncated): {e}"
-                        ))
+                        Error::kafka(
+                            format!("producing to dead-letter topic {topic} (truncated)"),
+                            e,
+                        )
                     })
             }
-            Err(e) => Err(Error::Kafka(format!(
-                "producing to dead-letter topic {topic}: {e}"
-            ))),
+            Err(e) => Err(Error::kafka(
+                format!("producing to dead-letter topic {topic}"),
+                e,
+            )),
             Ok(()) => Ok(()),
         }
     }

@@ -104,7 +104,7 @@ pub async fn run(
     let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
     consumer
         .subscribe(&topics)
-        .map_err(|e| Error::Kafka(format!("subscribing {}: {e}", config.name)))?;
+        .map_err(|e| Error::kafka(format!("subscribing {}", config.name), e))?;
     let max_in_flight = config.max_in_flight.max(1);
     let mut lookups = if config.ordered {
         InFlight::Ordered(FuturesOrdered::new())

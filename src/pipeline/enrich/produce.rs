@@ -52,7 +52,7 @@ fn refused(topic: &str, error: KafkaError, size: Option<usize>) -> Refused {
                 None => format!("{topic} refused the enriched record: {code}"),
             })
         }
-        other => Refused::Pipeline(Error::Kafka(format!("producing to {topic}: {other}"))),
+        other => Refused::Pipeline(Error::kafka(format!("producing to {topic}"), other)),
     }
 }
 
@@ -100,8 +100,9 @@ pub async fn await_deliveries(
             Ok(Ok(_)) => continue,
             Ok(Err((e, _))) => e,
             Err(_) => {
-                return Err(Refused::Pipeline(Error::Kafka(
-                    "delivery was cancelled".into(),
+                return Err(Refused::Pipeline(Error::kafka(
+                    "delivery",
+                    KafkaError::Canceled,
                 )));
             }
         };
@@ -121,8 +122,9 @@ pub async fn await_deliveries(
                     Ok(Ok(_)) => {}
                     Ok(Err((e, _))) => return Err(refused(topic, e, Some(size))),
                     Err(_) => {
-                        return Err(Refused::Pipeline(Error::Kafka(
-                            "delivery was cancelled".into(),
+                        return Err(Refused::Pipeline(Error::kafka(
+                            "delivery",
+                            KafkaError::Canceled,
                         )));
                     }
                 }

@@ -36,6 +36,22 @@ pub fn unique(base: &str) -> String {
     format!("{base}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
 }
 
+/// An admin client of the broker at `bootstrap`.
+fn admin_client(bootstrap: &str) -> AdminClient<DefaultClientContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin client")
+}
+
+/// A runtime for the admin client's futures (the helpers here are blocking).
+fn admin_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 /// Creates the topics (`(name, partitions)`) and waits until their metadata is visible.
 pub fn create_topics(topics: &[(&str, i32)]) {
     create_topics_on(&bootstrap(), topics);
@@ -44,18 +60,12 @@ pub fn create_topics(topics: &[(&str, i32)]) {
 /// [`create_topics`] on the broker at `bootstrap`.
 pub fn create_topics_on(bootstrap: &str, topics: &[(&str, i32)]) {
     let bootstrap = bootstrap.to_owned();
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .create()
-        .expect("admin client");
+    let admin = admin_client(&bootstrap);
     let new_topics: Vec<NewTopic> = topics
         .iter()
         .map(|(name, partitions)| NewTopic::new(name, *partitions, TopicReplication::Fixed(1)))
         .collect();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = admin_runtime();
     let results = runtime
         .block_on(admin.create_topics(
             &new_topics,
@@ -89,18 +99,12 @@ pub fn create_topics_on(bootstrap: &str, topics: &[(&str, i32)]) {
 /// Creates one topic with topic-level configs (`max.message.bytes`, …).
 pub fn create_topic_with_config(name: &str, partitions: i32, configs: &[(&str, &str)]) {
     let bootstrap = bootstrap();
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", &bootstrap)
-        .create()
-        .expect("admin client");
+    let admin = admin_client(&bootstrap);
     let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
     for (key, value) in configs {
         topic = topic.set(key, value);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = admin_runtime();
     let results = runtime
         .block_on(admin.create_topics(
             [&topic],
@@ -143,14 +147,8 @@ pub fn kafka_acls(args: &[&str]) {
 
 /// Grows `topic` to `partitions` partitions and waits until its metadata shows them.
 pub fn add_partitions(topic: &str, partitions: usize) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .expect("admin client");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let admin = admin_client(&bootstrap());
+    let runtime = admin_runtime();
     let results = runtime
         .block_on(admin.create_partitions(
             [&rdkafka::admin::NewPartitions::new(topic, partitions)],
@@ -186,14 +184,8 @@ pub fn add_partitions(topic: &str, partitions: usize) {
 /// Deletes the records of `topic`/`partition` before `offset`, as retention does; the
 /// partition's log then starts at `offset`.
 pub fn delete_records_before(topic: &str, partition: i32, offset: i64) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .expect("admin client");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let admin = admin_client(&bootstrap());
+    let runtime = admin_runtime();
     let mut list = TopicPartitionList::new();
     list.add_partition_offset(topic, partition, Offset::Offset(offset))
         .expect("partition list");
@@ -212,14 +204,8 @@ pub fn delete_records_before(topic: &str, partition: i32, offset: i64) {
 
 /// Deletes the topics and waits until the broker no longer lists them.
 pub fn delete_topics(topics: &[&str]) {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap())
-        .create()
-        .expect("admin client");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let admin = admin_client(&bootstrap());
+    let runtime = admin_runtime();
     let results = runtime
         .block_on(admin.delete_topics(
             topics,

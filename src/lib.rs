@@ -1,6 +1,12 @@
 //! lakejoin: CDC topics into Apache Paimon primary-key tables, and lookup-join enrichment
 //! of fact topics against those tables, in one process beside Kafka.
 
+// Library code returns errors; only tests may unwrap, expect or panic.
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 pub mod cli;
 pub mod codec;
 pub mod config;
@@ -10,6 +16,7 @@ pub mod lookup;
 pub mod lsm;
 pub mod observe;
 pub mod pipeline;
+pub mod secret;
 pub mod table;
 
 pub use error::{Error, ErrorKind, Result};

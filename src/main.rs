@@ -1,5 +1,10 @@
 //! The `lakejoin` binary: parse the command line, set up logging, dispatch.
 
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 use std::process::ExitCode;
 
 use clap::Parser;

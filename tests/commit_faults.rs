@@ -518,8 +518,8 @@ fn cdc_config() -> lakejoin::config::CdcConfig {
     support::cdc::cdc_config(7)
 }
 
-fn batch(offset: i64) -> ChangeBatch {
-    support::cdc::change_batch(offset, KEYS as i64)
+fn batch(table: &Table, offset: i64) -> ChangeBatch {
+    support::cdc::change_batch(table, offset, KEYS as i64)
 }
 
 /// Where the sink's latest commit says partition 0 of `changes` resumes.
@@ -575,7 +575,7 @@ async fn cdc_crash_and_fault_run(backing: Backing, seed: u64, records: i64) -> (
         let kill_after = from + 1 + (rng_state >> 33) as i64 % 40;
         let mut offset = from;
         while offset < records.min(kill_after) {
-            if tx.send(batch(offset)).await.is_err() {
+            if tx.send(batch(&s.table, offset)).await.is_err() {
                 break;
             }
             offset += 1;

@@ -87,8 +87,8 @@ fn cdc_config() -> lakejoin::config::CdcConfig {
 }
 
 /// Record `offset` of the topic: +1 on key `offset % KEYS`.
-fn batch(offset: i64) -> ChangeBatch {
-    support::cdc::change_batch(offset, KEYS)
+fn batch(table: &Table, offset: i64) -> ChangeBatch {
+    support::cdc::change_batch(table, offset, KEYS)
 }
 
 fn resume_offset(offsets: &Offsets) -> i64 {
@@ -145,9 +145,10 @@ async fn start(table: &Arc<Table>, metrics: &Arc<PipelineMetrics>, records: i64)
     let sent = Arc::new(AtomicI64::new(from));
     let feeder = {
         let sent = sent.clone();
+        let table = table.clone();
         tokio::spawn(async move {
             for offset in from..records {
-                if tx.send(batch(offset)).await.is_err() {
+                if tx.send(batch(&table, offset)).await.is_err() {
                     return;
                 }
                 sent.store(offset + 1, Ordering::SeqCst);

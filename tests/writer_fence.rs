@@ -285,7 +285,7 @@ async fn a_heartbeating_holder_keeps_the_table_until_it_releases() {
 /// holder, and publishes nothing after the takeover.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_cdc_sink_stops_naming_the_new_holder() {
-    use lakejoin::pipeline::cdc::{ChangeBatch, TableSink};
+    use lakejoin::pipeline::cdc::TableSink;
 
     let table = new_table(Arc::new(InMemory::new())).await;
     let old = Arc::new(
@@ -300,17 +300,7 @@ async fn a_fenced_cdc_sink_stops_naming_the_new_holder() {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let run = tokio::spawn(sink.run(rx, stop_rx));
-    let batch = |offset: i64| ChangeBatch {
-        pipeline: "p".into(),
-        topic: "changes".into(),
-        partition: 0,
-        next_offset: offset + 1,
-        timestamp_ms: None,
-        changes: vec![lakejoin::codec::RowChange {
-            kind: RowKind::Insert,
-            row: vec![Datum::Int(0), Datum::BigInt(1)],
-        }],
-    };
+    let batch = |offset: i64| support::cdc::plus_one(&table, offset, 0);
     tx.send(batch(0)).await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), committed.changed())
         .await
@@ -370,21 +360,6 @@ commit_max_rows = 1
     )]
 }
 
-/// A batch of one +1 change of key 0 at `offset` of partition 0.
-fn plus_one_at(offset: i64) -> lakejoin::pipeline::cdc::ChangeBatch {
-    lakejoin::pipeline::cdc::ChangeBatch {
-        pipeline: "p".into(),
-        topic: "changes".into(),
-        partition: 0,
-        next_offset: offset + 1,
-        timestamp_ms: None,
-        changes: vec![lakejoin::codec::RowChange {
-            kind: RowKind::Insert,
-            row: vec![Datum::Int(0), Datum::BigInt(1)],
-        }],
-    }
-}
-
 /// The race of issue 16 item 4, forced step by step: the old holder passed its fence
 /// check and is about to publish snapshot 2 (its second +1, input offset 1) when the new
 /// holder claims the table and reads where to resume: snapshot 1, offset 1. Only then
@@ -411,7 +386,10 @@ async fn a_snapshot_published_while_the_next_writer_resumes_is_not_applied_twice
     let (old_tx, old_rx) = tokio::sync::mpsc::channel(4);
     let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let old_run = tokio::spawn(old.run(old_rx, stop_rx.clone()));
-    old_tx.send(plus_one_at(0)).await.unwrap();
+    old_tx
+        .send(support::cdc::plus_one(&table, 0, 0))
+        .await
+        .unwrap();
     tokio::time::timeout(WAIT, old_committed.changed())
         .await
         .expect("first commit")
@@ -419,7 +397,10 @@ async fn a_snapshot_published_while_the_next_writer_resumes_is_not_applied_twice
 
     // The old holder checks its fence, then is held just before publishing snapshot 2.
     let publish = store.pause(Op::Create, "snapshot/snapshot-2");
-    old_tx.send(plus_one_at(1)).await.unwrap();
+    old_tx
+        .send(support::cdc::plus_one(&table, 1, 0))
+        .await
+        .unwrap();
     publish.reached(WAIT).await;
 
     // The new holder claims the table (the old one's lease lapses meanwhile) and reads
@@ -458,7 +439,10 @@ async fn a_snapshot_published_while_the_next_writer_resumes_is_not_applied_twice
     // It replays offset 1, which snapshot 2 already holds.
     let (new_tx, new_rx) = tokio::sync::mpsc::channel(4);
     let new_run = tokio::spawn(new.run(new_rx, stop_rx));
-    new_tx.send(plus_one_at(1)).await.unwrap();
+    new_tx
+        .send(support::cdc::plus_one(&table, 1, 0))
+        .await
+        .unwrap();
     let err = tokio::time::timeout(WAIT, async {
         tokio::select! {
             stopped = new_run => stopped.unwrap().unwrap_err(),

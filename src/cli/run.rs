@@ -101,7 +101,7 @@ pub async fn run(path: &Path) -> Result<Outcome> {
         }
     };
     tracing::info!("pipelines running");
-    let _progress = AbortOnDrop(tokio::spawn(crate::observe::progress::report(
+    let _progress = AbortOnDrop(tokio::spawn(crate::observe::progress_log::report(
         registry.clone(),
         progress_interval,
         stop_rx,

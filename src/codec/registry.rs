@@ -31,8 +31,8 @@ use url::Url;
 
 use super::avro::AvroSchema;
 use super::error::{DecodeError, shorten};
-use crate::config::secret::{MASK, redact_uri};
 use crate::error::{Error, Result};
+use crate::secret::{MASK, redact_uri};
 
 /// How long a permanent failure of an id (the registry does not know it, its schema is not
 /// Avro) is remembered before the registry is asked again.

@@ -3,7 +3,6 @@
 
 pub mod duration;
 mod model;
-pub mod secret;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -12,10 +11,10 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use model::*;
-use secret::{Redactor, redact_uri};
 
 use crate::error::{Error, Result};
 use crate::lsm::merge::{MergeEngine, SequenceOrder};
+use crate::secret::{Redactor, redact_uri};
 use crate::table::TableIdentifier;
 use crate::table::datum::datum_from_json;
 use crate::table::options::TableOptions;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::duration;
-use super::secret::SecretUri;
+use crate::secret::SecretUri;
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
@@ -161,7 +161,7 @@ impl std::fmt::Debug for KafkaConfig {
         f.debug_struct("KafkaConfig")
             .field(
                 "bootstrap_servers",
-                &super::secret::redact_uri(&self.bootstrap_servers),
+                &crate::secret::redact_uri(&self.bootstrap_servers),
             )
             .field("group_id", &self.group_id)
             .field("group_instance_id", &self.group_instance_id)
@@ -187,7 +187,7 @@ pub struct WarehouseConfig {
 impl std::fmt::Debug for WarehouseConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WarehouseConfig")
-            .field("uri", &super::secret::redact_uri(&self.uri))
+            .field("uri", &crate::secret::redact_uri(&self.uri))
             .field("options", &self.options.keys().collect::<Vec<_>>())
             .finish()
     }

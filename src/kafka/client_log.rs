@@ -30,7 +30,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::config::KafkaConfig;
-use crate::config::secret::Redactor;
+use crate::secret::Redactor;
 
 /// How long a fault counts after its last report. librdkafka retries a refused connection
 /// at least every `reconnect.backoff.max.ms` (10 s) and a failing fetch sooner, so a fault

@@ -15,11 +15,13 @@ use std::time::Duration;
 use rdkafka::ClientConfig;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
+use rdkafka::message::{Header, Headers as _, Message, OwnedHeaders};
 use rdkafka::producer::FutureProducer;
 
-use crate::config::secret::Redactor;
+use crate::codec::KafkaRecord;
 use crate::config::{KafkaConfig, OffsetOutOfRange, StartFrom};
 use crate::error::{Error, Result};
+use crate::secret::Redactor;
 
 /// A lakejoin consumer: its librdkafka logs go through [`ClientLog`].
 pub type Consumer = StreamConsumer<ClientLog>;
@@ -32,6 +34,33 @@ pub const METADATA_TIMEOUT: Duration = Duration::from_secs(30);
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// First and longest wait between attempts of [`partitions_with_retry`].
 pub const RETRY_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
+
+/// A consumed record as the codecs see it.
+pub fn record_of(message: &impl Message) -> KafkaRecord<'_> {
+    KafkaRecord {
+        topic: message.topic(),
+        partition: message.partition(),
+        offset: message.offset(),
+        timestamp_ms: message.timestamp().to_millis(),
+        key: message.key(),
+        payload: message.payload(),
+    }
+}
+
+/// A consumed record's headers, for a record produced from it (an enriched record, a
+/// dead letter): tracing and lineage headers survive the pipeline.
+pub fn copied_headers(message: &impl Message) -> OwnedHeaders {
+    let mut headers = OwnedHeaders::new();
+    if let Some(original) = message.headers() {
+        for h in original.iter() {
+            headers = headers.insert(Header {
+                key: h.key,
+                value: h.value,
+            });
+        }
+    }
+    headers
+}
 
 fn base_config(kafka: &KafkaConfig) -> ClientConfig {
     let mut config = ClientConfig::new();

@@ -7,9 +7,10 @@ mod changes;
 pub mod full;
 mod partial;
 mod partition;
+mod table_lookups;
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -19,43 +20,17 @@ pub use changes::{ChangedKeys, changed_keys};
 pub use full::FullCache;
 pub use partial::{PartialCache, PartialOptions, estimated_bytes};
 pub use partition::{PartitionChoice, newest_partition};
+pub use table_lookups::TableLookups;
 
 use crate::error::{Error, Result};
 use crate::lsm::lookup::{PointLookup, SnapshotDelta};
 use crate::lsm::merge::SequenceOrder;
 use crate::lsm::reader::{ScanFilter, scan_each_bucket};
+use crate::observe::LookupMetrics;
 use crate::table::binary_row;
 use crate::table::datum::{Datum, Row};
 use crate::table::options::MergeEngineKind;
 use crate::table::types::DataType;
-
-/// Counters and gauges of one join's lookups (hits, misses and latency are counted per
-/// fact by the pipeline's `observe::LookupMetrics`).
-#[derive(Debug, Default)]
-pub struct LookupMetrics {
-    pub retries: AtomicU64,
-    /// Facts held by `wait_for_cdc`, and those released by `max_wait` instead.
-    pub waits: AtomicU64,
-    pub wait_timeouts: AtomicU64,
-    pub cache_rows: AtomicU64,
-    pub cache_bytes: AtomicU64,
-    /// Snapshot the join reads, and how long after its commit it became visible here.
-    pub snapshot_id: AtomicI64,
-    pub refresh_lag_millis: AtomicU64,
-    pub refreshes: AtomicU64,
-    /// Time the `full` cache took to load (last load).
-    pub load_millis: AtomicU64,
-}
-
-impl LookupMetrics {
-    pub fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
-    }
-}
 
 thread_local! {
     /// Scratch space for encoding `partial` cache keys on the hit path.
@@ -626,99 +601,6 @@ impl LookupTable {
             self.metrics
                 .refresh_lag_millis
                 .store(u64::try_from(lag).unwrap_or(0), Ordering::Relaxed);
-        }
-        Ok(())
-    }
-}
-
-/// The joins on one table and the point lookups they share.
-pub struct TableLookups {
-    point: Arc<PointLookup>,
-    joins: Vec<Arc<LookupTable>>,
-    /// One refresh at a time: each applies the delta from where the previous one ended.
-    /// Holds whether the caches are behind the point lookups: a refresh moved those to a
-    /// newer snapshot, then failed before every cache applied the change (a read of the
-    /// new files failed). The next refresh then reloads the caches, since that delta is
-    /// gone.
-    refreshing: tokio::sync::Mutex<bool>,
-}
-
-impl TableLookups {
-    pub fn new(point: Arc<PointLookup>, joins: Vec<Arc<LookupTable>>) -> Self {
-        TableLookups {
-            point,
-            joins,
-            refreshing: tokio::sync::Mutex::new(false),
-        }
-    }
-
-    pub fn joins(&self) -> &[Arc<LookupTable>] {
-        &self.joins
-    }
-
-    /// Loads the `full` caches (in the background at start; the joins report ready when
-    /// done).
-    pub async fn load(&self) -> Result<()> {
-        let _one_at_a_time = self.refreshing.lock().await;
-        for join in &self.joins {
-            join.load_full().await?;
-        }
-        Ok(())
-    }
-
-    /// Moves to the table's latest snapshot and updates every join's cache from the
-    /// rows that changed. Returns whether the snapshot moved.
-    pub async fn refresh(&self) -> Result<bool> {
-        let mut caches_behind = self.refreshing.lock().await;
-        let started = Instant::now();
-        let mut delta = match self.point.refresh().await? {
-            Some(delta) => delta,
-            None if *caches_behind => {
-                let at = self.point.snapshot_id();
-                SnapshotDelta {
-                    from: at,
-                    to: at,
-                    commit_time_millis: None,
-                    changed_files: Vec::new(),
-                    deletions: Default::default(),
-                    reload: true,
-                }
-            }
-            None => return Ok(false),
-        };
-        // Cleared once every cache applied this delta; an error below leaves it set.
-        delta.reload |= *caches_behind;
-        *caches_behind = true;
-        let changed = if delta.reload || delta.changed_files.is_empty() {
-            ChangedKeys::default()
-        } else {
-            changed_keys(self.point.table(), &delta.changed_files, &delta.deletions).await?
-        };
-        for join in &self.joins {
-            join.apply(&delta, &changed).await?;
-        }
-        *caches_behind = false;
-        tracing::debug!(
-            table = %self.point.table().identifier(),
-            snapshot = ?delta.to,
-            changed_keys = changed.keys.len(),
-            reload = delta.reload,
-            took_ms = started.elapsed().as_millis() as u64,
-            "lookups refreshed"
-        );
-        Ok(true)
-    }
-
-    /// Moves `max_pt()` joins to the newest partition of the snapshot they read (a
-    /// `full` cache reloads). Runs on its own interval, not on every refresh: a partition
-    /// that just appeared is usually still filling, and joining against it early would
-    /// miss.
-    pub async fn refresh_partitions(&self) -> Result<()> {
-        let _one_at_a_time = self.refreshing.lock().await;
-        for join in &self.joins {
-            if join.select_newest_partition()? {
-                join.load_full().await?;
-            }
         }
         Ok(())
     }

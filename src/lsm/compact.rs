@@ -18,11 +18,11 @@ use std::sync::Arc;
 use futures::StreamExt;
 use object_store::ObjectStoreExt;
 
+use super::flush::FileTarget;
 use super::levels::Levels;
 use super::merge::{MergeEngine, SequenceOrder, compare_keys};
 use super::reader::{group_by_bucket, read_and_merge};
 use super::universal::{CompactUnit, UniversalCompaction};
-use super::writer::write_files;
 use crate::error::{Error, Result};
 use crate::table::Table;
 use crate::table::commit::CommitRequest;
@@ -445,16 +445,16 @@ async fn rewrite(
     };
     let (partition_bytes, bucket) = &plan.id;
     let partition = table.partition_values(partition_bytes)?;
-    write_files(
+    FileTarget {
         table,
         partition_bytes,
-        &partition,
-        *bucket,
-        rows,
-        plan.unit.output_level,
-        FileSource::Compact,
-        ctx.file_options,
-    )
+        partition: &partition,
+        bucket: *bucket,
+        level: plan.unit.output_level,
+        source: FileSource::Compact,
+        options: ctx.file_options,
+    }
+    .write(rows)
     .await
 }
 

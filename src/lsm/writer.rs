@@ -5,20 +5,20 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use object_store::{ObjectStoreExt, PutPayload};
 
 use super::auto_compact::AutoCompaction;
 use super::compact_task::CompactionState;
-use super::merge::{Admission, MergeEngine, SequenceOrder, key_of, sort_and_fold};
+use super::flush::{FileTarget, estimate_row_bytes};
+use super::merge::{MergeEngine, SequenceOrder, key_of, sort_and_fold};
+use super::row_check::{CheckedChange, RowCheck};
 use crate::error::{Error, Result};
 use crate::table::binary_row;
 use crate::table::bucket;
-use crate::table::commit::{CommitRequest, PreparedCommit, column_stats};
-use crate::table::data_file::{self, DataFileWriteOptions, KeyValue, RowKind};
-use crate::table::datum::{Datum, Row, format_timestamp, timestamp_out_of_range};
+use crate::table::commit::{CommitRequest, PreparedCommit};
+use crate::table::data_file::{DataFileWriteOptions, KeyValue, RowKind};
+use crate::table::datum::Row;
 use crate::table::fence::WriterFence;
-use crate::table::manifest::{DataFileMeta, FileKind, FileSource, ManifestEntry, SimpleStats};
-use crate::table::schema::TableSchema;
+use crate::table::manifest::{FileSource, ManifestEntry};
 use crate::table::snapshot::{CommitKind, Snapshot};
 use crate::table::types::DataType;
 use crate::table::{IO_CONCURRENCY, Table};
@@ -49,6 +49,7 @@ pub struct TableWriter {
     commit_user: String,
     next_commit_identifier: i64,
     engine: MergeEngine,
+    check: RowCheck,
     order: SequenceOrder,
     layout: RowLayout,
     buffers: HashMap<BucketId, BucketBuffer>,
@@ -74,15 +75,12 @@ pub struct TableWriter {
 /// Column positions the writer needs for every row.
 #[derive(Debug, Clone)]
 pub(crate) struct RowLayout {
-    pub schema: Arc<TableSchema>,
     pub key_indices: Vec<usize>,
     pub partition_indices: Vec<usize>,
     pub partition_types: Vec<DataType>,
     pub bucket_indices: Vec<usize>,
     pub bucket_types: Vec<DataType>,
     pub num_buckets: i32,
-    /// Column named by the `rowkind.field` option.
-    pub row_kind_column: Option<usize>,
 }
 
 impl RowLayout {
@@ -98,37 +96,7 @@ impl RowLayout {
             partition_indices,
             bucket_indices,
             num_buckets: table.options().bucket,
-            row_kind_column: row_kind_column(&schema),
-            schema,
         }
-    }
-}
-
-/// The column `rowkind.field` names, if the table sets it.
-pub(crate) fn row_kind_column(schema: &TableSchema) -> Option<usize> {
-    schema
-        .options
-        .get("rowkind.field")
-        .and_then(|f| schema.field_index(f.trim()))
-}
-
-/// The kind a change is applied as: with `rowkind.field`, the kind its column holds
-/// (Paimon's writers take it from there); the decoder's `kind` otherwise, or when the
-/// column is null. `Err` with the reason for a value that is no row kind.
-pub(crate) fn row_kind_of(
-    schema: &TableSchema,
-    row_kind_column: Option<usize>,
-    kind: RowKind,
-    row: &[Datum],
-) -> std::result::Result<RowKind, String> {
-    match row_kind_column.and_then(|i| Some((i, row.get(i)?))) {
-        Some((i, Datum::String(s))) => RowKind::parse(s).ok_or_else(|| {
-            format!(
-                "column `{}` (rowkind.field) must be +I, -U, +U or -D, got {s:?}",
-                schema.fields[i].name
-            )
-        }),
-        _ => Ok(kind),
     }
 }
 
@@ -167,6 +135,7 @@ impl TableWriter {
             .await?
             .map_or(1, |s| s.commit_identifier.saturating_add(1));
         Ok(TableWriter {
+            check: RowCheck::new(&table)?,
             layout: RowLayout::new(&table),
             table,
             commit_user,
@@ -221,17 +190,27 @@ impl TableWriter {
         self.buffered_bytes >= self.buffer_limit
     }
 
-    /// Validates one change and buffers it. A `Data` error rejects this change only; the
-    /// writer is unchanged.
+    /// Checks one change ([`RowCheck`]) and buffers it. A `Data` error rejects this change
+    /// only; the writer is unchanged.
     pub fn write(&mut self, kind: RowKind, row: Row) -> Result<()> {
-        check_row(&self.layout.schema, &row).map_err(Error::Data)?;
-        // `rowkind.field`: the kind is taken from a column, as Paimon's writers do.
-        let kind = row_kind_of(&self.layout.schema, self.layout.row_kind_column, kind, &row)
-            .map_err(Error::Data)?;
-        match self.engine.admit(kind).map_err(Error::Data)? {
-            Admission::Drop => return Ok(()),
-            Admission::Keep => {}
+        match self
+            .check
+            .check(kind, row)
+            .map_err(|e| Error::Data(e.to_string()))?
+        {
+            Some(change) => self.write_checked(change),
+            None => Ok(()),
         }
+    }
+
+    /// The checks every change passes before [`Self::write_checked`].
+    pub fn row_check(&self) -> &RowCheck {
+        &self.check
+    }
+
+    /// Buffers a change [`RowCheck::check`] accepted.
+    pub fn write_checked(&mut self, change: CheckedChange) -> Result<()> {
+        let (kind, row) = change.into_parts();
         let partition = key_of(&row, &self.layout.partition_indices);
         let partition_bytes = binary_row::serialize(&partition, &self.layout.partition_types)?;
         let bucket_values = key_of(&row, &self.layout.bucket_indices);
@@ -302,17 +281,16 @@ impl TableWriter {
                             );
                         }
                     };
-                    let (entries, failed) = write_files_or_return(
-                        &table,
-                        &partition_bytes,
-                        &partition,
+                    let target = FileTarget {
+                        table: &table,
+                        partition_bytes: &partition_bytes,
+                        partition: &partition,
                         bucket,
-                        folded,
-                        0,
-                        FileSource::Append,
+                        level: 0,
+                        source: FileSource::Append,
                         options,
-                    )
-                    .await;
+                    };
+                    let (entries, failed) = target.write_or_return(folded).await;
                     let failed =
                         failed.map(|(e, rows)| (e, (partition_bytes, bucket), partition, rows));
                     (entries, failed)
@@ -451,317 +429,6 @@ impl TableWriter {
         match self.auto_compaction {
             Some(auto) => auto.close().await,
             None => Ok(()),
-        }
-    }
-}
-
-/// Rough in-memory size of a row, used to bound the buffer.
-fn estimate_row_bytes(row: &Row) -> usize {
-    64 + row
-        .iter()
-        .map(|d| match d {
-            Datum::String(s) => 24 + s.len(),
-            Datum::Bytes(b) => 24 + b.len(),
-            _ => 24,
-        })
-        .sum::<usize>()
-}
-
-/// Checks arity, nullability and that each datum has its column's type.
-pub(crate) fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<(), String> {
-    if row.len() != schema.fields.len() {
-        return Err(format!(
-            "row has {} values, table {} columns",
-            row.len(),
-            schema.fields.len()
-        ));
-    }
-    let mut problems = Vec::new();
-    for (field, value) in schema.fields.iter().zip(row) {
-        // A timestamp the column's Parquet unit cannot hold (a millisecond value from a
-        // message beyond i64 microseconds or nanoseconds).
-        if let (Datum::Timestamp(ts), DataType::Timestamp(p) | DataType::TimestampLtz(p)) =
-            (value, field.data_type)
-            && !ts.fits_precision(p)
-        {
-            problems.push(format!(
-                "column `{}`: {}",
-                field.name,
-                timestamp_out_of_range(format_timestamp(*ts), &field.data_type)
-            ));
-            continue;
-        }
-        let ok = match (value, field.data_type) {
-            (Datum::Null, _) => {
-                if !field.nullable {
-                    problems.push(format!(
-                        "column `{}` is NOT NULL but the value is null",
-                        field.name
-                    ));
-                }
-                true
-            }
-            (Datum::Boolean(_), DataType::Boolean)
-            | (Datum::TinyInt(_), DataType::TinyInt)
-            | (Datum::SmallInt(_), DataType::SmallInt)
-            | (Datum::Int(_), DataType::Int)
-            | (Datum::BigInt(_), DataType::BigInt)
-            | (Datum::Float(_), DataType::Float)
-            | (Datum::Double(_), DataType::Double)
-            | (Datum::Decimal(_), DataType::Decimal { .. })
-            | (Datum::String(_), DataType::Char(_) | DataType::Varchar(_))
-            | (Datum::Bytes(_), DataType::Binary(_) | DataType::Varbinary(_))
-            | (Datum::Date(_), DataType::Date)
-            | (Datum::Timestamp(_), DataType::Timestamp(_) | DataType::TimestampLtz(_)) => true,
-            _ => false,
-        };
-        if !ok {
-            problems.push(format!(
-                "column `{}` of type {} cannot hold {value:?}",
-                field.name, field.data_type
-            ));
-        }
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
-    }
-}
-
-/// Estimated encoded bytes per row before a new file is started.
-fn rows_per_file(rows: &[KeyValue], target_file_size: u64) -> usize {
-    let sample = rows
-        .iter()
-        .take(64)
-        .map(|kv| estimate_row_bytes(&kv.row))
-        .sum::<usize>();
-    let per_row = (sample / rows.len().clamp(1, 64)).max(1) as u64;
-    // Parquet with zstd is several times smaller than the in-memory estimate. A target
-    // beyond u64::MAX / 4 (Paimon takes any long) saturates: it means files never roll.
-    let rows = target_file_size.saturating_mul(4) / per_row;
-    usize::try_from(rows).unwrap_or(usize::MAX).max(1024)
-}
-
-/// Writes rows (sorted by key, one per key) of one bucket as data files at `level`,
-/// returning their ADD entries.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn write_files(
-    table: &Table,
-    partition_bytes: &[u8],
-    partition: &Row,
-    bucket: i32,
-    rows: Vec<KeyValue>,
-    level: i32,
-    source: FileSource,
-    options: DataFileWriteOptions,
-) -> Result<Vec<ManifestEntry>> {
-    let (entries, failed) = write_files_or_return(
-        table,
-        partition_bytes,
-        partition,
-        bucket,
-        rows,
-        level,
-        source,
-        options,
-    )
-    .await;
-    match failed {
-        None => Ok(entries),
-        Some((e, _)) => Err(e),
-    }
-}
-
-/// [`write_files`], but on failure hands back what was written (files now in the store)
-/// and the rows not yet in any file, so a flush can keep them instead of losing them.
-#[allow(clippy::too_many_arguments)]
-async fn write_files_or_return(
-    table: &Table,
-    partition_bytes: &[u8],
-    partition: &Row,
-    bucket: i32,
-    rows: Vec<KeyValue>,
-    level: i32,
-    source: FileSource,
-    options: DataFileWriteOptions,
-) -> (Vec<ManifestEntry>, Option<(Error, Vec<KeyValue>)>) {
-    let mut entries = Vec::new();
-    let mut rows = rows;
-    while !rows.is_empty() {
-        let rest = rows.split_off(
-            rows.len()
-                .min(rows_per_file(&rows, table.options().target_file_size)),
-        );
-        let part = std::mem::replace(&mut rows, rest);
-        match write_file(
-            table,
-            partition_bytes,
-            partition,
-            bucket,
-            part,
-            level,
-            source,
-            options,
-        )
-        .await
-        {
-            Ok(entry) => entries.push(entry),
-            Err((e, mut part)) => {
-                part.append(&mut rows);
-                return (entries, Some((e, part)));
-            }
-        }
-    }
-    (entries, None)
-}
-
-/// Writes one data file of `part`; on failure returns the rows with the error.
-#[allow(clippy::too_many_arguments)]
-async fn write_file(
-    table: &Table,
-    partition_bytes: &[u8],
-    partition: &Row,
-    bucket: i32,
-    part: Vec<KeyValue>,
-    level: i32,
-    source: FileSource,
-    options: DataFileWriteOptions,
-) -> std::result::Result<ManifestEntry, (Error, Vec<KeyValue>)> {
-    let schema = table.schema().clone();
-    let key_indices = schema.trimmed_key_indices();
-    let key_types = schema.types_of(&key_indices);
-    let keys: Vec<Vec<Datum>> = part
-        .iter()
-        .map(|kv| key_of(&kv.row, &key_indices))
-        .collect();
-    let stats = (|| -> Result<_> {
-        let min_key = binary_row::serialize(keys.first().map_or(&[][..], |k| k), &key_types)?;
-        let max_key = binary_row::serialize(keys.last().map_or(&[][..], |k| k), &key_types)?;
-        Ok((min_key, max_key, column_stats(&keys, &key_types)?))
-    })();
-    let (min_key, max_key, key_stats) = match stats {
-        Ok(stats) => stats,
-        Err(e) => return Err((e, part)),
-    };
-    let row_count = part.len() as i64;
-    let delete_row_count = part.iter().filter(|kv| kv.kind.is_retract()).count() as i64;
-    let min_seq = part.iter().map(|kv| kv.sequence_number).min().unwrap_or(0);
-    let max_seq = part.iter().map(|kv| kv.sequence_number).max().unwrap_or(0);
-    let encode_schema = schema.clone();
-    let encoded = tokio::task::spawn_blocking(move || {
-        let bytes = data_file::encode_data_file(&encode_schema, &part, options);
-        (bytes, part)
-    })
-    .await;
-    let (bytes, part) = match encoded {
-        Ok(done) => done,
-        // The rows went down with the task; nothing to hand back.
-        Err(e) => {
-            return Err((Error::task("encoding task", e), Vec::new()));
-        }
-    };
-    let bytes = match bytes {
-        Ok(b) => b,
-        Err(e) => return Err((e, part)),
-    };
-    let file_name = format!("data-{}-0.parquet", uuid::Uuid::new_v4());
-    let location = table.data_file_location(partition, bucket, &file_name);
-    let file_size = bytes.len() as i64;
-    if let Err(e) = table.store().put(&location, PutPayload::from(bytes)).await {
-        return Err((Error::store(format!("writing {location}"), e), part));
-    }
-    Ok(ManifestEntry {
-        kind: FileKind::Add,
-        partition: partition_bytes.to_vec(),
-        bucket,
-        total_buckets: table.options().bucket,
-        file: DataFileMeta {
-            file_name,
-            file_size,
-            row_count,
-            min_key,
-            max_key,
-            key_stats,
-            value_stats: SimpleStats::empty(),
-            min_sequence_number: min_seq,
-            max_sequence_number: max_seq,
-            schema_id: schema.id,
-            level,
-            extra_files: Vec::new(),
-            creation_time: Some(chrono::Utc::now().timestamp_millis()),
-            delete_row_count: Some(delete_row_count),
-            embedded_file_index: None,
-            file_source: Some(source),
-            value_stats_cols: Some(Vec::new()),
-            external_path: None,
-            first_row_id: None,
-            write_cols: None,
-        },
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::table::datum::Timestamp;
-
-    fn table_with(ty: &str) -> TableSchema {
-        let (data_type, _) = DataType::parse(ty).unwrap();
-        TableSchema::new(
-            vec![
-                ("id".into(), DataType::Int, false),
-                ("t".into(), data_type, true),
-            ],
-            vec![],
-            vec!["id".into()],
-            BTreeMap::new(),
-        )
-        .unwrap()
-    }
-
-    fn ts_row(millis: i64, nanos_of_milli: u32) -> Row {
-        vec![
-            Datum::Int(1),
-            Datum::Timestamp(Timestamp {
-                millis,
-                nanos_of_milli,
-            }),
-        ]
-    }
-
-    #[test]
-    fn a_timestamp_its_column_cannot_store_is_rejected() {
-        // i64 microseconds for precisions 4..=6, i64 nanoseconds for 7..=9; milliseconds
-        // (0..=3) hold any i64.
-        let micros = table_with("TIMESTAMP(6)");
-        assert!(check_row(&micros, &ts_row(i64::MAX / 1000, 807_999)).is_ok());
-        let err = check_row(&micros, &ts_row(i64::MAX / 1000, 808_000)).unwrap_err();
-        assert!(
-            err.contains("column `t`") && err.contains("out of range"),
-            "{err}"
-        );
-        assert!(check_row(&micros, &ts_row(i64::MIN / 1000 - 1, 0)).is_err());
-        let nanos = table_with("TIMESTAMP(9)");
-        assert!(check_row(&nanos, &ts_row(i64::MAX / 1_000_000, 0)).is_ok());
-        assert!(check_row(&nanos, &ts_row(i64::MAX / 1_000_000 + 1, 0)).is_err());
-        let millis = table_with("TIMESTAMP_LTZ(3)");
-        assert!(check_row(&millis, &ts_row(i64::MAX, 0)).is_ok());
-        assert!(check_row(&millis, &ts_row(i64::MIN, 0)).is_ok());
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn rows_per_file_never_overflows(target in proptest::num::u64::ANY, text in 0usize..10_000) {
-            let rows = vec![KeyValue {
-                sequence_number: 0,
-                kind: RowKind::Insert,
-                row: vec![Datum::String("x".repeat(text))],
-            }];
-            let n = rows_per_file(&rows, target);
-            proptest::prop_assert!(n >= 1024);
-            // A larger target never yields fewer rows per file.
-            proptest::prop_assert!(rows_per_file(&rows, target.saturating_add(1)) >= n);
         }
     }
 }

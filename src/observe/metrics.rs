@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use crate::lookup::{LookupMetrics, LookupTable};
+mod join;
+
+pub use join::{JoinMetrics, LookupMetrics};
 
 /// Upper bounds (seconds) of the latency histograms' buckets, from 100 µs (a cached
 /// lookup) to 10 s (a large commit to object storage); `+Inf` follows.
@@ -85,83 +87,6 @@ pub struct PartitionLag {
     pub lag: i64,
 }
 
-/// Counters of one join of an enrich pipeline.
-pub struct JoinMetrics {
-    /// The joined table.
-    pub table: String,
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-    /// Time a fact spends in this join (cache, table read, retries).
-    pub latency: Histogram,
-    /// Whether the join's cache is ready to serve. Strategies that must load a whole
-    /// table before serving (`cache = "full"`) set it to false until loaded; readiness
-    /// waits for it.
-    pub cache_loaded: AtomicBool,
-    /// Rows held by the join's cache, read when metrics are scraped.
-    cache_rows: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
-    /// The join's lookups: readiness, cache size and their own counters.
-    lookup: Option<Arc<LookupTable>>,
-}
-
-impl std::fmt::Debug for JoinMetrics {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JoinMetrics")
-            .field("table", &self.table)
-            .field("hits", &self.hits)
-            .field("misses", &self.misses)
-            .finish_non_exhaustive()
-    }
-}
-
-impl JoinMetrics {
-    pub fn new(table: &str) -> Self {
-        JoinMetrics {
-            table: table.to_string(),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
-            latency: Histogram::default(),
-            cache_loaded: AtomicBool::new(true),
-            cache_rows: None,
-            lookup: None,
-        }
-    }
-
-    /// Reports readiness, cache size and lookup counters of `lookup`.
-    pub fn with_lookup(mut self, lookup: Arc<LookupTable>) -> Self {
-        let cached = lookup.clone();
-        self.cache_rows = Some(Box::new(move || cached.cached_rows()));
-        self.lookup = Some(lookup);
-        self
-    }
-
-    /// Whether the join can serve lookups (a `full` cache has loaded).
-    pub fn is_loaded(&self) -> bool {
-        self.cache_loaded.load(Ordering::Relaxed)
-            && self.lookup.as_ref().is_none_or(|l| l.is_ready())
-    }
-
-    pub fn lookup_metrics(&self) -> Option<&Arc<LookupMetrics>> {
-        self.lookup.as_ref().map(|l| l.metrics())
-    }
-
-    /// Reports the cache size through `rows` (called on each scrape, never on the hot path).
-    pub fn with_cache_rows(mut self, rows: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
-        self.cache_rows = Some(Box::new(rows));
-        self
-    }
-
-    /// One fact went through the join.
-    pub fn record(&self, matched: bool, elapsed: Duration) {
-        let counter = if matched { &self.hits } else { &self.misses };
-        counter.fetch_add(1, Ordering::Relaxed);
-        self.latency.observe(elapsed);
-    }
-
-    pub fn cache_rows(&self) -> Option<u64> {
-        self.cache_rows.as_ref().map(|rows| rows())
-    }
-}
-
 /// Counters of one pipeline.
 #[derive(Debug, Default)]
 pub struct PipelineMetrics {
@@ -224,6 +149,21 @@ impl PipelineMetrics {
 
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
+    }
+
+    /// One fact went through join `join` (in `[[enrich.join]]` order): the pipeline's
+    /// hit or miss, and the join's own counters and latency. The one recorder of both
+    /// enrich paths, a poll batch and a fact on its own.
+    pub fn record_join(&self, join: usize, matched: bool, elapsed: Duration) {
+        let counter = if matched {
+            &self.join_hits
+        } else {
+            &self.join_misses
+        };
+        Self::add(counter, 1);
+        if let Some(m) = self.joins.get(join) {
+            m.record(matched, elapsed);
+        }
     }
 
     /// Share of join lookups that found a row, 0..=1 (1 when there were none).

@@ -5,10 +5,10 @@
 pub mod http;
 pub mod logging;
 pub mod metrics;
-pub mod progress;
+pub mod progress_log;
 
 pub use metrics::{
-    FaultSource, Histogram, JoinMetrics, PartitionLag, PipelineEntry, PipelineKind,
+    FaultSource, Histogram, JoinMetrics, LookupMetrics, PartitionLag, PipelineEntry, PipelineKind,
     PipelineMetrics, Registry,
 };
 

@@ -21,11 +21,12 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
 use super::cdc_partitions;
+use super::cdc_progress::{CdcProgress, CommittedPosition, PartitionId};
 use super::dead_letter::DeadLetters;
-use super::progress::{CdcProgress, CommittedPosition, PartitionId};
-use crate::codec::{CdcDecoder, Decoded, KafkaRecord, RowChange};
+use crate::codec::{CdcDecoder, Decoded};
 use crate::config::{CdcConfig, KafkaConfig};
 use crate::error::{Error, ErrorKind, Result};
+use crate::lsm::row_check::{CheckedChange, RowCheck};
 use crate::lsm::writer::TableWriter;
 use crate::observe::PipelineMetrics;
 use crate::table::Table;
@@ -57,7 +58,7 @@ pub struct ChangeBatch {
     pub partition: i32,
     pub next_offset: i64,
     pub timestamp_ms: Option<i64>,
-    pub changes: Vec<RowChange>,
+    pub changes: Vec<CheckedChange>,
 }
 
 /// A table commit and the position of every pipeline partition it covers.
@@ -218,14 +219,14 @@ impl TableSink {
     fn apply(&mut self, batch: ChangeBatch) {
         let metrics = self.metrics.get(&batch.pipeline).cloned();
         for change in batch.changes {
-            match self.writer.write(change.kind, change.row) {
+            match self.writer.write_checked(change) {
                 Ok(()) => {
                     self.pending_changes += 1;
                     if let Some(m) = &metrics {
                         PipelineMetrics::add(&m.rows_written, 1);
                     }
                 }
-                // Consumers validate rows before sending, so this is a bug guard.
+                // A row whose partition or bucket key cannot be serialized.
                 Err(e) => {
                     tracing::error!(pipeline = %batch.pipeline, error = %e, "change rejected by the table writer");
                     if let Some(m) = &metrics {
@@ -373,26 +374,20 @@ async fn sleep_until(at: Option<Instant>) {
 async fn decode_record(
     config: &CdcConfig,
     decoder: &CdcDecoder,
-    validator: &super::RowValidator,
+    check: &RowCheck,
     message: &impl Message,
-) -> Result<std::result::Result<Vec<RowChange>, String>> {
-    let record = KafkaRecord {
-        topic: message.topic(),
-        partition: message.partition(),
-        offset: message.offset(),
-        timestamp_ms: message.timestamp().to_millis(),
-        key: message.key(),
-        payload: message.payload(),
-    };
+) -> Result<std::result::Result<Vec<CheckedChange>, String>> {
+    let record = crate::kafka::record_of(message);
     let decoded = match decoder.prepare(&record).await {
         Ok(()) => decoder.decode(&record),
         Err(e) => Err(e),
     };
     Ok(match decoded {
         Ok(Decoded::Changes(changes)) => changes
-            .iter()
-            .try_for_each(|c| validator.check(c))
-            .map(|()| changes),
+            .into_iter()
+            .filter_map(|c| check.check(c.kind, c.row).transpose())
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string()),
         Ok(Decoded::Skipped(reason)) => {
             tracing::debug!(pipeline = %config.name, %reason, "record skipped");
             Ok(Vec::new())
@@ -411,15 +406,15 @@ async fn decode_record(
 async fn decode_held(
     config: &CdcConfig,
     decoder: &CdcDecoder,
-    validator: &super::RowValidator,
+    check: &RowCheck,
     message: &impl Message,
     metrics: &PipelineMetrics,
     shutdown: &mut watch::Receiver<bool>,
-) -> Option<std::result::Result<Vec<RowChange>, String>> {
+) -> Option<std::result::Result<Vec<CheckedChange>, String>> {
     let mut wait = Duration::from_millis(100);
     let mut held = false;
     loop {
-        let error = match decode_record(config, decoder, validator, message).await {
+        let error = match decode_record(config, decoder, check, message).await {
             Ok(decoded) => {
                 if held {
                     tracing::info!(pipeline = %config.name, "the held change decodes again; going on");
@@ -520,7 +515,7 @@ pub async fn run_consumer(
         metrics.clone(),
         &kafka.bootstrap_servers,
     );
-    let validator = super::RowValidator::new(&table)?;
+    let check = RowCheck::new(&table)?;
     loop {
         tokio::select! {
             message = consumer.recv() => {
@@ -546,7 +541,7 @@ pub async fn run_consumer(
                     }
                 };
                 PipelineMetrics::add(&metrics.records_in, 1);
-                let decoded = decode_held(&config, &decoder, &validator, &message, &metrics, &mut shutdown);
+                let decoded = decode_held(&config, &decoder, &check, &message, &metrics, &mut shutdown);
                 let Some(decoded) = decoded.await else { break };
                 let changes = match decoded {
                     Ok(c) => c,

@@ -28,7 +28,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
 
 use super::cdc::Offsets;
-use super::progress::CdcProgress;
+use super::cdc_progress::CdcProgress;
 use crate::config::{CdcConfig, OffsetOutOfRange, StartFrom};
 use crate::error::{Error, Result};
 use crate::kafka::{ATTEMPT_TIMEOUT, Consumer, RETRY_BACKOFF};

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::message::{Header, Message};
 use rdkafka::producer::FutureRecord;
 
 use crate::kafka::Producer;
@@ -98,16 +98,7 @@ impl DeadLetters {
         let partition = message.partition().to_string();
         let offset = message.offset().to_string();
         let original_size = truncated_from.map(|n| n.to_string());
-        let mut headers = OwnedHeaders::new();
-        if let Some(original) = message.headers() {
-            for h in original.iter() {
-                headers = headers.insert(Header {
-                    key: h.key,
-                    value: h.value,
-                });
-            }
-        }
-        let mut headers = headers
+        let mut headers = crate::kafka::copied_headers(message)
             .insert(Header {
                 key: ERROR_HEADER,
                 value: Some(reason),

@@ -10,8 +10,8 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use url::Url;
 
-use crate::config::secret::{Redactor, redact_uri};
 use crate::error::{Error, Result};
+use crate::secret::{Redactor, redact_uri};
 
 /// Where tables live.
 #[derive(Debug, Clone)]

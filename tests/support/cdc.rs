@@ -1,7 +1,9 @@
 //! A CDC pipeline on a two-column summing table (`id INT`, `v BIGINT`) and its change
 //! records, for the tests that drive `TableSink` directly.
 
+use lakejoin::lsm::row_check::RowCheck;
 use lakejoin::pipeline::cdc::ChangeBatch;
+use lakejoin::table::Table;
 use lakejoin::table::data_file::RowKind;
 use lakejoin::table::datum::Datum;
 
@@ -34,17 +36,25 @@ commit_max_rows = {commit_max_rows}
         .clone()
 }
 
-/// Record `offset` of topic `changes`: +1 on key `offset % keys`.
-pub fn change_batch(offset: i64, keys: i64) -> ChangeBatch {
+/// Record `offset` of topic `changes`: +1 on key `offset % keys` of `table`.
+pub fn change_batch(table: &Table, offset: i64, keys: i64) -> ChangeBatch {
+    plus_one(table, offset, (offset % keys) as i32)
+}
+
+/// Record `offset` of topic `changes` (partition 0): +1 on key `key` of `table`, checked
+/// as a CDC pipeline checks it.
+pub fn plus_one(table: &Table, offset: i64, key: i32) -> ChangeBatch {
+    let change = RowCheck::new(table)
+        .expect("row check")
+        .check(RowKind::Insert, vec![Datum::Int(key), Datum::BigInt(1)])
+        .expect("the table takes +1 rows")
+        .expect("an insert is never dropped");
     ChangeBatch {
         pipeline: "p".into(),
         topic: "changes".into(),
         partition: 0,
         next_offset: offset + 1,
         timestamp_ms: None,
-        changes: vec![lakejoin::codec::RowChange {
-            kind: RowKind::Insert,
-            row: vec![Datum::Int((offset % keys) as i32), Datum::BigInt(1)],
-        }],
+        changes: vec![change],
     }
 }

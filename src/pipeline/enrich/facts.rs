@@ -25,7 +25,7 @@ use crate::codec::{Fact, FactDecoder, KafkaRecord, OutputEncoder};
 use crate::config::EnrichConfig;
 use crate::error::Error;
 use crate::observe::PipelineMetrics;
-use crate::table::datum::{Datum, Row};
+use crate::table::datum::Datum;
 
 /// An output record: key (`None`: the fact's own) and payload.
 pub type Output = (Option<Vec<u8>>, Vec<u8>);
@@ -84,23 +84,12 @@ type JoinOutcome = (usize, bool, std::time::Duration);
 enum Progress<'a> {
     /// The facts it has become so far (one per match of each join so far).
     Joining(Vec<Fact<'a>>),
-    /// A dead letter, with the reason.
-    Failed(String),
+    /// A dead letter ([`FactError::Bad`], with the reason).
+    Failed(FactError),
     /// Something it depends on failed: it is finished on its own path, which holds it.
     Held,
     /// Left the batch to wait or retry.
     OnItsOwn,
-}
-
-fn record_of(message: &OwnedMessage) -> KafkaRecord<'_> {
-    KafkaRecord {
-        topic: message.topic(),
-        partition: message.partition(),
-        offset: message.offset(),
-        timestamp_ms: message.timestamp().to_millis(),
-        key: message.key(),
-        payload: message.payload(),
-    }
 }
 
 impl Enricher {
@@ -111,7 +100,7 @@ impl Enricher {
         let mut held = false;
         let result = loop {
             let result = enrich_one(
-                &record_of(&message),
+                &crate::kafka::record_of(&message),
                 &self.decoder,
                 &self.joins,
                 &self.encoder,
@@ -159,7 +148,7 @@ impl Enricher {
     pub async fn enrich_batch(self: Arc<Self>, messages: Vec<OwnedMessage>) -> BatchOutcome {
         let mut progress = Vec::with_capacity(messages.len());
         for message in &messages {
-            let record = record_of(message);
+            let record = crate::kafka::record_of(message);
             let decoded = match self.decoder.prepare(&record).await {
                 Ok(()) => self.decoder.decode(&record),
                 Err(e) => Err(e),
@@ -169,7 +158,7 @@ impl Enricher {
                 // A tombstone carries no fact.
                 Ok(None) => Progress::Joining(Vec::new()),
                 Err(e) if e.is_transient() => Progress::Held,
-                Err(e) => Progress::Failed(e.to_string()),
+                Err(e) => Progress::Failed(FactError::Bad(e.to_string())),
             });
         }
         // Per fact: (join, matched, its share of the batch's lookup time), counted once
@@ -186,19 +175,11 @@ impl Enricher {
             .map(|(state, matched)| match state {
                 Progress::Joining(facts) => {
                     for (j, hit, took) in matched {
-                        let counter = if hit {
-                            &self.metrics.join_hits
-                        } else {
-                            &self.metrics.join_misses
-                        };
-                        PipelineMetrics::add(counter, 1);
-                        if let Some(m) = self.metrics.joins.get(j) {
-                            m.record(hit, took);
-                        }
+                        self.metrics.record_join(j, hit, took);
                     }
-                    Some(encode_all(&facts, &self.encoder, &self.config).map_err(FactError::Bad))
+                    Some(encode_all(&facts, &self.encoder, &self.config))
                 }
-                Progress::Failed(reason) => Some(Err(FactError::Bad(reason))),
+                Progress::Failed(e) => Some(Err(e)),
                 Progress::OnItsOwn | Progress::Held => None,
             })
             .collect();
@@ -260,7 +241,8 @@ impl Enricher {
             }
         }
         let started = Instant::now();
-        let rows = match self.find_all(join, &keys).await {
+        let key_refs: Vec<Option<&[Datum]>> = keys.iter().map(|(_, k)| k.as_deref()).collect();
+        let rows = match join.find_many(&key_refs).await {
             Ok(rows) => rows,
             // The lookup failed, not the facts: each is held on its own path.
             Err(_) => {
@@ -310,33 +292,6 @@ impl Enricher {
             };
         }
     }
-
-    /// The matching rows of every key, in order.
-    async fn find_all(
-        &self,
-        join: &Join,
-        keys: &[(usize, Option<Vec<Datum>>)],
-    ) -> crate::error::Result<Vec<Vec<Arc<Row>>>> {
-        if !join.lookup().by_primary_key() {
-            let mut out = Vec::with_capacity(keys.len());
-            for (_, key) in keys {
-                out.push(match key {
-                    Some(key) => join.find(key).await?,
-                    None => Vec::new(),
-                });
-            }
-            return Ok(out);
-        }
-        let present: Vec<&[Datum]> = keys.iter().filter_map(|(_, k)| k.as_deref()).collect();
-        let mut found = join.lookup().get_many(&present).await?.into_iter();
-        Ok(keys
-            .iter()
-            .map(|(_, key)| match key {
-                Some(_) => found.next().flatten().into_iter().collect(),
-                None => Vec::new(),
-            })
-            .collect())
-    }
 }
 
 /// Decodes and joins one fact on its own: the records to produce (none when an INNER
@@ -372,13 +327,11 @@ pub async fn enrich_one(
             let matched = join
                 .apply(fact, record.timestamp_ms, metrics, &mut joined)
                 .await?;
-            if let Some(m) = metrics.joins.get(i) {
-                m.record(matched, started.elapsed());
-            }
+            metrics.record_join(i, matched, started.elapsed());
         }
         facts = joined;
     }
-    encode_all(&facts, encoder, config).map_err(FactError::Bad)
+    encode_all(&facts, encoder, config)
 }
 
 /// The output records of a fact's joined forms.
@@ -386,18 +339,23 @@ fn encode_all(
     facts: &[Fact<'_>],
     encoder: &OutputEncoder,
     config: &EnrichConfig,
-) -> std::result::Result<Vec<Output>, String> {
+) -> std::result::Result<Vec<Output>, FactError> {
     facts
         .iter()
         .map(|fact| {
             let key = match &config.output.key {
-                Some(path) => fact.get(path)?.map(|v| match v.as_ref() {
-                    Value::String(s) => s.clone().into_bytes(),
-                    other => other.to_string().into_bytes(),
-                }),
+                Some(path) => fact
+                    .get(path)
+                    .map_err(|e| FactError::Bad(e.to_string()))?
+                    .map(|v| match v.as_ref() {
+                        Value::String(s) => s.clone().into_bytes(),
+                        other => other.to_string().into_bytes(),
+                    }),
                 None => None,
             };
-            let payload = fact.encode(encoder).map_err(|e| e.to_string())?;
+            let payload = fact
+                .encode(encoder)
+                .map_err(|e| FactError::Bad(e.to_string()))?;
             Ok((key, payload))
         })
         .collect()
@@ -418,6 +376,7 @@ mod tests {
     use crate::pipeline::enrich::JoinPlan;
     use crate::table::Warehouse;
     use crate::table::data_file::RowKind;
+    use crate::table::datum::Row;
 
     /// Two joins: customers by primary key (LEFT), then the customer's country's
     /// stores by a non-key column (INNER, several matches), as a pipeline builds them.

@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::super::progress::CdcProgress;
 use super::facts::FactError;
 use crate::codec::Fact;
 use crate::config::{JoinConfig, JoinKind};
 use crate::error::{Error, Result};
-use crate::lookup::{LookupMetrics, LookupTable};
+use crate::lookup::LookupTable;
+use crate::observe::LookupMetrics;
 use crate::observe::PipelineMetrics;
+use crate::pipeline::cdc_progress::CdcProgress;
 use crate::table::datum::{Datum, Row, datum_from_json, datum_to_json};
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
@@ -113,20 +114,18 @@ impl Join {
 
     /// The lookup key of a fact: `Ok(None)` when a key field is missing or null; `Err`
     /// when present but not convertible (a bad record).
-    pub fn key(&self, fact: &Fact<'_>) -> std::result::Result<Option<Vec<Datum>>, String> {
+    pub fn key(&self, fact: &Fact<'_>) -> std::result::Result<Option<Vec<Datum>>, FactError> {
         let mut key = Vec::with_capacity(self.key_fields.len());
         for (field, ty) in &self.key_fields {
             match fact
                 .get(field)
-                .map_err(|e| format!("join on {}: {e}", self.table_name))?
+                .map_err(|e| FactError::Bad(format!("join on {}: {e}", self.table_name)))?
                 .as_deref()
             {
                 None | Some(Value::Null) => return Ok(None),
-                Some(v) => {
-                    key.push(datum_from_json(v, ty).map_err(|e| {
-                        format!("join on {}: field `{field}`: {e}", self.table_name)
-                    })?)
-                }
+                Some(v) => key.push(datum_from_json(v, ty).map_err(|e| {
+                    FactError::Bad(format!("join on {}: field `{field}`: {e}", self.table_name))
+                })?),
             }
         }
         Ok(Some(key))
@@ -144,7 +143,8 @@ impl Join {
     }
 
     /// Joins `fact` on its own, waiting for CDC and retrying misses as configured, and
-    /// pushes the result to `out` (see [`Join::emit`]). Returns whether a row matched.
+    /// pushes the result to `out` (see [`Join::emit`]). Returns whether a row matched
+    /// (the caller records it, `PipelineMetrics::record_join`).
     /// `timestamp_ms` is the fact's Kafka timestamp, which `wait_for_cdc` compares with
     /// the CDC progress.
     pub async fn apply<'a>(
@@ -155,7 +155,7 @@ impl Join {
         out: &mut Vec<Fact<'a>>,
     ) -> std::result::Result<bool, FactError> {
         let join_metrics = self.lookup.metrics();
-        let rows: Vec<Arc<Row>> = match self.key(&fact).map_err(FactError::Bad)? {
+        let rows: Vec<Arc<Row>> = match self.key(&fact)? {
             None => Vec::new(),
             Some(key) => {
                 if let (Some((progress, max_wait)), Some(ts)) = (&self.wait, timestamp_ms)
@@ -182,14 +182,7 @@ impl Join {
                 rows
             }
         };
-        let matched = self.emit(fact, &rows, out).map_err(FactError::Bad)?;
-        let counter = if matched {
-            &metrics.join_hits
-        } else {
-            &metrics.join_misses
-        };
-        PipelineMetrics::add(counter, 1);
-        Ok(matched)
+        self.emit(fact, &rows, out)
     }
 
     /// Pushes the joined facts to `out`: one per matching row (a join by primary key
@@ -201,7 +194,7 @@ impl Join {
         fact: Fact<'a>,
         rows: &[Arc<Row>],
         out: &mut Vec<Fact<'a>>,
-    ) -> std::result::Result<bool, String> {
+    ) -> std::result::Result<bool, FactError> {
         let Some((last, others)) = rows.split_last() else {
             if self.kind == JoinKind::Left {
                 out.push(self.with_columns(fact, None)?);
@@ -215,16 +208,47 @@ impl Join {
         Ok(true)
     }
 
-    /// The matching rows (projected): at most one by primary key, any number otherwise.
-    /// An error is the lookup's (the table's store, a local file), never the fact's.
-    pub async fn find(&self, key: &[Datum]) -> Result<Vec<Arc<Row>>> {
-        if self.lookup.by_primary_key() {
-            let row = self.lookup.get(key).await?;
-            Ok(row.into_iter().collect())
-        } else {
-            let rows = self.lookup.get_all(key)?;
-            Ok(rows.into_iter().map(Arc::new).collect())
+    /// The matching rows (projected) of each key, in order: at most one by primary key,
+    /// any number otherwise; none for a `None` key (a missing or null key field). The one
+    /// lookup of a join, for a poll batch of facts and for a fact on its own alike. An
+    /// error is the lookup's (the table's store, a local file), never the facts'.
+    pub async fn find_many(&self, keys: &[Option<&[Datum]>]) -> Result<Vec<Vec<Arc<Row>>>> {
+        if !self.lookup.by_primary_key() {
+            return keys
+                .iter()
+                .map(|key| match key {
+                    Some(key) => Ok(self
+                        .lookup
+                        .get_all(key)?
+                        .into_iter()
+                        .map(Arc::new)
+                        .collect()),
+                    None => Ok(Vec::new()),
+                })
+                .collect();
         }
+        if let [Some(key)] = keys {
+            // A fact on its own: no batch to build.
+            return Ok(vec![self.lookup.get(key).await?.into_iter().collect()]);
+        }
+        let present: Vec<&[Datum]> = keys.iter().flatten().copied().collect();
+        let mut found = self.lookup.get_many(&present).await?.into_iter();
+        Ok(keys
+            .iter()
+            .map(|key| match key {
+                Some(_) => found.next().flatten().into_iter().collect(),
+                None => Vec::new(),
+            })
+            .collect())
+    }
+
+    /// [`Self::find_many`] of one key.
+    async fn find(&self, key: &[Datum]) -> Result<Vec<Arc<Row>>> {
+        Ok(self
+            .find_many(&[Some(key)])
+            .await?
+            .pop()
+            .unwrap_or_default())
     }
 
     /// The fact with the joined columns added (nulls without a row).
@@ -232,13 +256,13 @@ impl Join {
         &self,
         mut fact: Fact<'a>,
         row: Option<&Arc<Row>>,
-    ) -> std::result::Result<Fact<'a>, String> {
+    ) -> std::result::Result<Fact<'a>, FactError> {
         for (i, (name, ty)) in self.outputs.iter().enumerate() {
             let value = row
                 .and_then(|r| r.get(i))
                 .map_or(Value::Null, |d| datum_to_json(d, ty));
             fact.insert(name, value)
-                .map_err(|e| format!("join on {}: {e}", self.table_name))?;
+                .map_err(|e| FactError::Bad(format!("join on {}: {e}", self.table_name)))?;
         }
         Ok(fact)
     }

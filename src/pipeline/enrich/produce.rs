@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders, OwnedMessage};
+use rdkafka::message::{Message, OwnedMessage};
 use rdkafka::producer::{DeliveryFuture, FutureRecord};
 
 use super::facts::Output;
@@ -145,15 +145,7 @@ async fn produce(
     payload: &[u8],
 ) -> Result<DeliveryFuture, Refused> {
     loop {
-        let mut headers = OwnedHeaders::new();
-        if let Some(original) = message.headers() {
-            for h in original.iter() {
-                headers = headers.insert(Header {
-                    key: h.key,
-                    value: h.value,
-                });
-            }
-        }
+        let headers = crate::kafka::copied_headers(message);
         let mut out: FutureRecord<'_, [u8], [u8]> =
             FutureRecord::to(topic).payload(payload).headers(headers);
         if let Some(k) = key {

@@ -7,6 +7,9 @@
 //! that may carry credentials is a [`SecretUri`], whose Debug output masks them; messages
 //! that may quote a value (config parse errors, librdkafka errors and log lines, URI
 //! errors) go through [`Redactor::redact`] or [`redact_uri`].
+//!
+//! A leaf module: config, codec, kafka and table all mask secrets, and the lower layers
+//! must not import `config` to do it.
 
 use std::fmt;
 

@@ -1,0 +1,177 @@
+//! The lookups of one joined table, and how they follow it: [`TableLookups`] owns the
+//! point lookups its joins share and moves them, and every join's cache, from snapshot
+//! to snapshot. Two loops drive the moves: [`TableLookups::follow_commits`] applies this
+//! process's own commits as soon as they are published (so `wait_for_cdc` joins see
+//! them at once), and [`TableLookups::poll`] picks up other writers' snapshots every
+//! `refresh_interval` and newer `max_pt()` partitions every `partition_refresh_interval`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::{ChangedKeys, LookupTable, SnapshotDelta, changed_keys};
+use crate::error::Result;
+use crate::lsm::lookup::PointLookup;
+
+/// Longest wait between attempts of a refresh that keeps failing after a commit.
+const MAX_REFRESH_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The joins on one table and the point lookups they share.
+pub struct TableLookups {
+    point: Arc<PointLookup>,
+    joins: Vec<Arc<LookupTable>>,
+    /// One refresh at a time: each applies the delta from where the previous one ended.
+    /// Holds whether the caches are behind the point lookups: a refresh moved those to a
+    /// newer snapshot, then failed before every cache applied the change (a read of the
+    /// new files failed). The next refresh then reloads the caches, since that delta is
+    /// gone.
+    refreshing: tokio::sync::Mutex<bool>,
+}
+
+impl TableLookups {
+    pub fn new(point: Arc<PointLookup>, joins: Vec<Arc<LookupTable>>) -> Self {
+        TableLookups {
+            point,
+            joins,
+            refreshing: tokio::sync::Mutex::new(false),
+        }
+    }
+
+    pub fn joins(&self) -> &[Arc<LookupTable>] {
+        &self.joins
+    }
+
+    /// Loads the `full` caches (in the background at start; the joins report ready when
+    /// done).
+    pub async fn load(&self) -> Result<()> {
+        let _one_at_a_time = self.refreshing.lock().await;
+        for join in &self.joins {
+            join.load_full().await?;
+        }
+        Ok(())
+    }
+
+    /// Moves to the table's latest snapshot and updates every join's cache from the
+    /// rows that changed. Returns whether the snapshot moved.
+    pub async fn refresh(&self) -> Result<bool> {
+        let mut caches_behind = self.refreshing.lock().await;
+        let started = Instant::now();
+        let mut delta = match self.point.refresh().await? {
+            Some(delta) => delta,
+            None if *caches_behind => {
+                let at = self.point.snapshot_id();
+                SnapshotDelta {
+                    from: at,
+                    to: at,
+                    commit_time_millis: None,
+                    changed_files: Vec::new(),
+                    deletions: Default::default(),
+                    reload: true,
+                }
+            }
+            None => return Ok(false),
+        };
+        // Cleared once every cache applied this delta; an error below leaves it set.
+        delta.reload |= *caches_behind;
+        *caches_behind = true;
+        let changed = if delta.reload || delta.changed_files.is_empty() {
+            ChangedKeys::default()
+        } else {
+            changed_keys(self.point.table(), &delta.changed_files, &delta.deletions).await?
+        };
+        for join in &self.joins {
+            join.apply(&delta, &changed).await?;
+        }
+        *caches_behind = false;
+        tracing::debug!(
+            table = %self.point.table().identifier(),
+            snapshot = ?delta.to,
+            changed_keys = changed.keys.len(),
+            reload = delta.reload,
+            took_ms = started.elapsed().as_millis() as u64,
+            "lookups refreshed"
+        );
+        Ok(true)
+    }
+
+    /// Moves `max_pt()` joins to the newest partition of the snapshot they read (a
+    /// `full` cache reloads). Runs on its own interval, not on every refresh: a partition
+    /// that just appeared is usually still filling, and joining against it early would
+    /// miss.
+    pub async fn refresh_partitions(&self) -> Result<()> {
+        let _one_at_a_time = self.refreshing.lock().await;
+        for join in &self.joins {
+            if join.select_newest_partition()? {
+                join.load_full().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies each commit `commits` announces, then calls `visible` with it: from then
+    /// on every join of this table reads it. A refresh that fails (the store blinked) is
+    /// tried again with backoff (100 ms doubling to 30 s), never skipped: until it
+    /// succeeds the joins read the snapshot before, and `visible` is not called, so
+    /// `wait_for_cdc` joins wait (up to `max_wait`) rather than see the commit early.
+    /// Returns when `commits` closes or `stop` fires.
+    pub async fn follow_commits<T: Clone>(
+        &self,
+        mut commits: watch::Receiver<T>,
+        mut visible: impl FnMut(T),
+        mut stop: watch::Receiver<bool>,
+    ) {
+        loop {
+            tokio::select! {
+                changed = commits.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let commit = commits.borrow_and_update().clone();
+                    let mut wait = Duration::from_millis(100);
+                    while let Err(e) = self.refresh().await {
+                        tracing::warn!(table = %self.point.table().identifier(), error = %e,
+                            retry_in = ?wait, "lookup refresh after a commit failed; trying again");
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = stop.changed() => return,
+                        }
+                        wait = (wait * 2).min(MAX_REFRESH_BACKOFF);
+                    }
+                    visible(commit);
+                }
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Refreshes every `refresh_interval` (snapshots of other writers), and moves
+    /// `max_pt()` joins to a newer partition every `partition_interval` when set. A
+    /// failure is logged and the next tick tries again. Returns when `stop` fires.
+    pub async fn poll(
+        &self,
+        refresh_interval: Duration,
+        partition_interval: Option<Duration>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let table = self.point.table().identifier().to_string();
+        let mut refresh_tick = tokio::time::interval(refresh_interval);
+        let mut partition_tick =
+            tokio::time::interval(partition_interval.unwrap_or(Duration::from_secs(3600)));
+        loop {
+            tokio::select! {
+                _ = refresh_tick.tick() => {
+                    if let Err(e) = self.refresh().await {
+                        tracing::warn!(%table, error = %e, "lookup refresh failed; retrying later");
+                    }
+                }
+                _ = partition_tick.tick(), if partition_interval.is_some() => {
+                    if let Err(e) = self.refresh_partitions().await {
+                        tracing::warn!(%table, error = %e, "partition refresh failed; retrying later");
+                    }
+                }
+                _ = stop.changed() => return,
+            }
+        }
+    }
+}

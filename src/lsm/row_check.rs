@@ -1,0 +1,224 @@
+//! What a table accepts, checked once per change: arity, nullability and each value's
+//! type, timestamps its Parquet unit can hold, the `rowkind.field` column, and the merge
+//! engine's admission of retractions.
+//!
+//! The check happens where a change enters: a CDC pipeline checks each decoded change
+//! before it is queued, so that a bad record is dead-lettered by its pipeline instead of
+//! failing the table's writer, and the writer takes only [`CheckedChange`]s, which nothing
+//! but [`RowCheck::check`] makes. Callers holding plain rows (`lakejoin table write`,
+//! tests) go through [`TableWriter::write`](super::writer::TableWriter::write), which
+//! checks with the same code.
+
+use std::sync::Arc;
+
+use super::merge::{Admission, MergeEngine};
+use crate::error::Result;
+use crate::table::Table;
+use crate::table::data_file::RowKind;
+use crate::table::datum::{Datum, Row, format_timestamp, timestamp_out_of_range};
+use crate::table::schema::TableSchema;
+use crate::table::types::DataType;
+
+/// Why a table does not take a change: the dead-letter reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RowRejected(String);
+
+/// A change the table takes, as the writer applies it: the kind resolved from
+/// `rowkind.field` when the table sets it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedChange {
+    kind: RowKind,
+    row: Row,
+}
+
+impl CheckedChange {
+    pub fn kind(&self) -> RowKind {
+        self.kind
+    }
+
+    pub fn row(&self) -> &Row {
+        &self.row
+    }
+
+    pub(super) fn into_parts(self) -> (RowKind, Row) {
+        (self.kind, self.row)
+    }
+}
+
+/// The checks of one table's schema and merge engine.
+#[derive(Debug, Clone)]
+pub struct RowCheck {
+    schema: Arc<TableSchema>,
+    engine: MergeEngine,
+    /// `rowkind.field`: the kind the writer applies comes from this column.
+    row_kind_column: Option<usize>,
+}
+
+impl RowCheck {
+    pub fn new(table: &Table) -> Result<Self> {
+        Ok(RowCheck {
+            schema: table.schema().clone(),
+            engine: MergeEngine::new(table.schema(), table.options())?,
+            row_kind_column: row_kind_column(table.schema()),
+        })
+    }
+
+    /// The change as the writer applies it; `Ok(None)` when the table drops it (a
+    /// retraction with `ignore-delete`); `Err` with the reason when the table rejects it.
+    pub fn check(
+        &self,
+        kind: RowKind,
+        row: Row,
+    ) -> std::result::Result<Option<CheckedChange>, RowRejected> {
+        check_row(&self.schema, &row).map_err(RowRejected)?;
+        let kind =
+            row_kind_of(&self.schema, self.row_kind_column, kind, &row).map_err(RowRejected)?;
+        match self.engine.admit(kind).map_err(RowRejected)? {
+            Admission::Keep => Ok(Some(CheckedChange { kind, row })),
+            Admission::Drop => Ok(None),
+        }
+    }
+}
+
+/// The column `rowkind.field` names, if the table sets it.
+fn row_kind_column(schema: &TableSchema) -> Option<usize> {
+    schema
+        .options
+        .get("rowkind.field")
+        .and_then(|f| schema.field_index(f.trim()))
+}
+
+/// The kind a change is applied as: with `rowkind.field`, the kind its column holds
+/// (Paimon's writers take it from there); the decoder's `kind` otherwise, or when the
+/// column is null. `Err` with the reason for a value that is no row kind.
+fn row_kind_of(
+    schema: &TableSchema,
+    row_kind_column: Option<usize>,
+    kind: RowKind,
+    row: &[Datum],
+) -> std::result::Result<RowKind, String> {
+    match row_kind_column.and_then(|i| Some((i, row.get(i)?))) {
+        Some((i, Datum::String(s))) => RowKind::parse(s).ok_or_else(|| {
+            format!(
+                "column `{}` (rowkind.field) must be +I, -U, +U or -D, got {s:?}",
+                schema.fields[i].name
+            )
+        }),
+        _ => Ok(kind),
+    }
+}
+
+/// Checks arity, nullability and that each datum has its column's type.
+fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<(), String> {
+    if row.len() != schema.fields.len() {
+        return Err(format!(
+            "row has {} values, table {} columns",
+            row.len(),
+            schema.fields.len()
+        ));
+    }
+    let mut problems = Vec::new();
+    for (field, value) in schema.fields.iter().zip(row) {
+        // A timestamp the column's Parquet unit cannot hold (a millisecond value from a
+        // message beyond i64 microseconds or nanoseconds).
+        if let (Datum::Timestamp(ts), DataType::Timestamp(p) | DataType::TimestampLtz(p)) =
+            (value, field.data_type)
+            && !ts.fits_precision(p)
+        {
+            problems.push(format!(
+                "column `{}`: {}",
+                field.name,
+                timestamp_out_of_range(format_timestamp(*ts), &field.data_type)
+            ));
+            continue;
+        }
+        let ok = match (value, field.data_type) {
+            (Datum::Null, _) => {
+                if !field.nullable {
+                    problems.push(format!(
+                        "column `{}` is NOT NULL but the value is null",
+                        field.name
+                    ));
+                }
+                true
+            }
+            (Datum::Boolean(_), DataType::Boolean)
+            | (Datum::TinyInt(_), DataType::TinyInt)
+            | (Datum::SmallInt(_), DataType::SmallInt)
+            | (Datum::Int(_), DataType::Int)
+            | (Datum::BigInt(_), DataType::BigInt)
+            | (Datum::Float(_), DataType::Float)
+            | (Datum::Double(_), DataType::Double)
+            | (Datum::Decimal(_), DataType::Decimal { .. })
+            | (Datum::String(_), DataType::Char(_) | DataType::Varchar(_))
+            | (Datum::Bytes(_), DataType::Binary(_) | DataType::Varbinary(_))
+            | (Datum::Date(_), DataType::Date)
+            | (Datum::Timestamp(_), DataType::Timestamp(_) | DataType::TimestampLtz(_)) => true,
+            _ => false,
+        };
+        if !ok {
+            problems.push(format!(
+                "column `{}` of type {} cannot hold {value:?}",
+                field.name, field.data_type
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::table::datum::Timestamp;
+
+    fn table_with(ty: &str) -> TableSchema {
+        let (data_type, _) = DataType::parse(ty).unwrap();
+        TableSchema::new(
+            vec![
+                ("id".into(), DataType::Int, false),
+                ("t".into(), data_type, true),
+            ],
+            vec![],
+            vec!["id".into()],
+            BTreeMap::new(),
+        )
+        .unwrap()
+    }
+
+    fn ts_row(millis: i64, nanos_of_milli: u32) -> Row {
+        vec![
+            Datum::Int(1),
+            Datum::Timestamp(Timestamp {
+                millis,
+                nanos_of_milli,
+            }),
+        ]
+    }
+
+    #[test]
+    fn a_timestamp_its_column_cannot_store_is_rejected() {
+        // i64 microseconds for precisions 4..=6, i64 nanoseconds for 7..=9; milliseconds
+        // (0..=3) hold any i64.
+        let micros = table_with("TIMESTAMP(6)");
+        assert!(check_row(&micros, &ts_row(i64::MAX / 1000, 807_999)).is_ok());
+        let err = check_row(&micros, &ts_row(i64::MAX / 1000, 808_000)).unwrap_err();
+        assert!(
+            err.contains("column `t`") && err.contains("out of range"),
+            "{err}"
+        );
+        assert!(check_row(&micros, &ts_row(i64::MIN / 1000 - 1, 0)).is_err());
+        let nanos = table_with("TIMESTAMP(9)");
+        assert!(check_row(&nanos, &ts_row(i64::MAX / 1_000_000, 0)).is_ok());
+        assert!(check_row(&nanos, &ts_row(i64::MAX / 1_000_000 + 1, 0)).is_err());
+        let millis = table_with("TIMESTAMP_LTZ(3)");
+        assert!(check_row(&millis, &ts_row(i64::MAX, 0)).is_ok());
+        assert!(check_row(&millis, &ts_row(i64::MIN, 0)).is_ok());
+    }
+}

@@ -3,7 +3,7 @@
 //! Every test drives the real `lakejoin` binary and pypaimon 2.1.0 (through
 //! `integration-tests/py/oracle.py`) on the same table directory and checks both readers
 //! against each other and against an in-test model. The tests T1–T8 port the round-trip
-//! checks of the format document (§11.3).
+//! checks of the early format study; docs/format.md §13 lists them.
 
 #[path = "support/mod.rs"]
 mod support;

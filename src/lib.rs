@@ -1,5 +1,9 @@
 //! lakejoin: CDC topics into Apache Paimon primary-key tables, and lookup-join enrichment
 //! of fact topics against those tables, in one process beside Kafka.
+//!
+//! What [`table`] and [`lsm`] implement of the Paimon table format (file layouts, bytes,
+//! the commit protocol, and where lakejoin differs from Java Paimon) is written down in
+//! `docs/format.md`, whose section numbers the module docs cite.
 
 // Library code returns errors; only tests may unwrap, expect or panic.
 #![cfg_attr(

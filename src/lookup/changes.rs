@@ -52,7 +52,7 @@ pub async fn changed_keys(
                 kind,
                 mut row,
             } = kv;
-            // Partition values come from the manifest, not the file (format doc §7.1).
+            // Partition values come from the manifest, not the file (docs/format.md §7.1).
             for (&i, v) in partition_indices.iter().zip(&partition) {
                 row[i] = v.clone();
             }

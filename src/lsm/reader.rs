@@ -1,4 +1,4 @@
-//! Merge-on-read scan (format doc §8.1): live files of a snapshot, pruned by partition,
+//! Merge-on-read scan (docs/format.md §8.1): live files of a snapshot, pruned by partition,
 //! bucket and key statistics, grouped by bucket, merged per key with the engine.
 
 use std::cmp::Ordering;
@@ -161,7 +161,7 @@ async fn read_bucket(
             continue;
         }
         let mut row = kv.row;
-        // Partition values come from the manifest, not the file (format doc §7.1).
+        // Partition values come from the manifest, not the file (docs/format.md §7.1).
         for (&i, v) in partition_indices.iter().zip(&partition) {
             row[i] = v.clone();
         }

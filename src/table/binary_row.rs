@@ -1,5 +1,5 @@
 //! Paimon's BinaryRow memory image: partitions, min/max keys and stats rows in manifests,
-//! and the bytes hashed for bucket assignment (format doc §5).
+//! and the bytes hashed for bucket assignment (docs/format.md §5).
 //!
 //! Layout of a row with `n` fields (all numbers little-endian):
 //! a null-bit area of [`null_bits_width`] bytes (byte 0 is the RowKind, the null bit of
@@ -438,7 +438,7 @@ fn write_field(
     let slot = match (ty, value) {
         (_, Datum::Null) => {
             // pypaimon's image: null bit, zero slot, nothing reserved (Java reserves
-            // variable-part bytes for non-compact DECIMAL/TIMESTAMP; see format doc §5).
+            // variable-part bytes for non-compact DECIMAL/TIMESTAMP; see docs/format.md §5).
             let bit = pos + HEADER_BITS;
             if let Some(b) = out.get_mut(base + bit / 8) {
                 *b |= 1 << (bit % 8);

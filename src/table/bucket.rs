@@ -1,4 +1,4 @@
-//! Fixed-bucket assignment (format doc §6.1): the BinaryRow image of the bucket-key values
+//! Fixed-bucket assignment (docs/format.md §6.1): the BinaryRow image of the bucket-key values
 //! is hashed with Paimon's word-wise MurmurHash3 and reduced modulo the bucket count.
 
 use std::cell::RefCell;

@@ -1,4 +1,4 @@
-//! Publishing a commit (format doc §9): manifests, manifest lists, then `snapshot-N`
+//! Publishing a commit (docs/format.md §9): manifests, manifest lists, then `snapshot-N`
 //! written create-if-absent; a lost race is retried on top of the new latest snapshot.
 
 use std::cmp::Ordering;

@@ -1,4 +1,4 @@
-//! Data files of a primary-key table (format doc §7): Parquet with the columns
+//! Data files of a primary-key table (docs/format.md §7): Parquet with the columns
 //! `_KEY_<k>…`, `_SEQUENCE_NUMBER`, `_VALUE_KIND`, then every table column.
 
 use std::collections::HashMap;

@@ -1,6 +1,6 @@
 //! Manifest files (`manifest-*`, one [`ManifestEntry`] per data-file change) and manifest
 //! lists (`manifest-list-*`, one [`ManifestFileMeta`] per manifest file): pure Avro
-//! encode/decode, no I/O. See `docs/paimon-format.md` §4.
+//! encode/decode, no I/O. See `docs/format.md` §4.
 //!
 //! **Writing** follows Java Paimon 1.4's layout exactly (a golden test compares the writer
 //! schemas with files Java wrote): a plain top-level record (Java ≤ 0.8 wrapped it in a

@@ -414,7 +414,7 @@ fn raw_part(segment: &str) -> object_store::path::PathPart<'_> {
         .unwrap_or_else(|_| object_store::path::PathPart::from(segment))
 }
 
-/// Applies ADD/DELETE cancellation (format doc §4.1): the ADD entries whose identity no
+/// Applies ADD/DELETE cancellation (docs/format.md §4.1): the ADD entries whose identity no
 /// DELETE entry names, in their original order.
 pub fn live_entries(entries: Vec<ManifestEntry>) -> Vec<ManifestEntry> {
     let deleted: HashSet<_> = entries

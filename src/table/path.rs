@@ -1,4 +1,4 @@
-//! Partition and bucket directory names (format doc §1.1), as Java's `PartitionPathUtils`
+//! Partition and bucket directory names (docs/format.md §1.1), as Java's `PartitionPathUtils`
 //! and pypaimon compute them with the default `partition.legacy-name=true`.
 //!
 //! Readers never store these paths: they recompute them from the `_PARTITION` row, so a

@@ -1,4 +1,4 @@
-//! Schema files `schema/schema-<id>` (format doc §2).
+//! Schema files `schema/schema-<id>` (docs/format.md §2).
 
 use std::collections::BTreeMap;
 
@@ -149,7 +149,7 @@ impl TableSchema {
             });
         }
         let mut options = file.options;
-        // Schema versions <= 1 without `bucket` imply one bucket (format doc §2).
+        // Schema versions <= 1 without `bucket` imply one bucket (docs/format.md §2).
         if file.version.unwrap_or(1) <= 1 && !options.contains_key("bucket") {
             options.insert("bucket".into(), "1".into());
         }

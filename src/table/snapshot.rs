@@ -1,4 +1,4 @@
-//! Snapshot files `snapshot/snapshot-<id>` (format doc §3).
+//! Snapshot files `snapshot/snapshot-<id>` (docs/format.md §3).
 
 use std::collections::BTreeMap;
 
@@ -19,7 +19,7 @@ pub enum CommitKind {
 /// `commitIdentifier` of batch (one-shot) commits, as Java and pypaimon write it.
 pub const BATCH_COMMIT_IDENTIFIER: i64 = i64::MAX;
 
-/// One snapshot of a table. Field names and meaning as in the format doc.
+/// One snapshot of a table. Field names and meaning as in docs/format.md §3.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {

@@ -1,4 +1,4 @@
-//! Merge engines (format doc §8.2): how the versions of one primary key fold into one
+//! Merge engines (docs/format.md §8.2): how the versions of one primary key fold into one
 //! row. The same code folds a write buffer at flush time and merges files on read, as in
 //! Paimon, so both always agree.
 
@@ -278,8 +278,8 @@ fn fill_not_null(row: &mut [Datum], values: &[Datum], nullable: &[bool]) {
 }
 
 /// Sorts changes by (key, sequence order) and reduces each key's run with the engine
-/// ([`MergeEngine::reduce`]), so the result holds one row per key in key order (format
-/// doc §7.3).
+/// ([`MergeEngine::reduce`]), so the result holds one row per key in key order
+/// (docs/format.md §7.3).
 pub fn sort_and_fold(
     mut rows: Vec<KeyValue>,
     key_indices: &[usize],

@@ -1,4 +1,4 @@
-//! Index manifests (`manifest/index-manifest-*`, format doc §4.3): the full list of a
+//! Index manifests (`manifest/index-manifest-*`, docs/format.md §4.3): the full list of a
 //! table's index files (HASH indexes of dynamic buckets, deletion vectors). lakejoin
 //! carries a snapshot's index manifest forward, reads the deletion vectors it lists when
 //! it reads the data files they apply to, and checks that the files it names exist

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use super::avro::{self, BlockCodec, ContainerWriter, put_bytes, put_long};
 use super::*;
 
-/// Serialized row holding one INT (the BinaryRow layout of the format doc §5.1).
+/// Serialized row holding one INT (the BinaryRow layout of the docs/format.md §5.1).
 fn int_row(v: i32) -> Vec<u8> {
     let mut row = vec![0, 0, 0, 1];
     row.extend_from_slice(&[0; 8]);

@@ -110,6 +110,12 @@ check_format() {
     cargo fmt --all --check
 }
 
+# The crate docs draw the architecture; a broken link in them is an error.
+check_docs() {
+    log "cargo doc --no-deps (warnings are errors)"
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+}
+
 check_lints() {
     log "cargo clippy --all-targets -- -D warnings"
     cargo clippy --all-targets -- -D warnings
@@ -134,6 +140,7 @@ main() {
     ensure_strace
     check_format
     check_lints
+    check_docs
     ensure_broker
     run_tests
     log "All checks passed"

@@ -65,7 +65,7 @@ impl ClientLog {
         }
     }
 
-    /// The client's current fault (reported within [`FAULT_WINDOW`]), if any.
+    /// The client's current fault (reported within `FAULT_WINDOW`), if any.
     pub fn fault(&self) -> Option<String> {
         let fault = self.fault.lock().unwrap_or_else(|e| e.into_inner());
         fault

@@ -1,6 +1,6 @@
 //! Observability of `lakejoin run`: pipeline metrics and their Prometheus exposition
 //! ([`metrics`]), the HTTP endpoint with `/metrics` and health checks ([`http`]), log
-//! setup ([`logging`]) and periodic progress lines ([`progress`]).
+//! setup ([`logging`]) and periodic progress lines ([`progress_log`]).
 
 pub mod http;
 pub mod logging;

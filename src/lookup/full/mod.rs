@@ -1,11 +1,11 @@
 //! The `full` lookup cache: a whole primary-key table in memory, compactly.
 //!
 //! **Rows.** Each row is kept once, as its Paimon BinaryRow bytes, in the append-only byte
-//! arena of one of [`SHARDS`] shards. A record is a LEB128 length counted in 8-byte words
+//! arena of one of `SHARDS` shards. A record is a LEB128 length counted in 8-byte words
 //! (a BinaryRow is whole words, so rows under 1 KiB take one byte) followed by the row.
 //! Lookups decode only the projected fields straight from those bytes.
 //!
-//! **Primary index.** Per shard a [`RowTable`]: linear probing over 8-byte slots holding
+//! **Primary index.** Per shard a `RowTable`: linear probing over 8-byte slots holding
 //! the key's fingerprint and the record's arena offset. The key is not stored a second
 //! time: a probe whose fingerprint matches is compared with the key fields read in place
 //! from the stored row ([`binary_row::field_image`]). At a load of 7/16..7/8 the table
@@ -14,11 +14,11 @@
 //! hit touches two cache lines that are likely misses: its slot and its record.
 //!
 //! **Hashing.** A key's 32-bit fingerprint is foldhash (seeded per cache) over its field
-//! images; its top [`SHARD_BITS`] bits pick the shard and [`table_hash`] spreads it into
+//! images; its top `SHARD_BITS` bits pick the shard and `table_hash` spreads it into
 //! a home bucket, so the table is rebuilt from its slots alone when it grows or shrinks.
 //!
 //! **Secondary indexes** (joins on non-key columns) map the fingerprint of a row's index
-//! columns to its key fingerprint: 8 bytes an entry, in their own [`SHARDS`] shards keyed
+//! columns to its key fingerprint: 8 bytes an entry, in their own `SHARDS` shards keyed
 //! by the value fingerprint, so `get_by` reads one secondary shard and then only the
 //! primary shards of the candidates, where each row is verified against the probe (hash
 //! collisions cost time, never correctness). Fingerprints rather than offsets keep them

@@ -89,7 +89,7 @@ struct Stored {
 
 /// Serialized primary key → projected row (`None`: the table has no such key).
 ///
-/// Hits are answered by [`Front`]; moka decides what stays (see `front.rs`).
+/// Hits are answered by `Front`; moka decides what stays (see `front.rs`).
 pub struct PartialCache {
     front: Arc<Front>,
     /// foldhash instead of moka's default SipHash: keys are short and hashed on every

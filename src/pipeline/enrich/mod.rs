@@ -6,7 +6,7 @@
 //! so a crash replays from the oldest unacknowledged fact.
 //!
 //! Facts are taken from the consumer a poll batch at a time (what the client has already
-//! fetched, up to [`FACT_BATCH`]) and joined with one lookup per join per batch.
+//! fetched, up to `FACT_BATCH`) and joined with one lookup per join per batch.
 
 mod facts;
 mod join;

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lakejoin::lsm::writer::TableWriter;
-use lakejoin::table::data_file::RowKind;
+use lakejoin::table::row_kind::RowKind;
 use lakejoin::table::{Table, TableIdentifier, Warehouse};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;

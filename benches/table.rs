@@ -13,8 +13,8 @@ use lakejoin::lsm::compact::full_compact;
 use lakejoin::lsm::lookup::{LookupOptions, PointLookup};
 use lakejoin::lsm::reader::{ScanFilter, scan};
 use lakejoin::lsm::writer::TableWriter;
-use lakejoin::table::data_file::RowKind;
 use lakejoin::table::datum::Datum;
+use lakejoin::table::row_kind::RowKind;
 use lakejoin::table::{Table, TableIdentifier, Warehouse};
 
 mod common;

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use lakejoin::lsm::writer::TableWriter;
 use lakejoin::observe::PipelineMetrics;
-use lakejoin::table::data_file::RowKind;
 use lakejoin::table::datum::Datum;
+use lakejoin::table::row_kind::RowKind;
 use lakejoin::table::{Table, TableIdentifier, Warehouse};
 use object_store::memory::InMemory;
 use object_store::path::Path;

@@ -9,8 +9,8 @@ use lakejoin::lookup::{LookupSpec, LookupTable, PartialOptions, Strategy as Cach
 use lakejoin::lsm::lookup::{LookupOptions, PointLookup};
 use lakejoin::lsm::reader::{ScanFilter, scan};
 use lakejoin::lsm::writer::TableWriter;
-use lakejoin::table::data_file::RowKind;
 use lakejoin::table::datum::{Datum, Row};
+use lakejoin::table::row_kind::RowKind;
 use lakejoin::table::schema::TableSchema;
 use lakejoin::table::types::{DataType, MAX_LENGTH};
 use lakejoin::table::{Table, TableIdentifier, Warehouse};

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use lakejoin::lsm::reader::{ScanFilter, scan};
 use lakejoin::lsm::writer::TableWriter;
-use lakejoin::table::data_file::RowKind;
 use lakejoin::table::datum::{Datum, Row};
+use lakejoin::table::row_kind::RowKind;
 use lakejoin::table::schema::TableSchema;
 use lakejoin::table::types::DataType;
 use lakejoin::table::{Table, TableIdentifier, Warehouse};

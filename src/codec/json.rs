@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 use super::error::{DecodeError, Part};
 use super::row::MessageMeta;
 use super::{Ctx, Decoded, SkipReason};
-use crate::table::data_file::RowKind;
 use crate::table::datum::{Row, datum_from_json, datum_to_json};
+use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 
 /// The value at a dotted path (`"customer.id"`, `"items.0.sku"`) of an object. A key that

@@ -49,8 +49,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::table::data_file::RowKind;
 use crate::table::datum::Row;
+use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 
 mod avro;

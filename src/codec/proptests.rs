@@ -11,8 +11,8 @@ use super::testkit::{
     maxwell_json, record, row_json, upsert_json,
 };
 use super::*;
-use crate::table::data_file::RowKind;
 use crate::table::datum::{Datum, Row, Timestamp};
+use crate::table::row_kind::RowKind;
 
 // ---------------------------------------------------------------------------------------
 // Strategies

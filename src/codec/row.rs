@@ -14,8 +14,8 @@ use super::json::lookup_path;
 use super::{
     CdcOptions, Ctx, EpochUnit, KafkaRecord, Metadata, RowChange, SnapshotMode, UpdateMode,
 };
-use crate::table::data_file::RowKind;
 use crate::table::datum::{Datum, Timestamp, datum_from_json, format_decimal, parse_timestamp};
+use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 

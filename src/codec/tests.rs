@@ -10,7 +10,7 @@ use super::testkit::{
     record, row_json, sample_row,
 };
 use super::*;
-use crate::table::data_file::RowKind;
+use crate::table::row_kind::RowKind;
 
 #[test]
 fn formats_parse_from_config_spellings() {

@@ -11,7 +11,7 @@ use super::error::{DecodeError, Part};
 use super::json::{parse_object, type_name};
 use super::row::MessageMeta;
 use super::{Ctx, Decoded};
-use crate::table::data_file::RowKind;
+use crate::table::row_kind::RowKind;
 
 /// Decodes one upsert record.
 pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {

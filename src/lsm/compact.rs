@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::table::Table;
 use crate::table::commit::CommitRequest;
 use crate::table::data_file::{DataFileWriteOptions, KeyValue};
+
 use crate::table::deletion_vector::DeletionFiles;
 use crate::table::manifest::{FileKind, FileSource, ManifestEntry};
 use crate::table::options::MergeEngineKind;
@@ -496,8 +497,8 @@ async fn delete_data_files(table: &Table, entries: impl Iterator<Item = &Manifes
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::data_file::RowKind;
     use crate::table::datum::Datum;
+    use crate::table::row_kind::RowKind;
 
     fn kv(key: i32, value: i32) -> KeyValue {
         KeyValue {

@@ -12,6 +12,7 @@ use crate::table::Table;
 use crate::table::binary_row;
 use crate::table::commit::column_stats;
 use crate::table::data_file::{self, DataFileWriteOptions, KeyValue};
+
 use crate::table::datum::{Datum, Row};
 use crate::table::manifest::{DataFileMeta, FileKind, FileSource, ManifestEntry, SimpleStats};
 
@@ -180,7 +181,7 @@ impl FileTarget<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::data_file::RowKind;
+    use crate::table::row_kind::RowKind;
 
     proptest::proptest! {
         #[test]

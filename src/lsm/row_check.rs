@@ -14,8 +14,8 @@ use std::sync::Arc;
 use super::merge::{Admission, MergeEngine};
 use crate::error::Result;
 use crate::table::Table;
-use crate::table::data_file::RowKind;
 use crate::table::datum::{Datum, Row, format_timestamp, timestamp_out_of_range};
+use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 

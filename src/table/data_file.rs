@@ -24,6 +24,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use super::datum::{Datum, Row, Timestamp};
+use super::row_kind::RowKind;
 use super::schema::{
     KEY_FIELD_ID_START, SEQUENCE_NUMBER_FIELD_ID, TableSchema, VALUE_KIND_FIELD_ID,
 };
@@ -39,65 +40,6 @@ pub const ROW_GROUP_ROWS: usize = 128 * 1024;
 pub const BLOOM_FILTER_FPP: f64 = 0.01;
 pub const SEQUENCE_NUMBER_COLUMN: &str = "_SEQUENCE_NUMBER";
 pub const VALUE_KIND_COLUMN: &str = "_VALUE_KIND";
-
-/// Paimon's RowKind, stored in `_VALUE_KIND`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RowKind {
-    /// `+I`
-    Insert,
-    /// `-U`, a retraction.
-    UpdateBefore,
-    /// `+U`
-    UpdateAfter,
-    /// `-D`, a retraction.
-    Delete,
-}
-
-impl RowKind {
-    pub fn to_byte(self) -> i8 {
-        match self {
-            RowKind::Insert => 0,
-            RowKind::UpdateBefore => 1,
-            RowKind::UpdateAfter => 2,
-            RowKind::Delete => 3,
-        }
-    }
-
-    pub fn from_byte(b: i8) -> Option<Self> {
-        match b {
-            0 => Some(RowKind::Insert),
-            1 => Some(RowKind::UpdateBefore),
-            2 => Some(RowKind::UpdateAfter),
-            3 => Some(RowKind::Delete),
-            _ => None,
-        }
-    }
-
-    /// `+I`, `-U`, `+U`, `-D`.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text.trim() {
-            "+I" => Some(RowKind::Insert),
-            "-U" => Some(RowKind::UpdateBefore),
-            "+U" => Some(RowKind::UpdateAfter),
-            "-D" => Some(RowKind::Delete),
-            _ => None,
-        }
-    }
-
-    pub fn short_string(self) -> &'static str {
-        match self {
-            RowKind::Insert => "+I",
-            RowKind::UpdateBefore => "-U",
-            RowKind::UpdateAfter => "+U",
-            RowKind::Delete => "-D",
-        }
-    }
-
-    /// -U and -D retract a previous version.
-    pub fn is_retract(self) -> bool {
-        matches!(self, RowKind::UpdateBefore | RowKind::Delete)
-    }
-}
 
 /// One row of a data file: the full table row with its sequence number and kind.
 #[derive(Debug, Clone, PartialEq)]

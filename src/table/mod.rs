@@ -14,6 +14,7 @@ pub mod options;
 mod page_headers;
 mod parquet_writer;
 pub mod path;
+pub mod row_kind;
 pub mod schema;
 pub mod snapshot;
 pub mod types;

@@ -327,8 +327,9 @@ mod tests {
 
     #[test]
     fn footers_written_by_the_parquet_crate_pass() {
-        use crate::table::data_file::{DataFileWriteOptions, KeyValue, RowKind, encode_data_file};
+        use crate::table::data_file::{DataFileWriteOptions, KeyValue, encode_data_file};
         use crate::table::datum::Datum;
+        use crate::table::row_kind::RowKind;
         use crate::table::schema::TableSchema;
         use crate::table::types::DataType;
         let schema = TableSchema::new(

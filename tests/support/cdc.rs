@@ -4,8 +4,8 @@
 use lakejoin::lsm::row_check::RowCheck;
 use lakejoin::pipeline::cdc::ChangeBatch;
 use lakejoin::table::Table;
-use lakejoin::table::data_file::RowKind;
 use lakejoin::table::datum::Datum;
+use lakejoin::table::row_kind::RowKind;
 
 /// Pipeline `p` reading topic `changes` into `db.t`, committing every 20 ms or
 /// `commit_max_rows` changes.

@@ -140,7 +140,7 @@ mod tests {
         let rows: Vec<KeyValue> = (0..20)
             .map(|i| KeyValue {
                 sequence_number: i,
-                kind: crate::table::data_file::RowKind::UpdateAfter,
+                kind: crate::table::row_kind::RowKind::UpdateAfter,
                 row: vec![
                     Datum::String(format!("key number {i}")),
                     if i % 3 == 0 {

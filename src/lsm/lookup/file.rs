@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use twox_hash::XxHash64;
 
 use crate::error::{Error, Result};
-use crate::table::data_file::RowKind;
+use crate::table::row_kind::RowKind;
 
 const MAGIC: [u8; 4] = *b"LJLF";
 const VERSION: u32 = 1;

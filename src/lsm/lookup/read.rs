@@ -11,6 +11,7 @@ use super::{FileRange, LookupState, PointLookup};
 use crate::error::{Error, Result};
 use crate::lsm::merge::compare_keys;
 use crate::table::data_file::{KeyValue, decode_data_file};
+
 use crate::table::datum::{Datum, Row, compare_rows};
 use crate::table::deletion_vector::without_deleted;
 use crate::table::read_bytes;

@@ -4,9 +4,10 @@
 use super::function::{AggregateFunction, FieldAggregator};
 use super::{Admission, init_row};
 use crate::error::Result;
-use crate::table::data_file::{KeyValue, RowKind};
+use crate::table::data_file::KeyValue;
 use crate::table::datum::Datum;
 use crate::table::options::TableOptions;
+use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 use crate::table::types::Field;
 

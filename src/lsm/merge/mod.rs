@@ -13,9 +13,10 @@ pub use function::AggregateFunction;
 use self::aggregate::Aggregation;
 use self::partial_update::PartialUpdate;
 use crate::error::{Error, Result};
-use crate::table::data_file::{KeyValue, RowKind};
+use crate::table::data_file::KeyValue;
 use crate::table::datum::{Datum, compare_datums, compare_rows};
 use crate::table::options::{MergeEngineKind, TableOptions};
+use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 
 /// Orders versions of one key: `sequence.field` values (nulls first, reversed for

@@ -8,9 +8,10 @@ use super::aggregate::ConfiguredFunctions;
 use super::function::{AggregateFunction, FieldAggregator};
 use super::{Admission, fill_not_null, init_row};
 use crate::error::{Error, Result};
-use crate::table::data_file::{KeyValue, RowKind};
+use crate::table::data_file::KeyValue;
 use crate::table::datum::{Datum, compare_datums};
 use crate::table::options::TableOptions;
+use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 
 /// One `fields.<s1,s2>.sequence-group` option.

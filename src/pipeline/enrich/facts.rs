@@ -375,8 +375,8 @@ mod tests {
     use crate::lsm::writer::TableWriter;
     use crate::pipeline::enrich::JoinPlan;
     use crate::table::Warehouse;
-    use crate::table::data_file::RowKind;
     use crate::table::datum::Row;
+    use crate::table::row_kind::RowKind;
 
     /// Two joins: customers by primary key (LEFT), then the customer's country's
     /// stores by a non-key column (INNER, several matches), as a pipeline builds them.

@@ -3,8 +3,8 @@
 
 use super::{table, try_engine, version};
 use crate::lsm::merge::{Admission, MergeEngine, sort_and_fold};
-use crate::table::data_file::RowKind;
 use crate::table::datum::Datum;
+use crate::table::row_kind::RowKind;
 use crate::table::types::DataType;
 
 const STRING: DataType = DataType::Varchar(crate::table::types::MAX_LENGTH);

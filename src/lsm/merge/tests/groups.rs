@@ -2,8 +2,8 @@
 
 use super::{try_engine, version};
 use crate::lsm::merge::{Admission, MergeEngine};
-use crate::table::data_file::RowKind;
 use crate::table::datum::Datum;
+use crate::table::row_kind::RowKind;
 use crate::table::types::DataType;
 
 /// k, a, b (group of s1), c (group of s2), s1, s2, free (no group).

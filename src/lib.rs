@@ -1,6 +1,7 @@
 //! lakejoin: CDC topics into Apache Paimon primary-key tables, and lookup-join enrichment
 //! of fact topics against those tables, in one process beside Kafka.
 
+pub mod avro;
 pub mod cli;
 pub mod codec;
 pub mod config;

@@ -189,6 +189,21 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The items of an array or map, each read by `item`, gathered into `C` (a `Vec`, a
+    /// JSON object); bounded as [`Cursor::collection`].
+    pub fn items<T, C: Default + Extend<T>>(
+        &mut self,
+        item_min: usize,
+        mut item: impl FnMut(&mut Cursor<'a>) -> Result<T>,
+    ) -> Result<C> {
+        let mut out = C::default();
+        self.collection(item_min, |cur| {
+            out.extend(Some(item(cur)?));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
     /// The item count of the next array/map block (0 ends the collection).
     fn block_count(&mut self) -> Result<usize> {
         let n = self.long()?;

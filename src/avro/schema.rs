@@ -263,24 +263,12 @@ impl<A: Annotation> Compiler<A> {
                 return self.define(full, annotated(obj, Node::Fixed(size)), 1);
             }
             "array" => {
-                let items = obj
-                    .get("items")
-                    .ok_or_else(|| Error::invalid("array needs `items`"))?;
-                let items = self.compile(items, ns, depth + 1)?;
-                Node::Array {
-                    item_min: items.min_size(),
-                    items: Box::new(items),
-                }
+                let (items, item_min) = self.item(obj, "array", "items", ns, depth)?;
+                Node::Array { items, item_min }
             }
             "map" => {
-                let values = obj
-                    .get("values")
-                    .ok_or_else(|| Error::invalid("map needs `values`"))?;
-                let values = self.compile(values, ns, depth + 1)?;
-                Node::Map {
-                    value_min: values.min_size(),
-                    values: Box::new(values),
-                }
+                let (values, value_min) = self.item(obj, "map", "values", ns, depth)?;
+                Node::Map { values, value_min }
             }
             other => match primitive(other) {
                 Some(node) => node,
@@ -334,6 +322,23 @@ impl<A: Annotation> Compiler<A> {
         };
         let size = self.nodes - nodes_before + 1;
         self.define(full, annotated(obj, Node::Record(Box::new(record))), size)
+    }
+
+    /// The item type of an array or map (under `key`), with its minimum size.
+    fn item(
+        &mut self,
+        obj: &Map<String, Value>,
+        what: &str,
+        key: &str,
+        ns: &str,
+        depth: usize,
+    ) -> Result<(Box<Node<A>>, usize)> {
+        let json = obj
+            .get(key)
+            .ok_or_else(|| Error::invalid(format!("{what} needs `{key}`")))?;
+        let node = self.compile(json, ns, depth + 1)?;
+        let min = node.min_size();
+        Ok((Box::new(node), min))
     }
 
     /// A named type referred to by `name`, looked up in `ns` first unless qualified.

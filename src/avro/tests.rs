@@ -91,20 +91,8 @@ fn huge_counts_are_rejected_without_allocating() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("zero-byte"), "{err}");
-    // Many small arrays of nulls share one budget per datum, and the next datum starts
-    // afresh.
-    let nested: Node = Node::Array {
-        items: Box::new(nulls.clone()),
-        item_min: 1,
-    };
-    let mut bomb = Vec::new();
-    put_long(&mut bomb, 1000);
-    for _ in 0..1000 {
-        put_long(&mut bomb, 60_000);
-        bomb.push(0);
-    }
-    bomb.push(0);
-    assert!(read(&nested, &mut Cursor::new(&bomb)).is_err());
+    // The budget is per datum: the next datum starts afresh (that arrays in one datum
+    // share it is `codec::avro`'s hostile_bytes test).
     let mut two = Vec::new();
     for _ in 0..2 {
         put_long(&mut two, MAX_ZERO_SIZE_ITEMS as i64);

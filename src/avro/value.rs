@@ -54,22 +54,13 @@ fn value<'a, A>(node: &Node<A>, cur: &mut Cursor<'a>) -> Result<Val<'a>> {
         Node::Fixed(n) => Val::Bytes(cur.take(*n)?),
         Node::Enum(symbols) => Val::Long(cur.index(symbols.len(), "enum")? as i64),
         Node::Array { items, item_min } => {
-            let mut out = Vec::new();
-            cur.collection(*item_min, |cur| {
-                out.push(value(items, cur)?);
-                Ok(())
-            })?;
-            Val::Array(out)
+            Val::Array(cur.items(*item_min, |cur| value(items, cur))?)
         }
+        // Every entry also has a key of at least one byte.
         Node::Map { values, value_min } => {
-            let mut out = Vec::new();
-            // Every entry also has a key of at least one byte.
-            cur.collection(value_min.saturating_add(1), |cur| {
-                let key = cur.bytes()?;
-                out.push((key, value(values, cur)?));
-                Ok(())
-            })?;
-            Val::Map(out)
+            Val::Map(cur.items(value_min.saturating_add(1), |cur| {
+                Ok((cur.bytes()?, value(values, cur)?))
+            })?)
         }
         Node::Union(branches) => value(cur.pick(branches, "union")?, cur)?,
         Node::Record(record) => Val::Record(

@@ -34,22 +34,13 @@ fn value(node: &Node, cur: &mut Cursor<'_>) -> Result<Value> {
         Node::Enum(symbols) => Value::String(cur.pick(symbols, "enum")?.clone()),
         Node::Union(branches) => value(cur.pick(branches, "union")?, cur)?,
         Node::Array { items, item_min } => {
-            let mut out = Vec::new();
-            cur.collection(*item_min, |cur| {
-                out.push(value(items, cur)?);
-                Ok(())
-            })?;
-            Value::Array(out)
+            Value::Array(cur.items(*item_min, |cur| value(items, cur))?)
         }
+        // A key takes a byte at least, so entries never count as zero-byte items.
         Node::Map { values, value_min } => {
-            let mut map = Map::new();
-            // Every entry also has a key of at least one byte.
-            cur.collection(value_min.saturating_add(1), |cur| {
-                let key = cur.str("map key")?.to_string();
-                map.insert(key, value(values, cur)?);
-                Ok(())
-            })?;
-            Value::Object(map)
+            Value::Object(cur.items(value_min.saturating_add(1), |cur| {
+                Ok((cur.str("map key")?.to_string(), value(values, cur)?))
+            })?)
         }
         Node::Record(record) => {
             let mut map = Map::with_capacity(record.fields.len());

@@ -97,11 +97,7 @@ pub fn encode_manifest(
     entries: &[ManifestEntry],
     compression: ManifestCompression,
 ) -> Result<Vec<u8>> {
-    let mut writer = ContainerWriter::new(&MANIFEST_ENTRY_SCHEMA, compression.codec());
-    for entry in entries {
-        writer.append(|buf| put_entry(buf, entry))?;
-    }
-    Ok(writer.finish()?)
+    encode_file(&MANIFEST_ENTRY_SCHEMA, entries, compression, put_entry)
 }
 
 /// Encodes a manifest list holding `metas`, in order.
@@ -109,9 +105,24 @@ pub fn encode_manifest_list(
     metas: &[ManifestFileMeta],
     compression: ManifestCompression,
 ) -> Result<Vec<u8>> {
-    let mut writer = ContainerWriter::new(&MANIFEST_FILE_META_SCHEMA, compression.codec());
-    for meta in metas {
-        writer.append(|buf| put_file_meta(buf, meta))?;
+    encode_file(
+        &MANIFEST_FILE_META_SCHEMA,
+        metas,
+        compression,
+        put_file_meta,
+    )
+}
+
+/// A container file of `schema` holding `records`, each written by `put`.
+fn encode_file<T>(
+    schema: &str,
+    records: &[T],
+    compression: ManifestCompression,
+    put: fn(&mut Vec<u8>, &T),
+) -> Result<Vec<u8>> {
+    let mut writer = ContainerWriter::new(schema, compression.codec());
+    for record in records {
+        writer.append(|buf| put(buf, record))?;
     }
     Ok(writer.finish()?)
 }

@@ -45,6 +45,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod avro;
 pub mod cli;
 pub mod codec;
 pub mod config;

@@ -4,11 +4,8 @@
 //! it reads the data files they apply to, and checks that the files it names exist
 //! (`lakejoin table check`).
 
-use super::avro::{self, Node, RecordNode, Val};
-use super::{
-    decode_records, mismatch, opt_bytes, opt_int, opt_long, opt_string, record_fields, required,
-    take, top_record,
-};
+use super::decode::{Values, bytes, int, long, mismatch, read_container, string, top_record};
+use crate::avro::{Node, Record, Val};
 use crate::error::{Error, Result};
 
 /// One index file an index manifest lists.
@@ -49,8 +46,8 @@ pub struct DeletionVectorRange {
 /// returned: Java writes an index manifest as the full state (`IndexManifestFileHandler`
 /// combines the previous one with the commit's changes), so it holds ADD entries only,
 /// and any DELETE entry cancels nothing here.
-pub fn decode_index_manifest(bytes: &[u8]) -> Result<Vec<IndexFileMeta>> {
-    let file = avro::read_container(bytes)?;
+pub fn decode_index_manifest(data: &[u8]) -> Result<Vec<IndexFileMeta>> {
+    let file = read_container(data)?;
     let record = top_record(&file.schema, "index manifest")?;
     let kind = record.field_index("_KIND");
     let partition = record.field_index("_PARTITION");
@@ -59,7 +56,7 @@ pub fn decode_index_manifest(bytes: &[u8]) -> Result<Vec<IndexFileMeta>> {
     let file_name = record.field_index("_FILE_NAME");
     let file_size = record.field_index("_FILE_SIZE");
     let ranges = record.field_index("_DELETIONS_VECTORS_RANGES");
-    let range_layout = ranges.and_then(|i| match &record.fields[i].node {
+    let range_layout = ranges.and_then(|i| match &record.fields.get(i)?.node {
         Node::Array { items, .. } => items.as_record().map(RangeLayout::new),
         Node::Union(branches) => branches.iter().find_map(|b| match b {
             Node::Array { items, .. } => items.as_record().map(RangeLayout::new),
@@ -68,15 +65,15 @@ pub fn decode_index_manifest(bytes: &[u8]) -> Result<Vec<IndexFileMeta>> {
         _ => None,
     });
     let external_path = record.field_index("_EXTERNAL_PATH");
-    let entries = decode_records(&file, |v: Val<'_>| {
-        let mut m = record_fields(v, "index manifest entry")?;
-        let kind = opt_long(take(&mut m, kind), "_KIND")?.unwrap_or(0);
+    let entries = file.records(|v: Val<'_>| {
+        let mut m = Values::of(v, "index manifest entry")?;
+        let kind = m.opt(kind, "_KIND", long)?.unwrap_or(0);
         if !matches!(kind, 0 | 1) {
             return Err(Error::format(format!(
                 "unknown index manifest _KIND {kind}"
             )));
         }
-        let deletion_vectors = match take(&mut m, ranges) {
+        let deletion_vectors = match m.take(ranges) {
             Val::Null => Vec::new(),
             Val::Array(items) => {
                 let layout = range_layout.as_ref().ok_or_else(|| {
@@ -90,22 +87,13 @@ pub fn decode_index_manifest(bytes: &[u8]) -> Result<Vec<IndexFileMeta>> {
             other => return Err(mismatch("_DELETIONS_VECTORS_RANGES", &other)),
         };
         let meta = IndexFileMeta {
-            partition: opt_bytes(take(&mut m, partition), "_PARTITION")?.unwrap_or_default(),
-            bucket: opt_int(take(&mut m, bucket), "_BUCKET")?.unwrap_or(0),
-            index_type: required(
-                opt_string(take(&mut m, index_type), "_INDEX_TYPE")?,
-                "_INDEX_TYPE",
-            )?,
-            file_name: required(
-                opt_string(take(&mut m, file_name), "_FILE_NAME")?,
-                "_FILE_NAME",
-            )?,
-            file_size: required(
-                opt_long(take(&mut m, file_size), "_FILE_SIZE")?,
-                "_FILE_SIZE",
-            )?,
+            partition: m.opt(partition, "_PARTITION", bytes)?.unwrap_or_default(),
+            bucket: m.opt(bucket, "_BUCKET", int)?.unwrap_or(0),
+            index_type: m.req(index_type, "_INDEX_TYPE", string)?,
+            file_name: m.req(file_name, "_FILE_NAME", string)?,
+            file_size: m.req(file_size, "_FILE_SIZE", long)?,
             deletion_vectors,
-            external_path: opt_string(take(&mut m, external_path), "_EXTERNAL_PATH")?,
+            external_path: m.opt(external_path, "_EXTERNAL_PATH", string)?,
         };
         Ok((kind == 0).then_some(meta))
     })?;
@@ -121,7 +109,7 @@ struct RangeLayout {
 }
 
 impl RangeLayout {
-    fn new(record: &RecordNode) -> Self {
+    fn new(record: &Record) -> Self {
         RangeLayout {
             data_file: record.field_index("f0"),
             offset: record.field_index("f1"),
@@ -132,12 +120,12 @@ impl RangeLayout {
 
     fn read(&self, v: Val<'_>) -> Result<DeletionVectorRange> {
         const PATH: &str = "_DELETIONS_VECTORS_RANGES";
-        let mut m = record_fields(v, PATH)?;
+        let mut m = Values::of(v, PATH)?;
         Ok(DeletionVectorRange {
-            data_file: required(opt_string(take(&mut m, self.data_file), PATH)?, PATH)?,
-            offset: required(opt_long(take(&mut m, self.offset), PATH)?, PATH)?,
-            length: required(opt_long(take(&mut m, self.length), PATH)?, PATH)?,
-            cardinality: opt_long(take(&mut m, self.cardinality), PATH)?,
+            data_file: m.req(self.data_file, PATH, string)?,
+            offset: m.req(self.offset, PATH, long)?,
+            length: m.req(self.length, PATH, long)?,
+            cardinality: m.opt(self.cardinality, PATH, long)?,
         })
     }
 }
@@ -145,7 +133,7 @@ impl RangeLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::manifest::avro::{BlockCodec, ContainerWriter, put_bytes, put_long};
+    use crate::avro::{BlockCodec, ContainerWriter, put_bytes, put_long};
 
     const SCHEMA: &str = r#"{"type": "record", "name": "IndexManifestEntry", "fields": [
         {"name": "_VERSION", "type": "int"}, {"name": "_KIND", "type": "int"},

@@ -1,8 +1,13 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use super::avro::{self, BlockCodec, ContainerWriter, put_bytes, put_long};
+use serde_json::json;
+
+use super::decode::read_container;
+use super::encode::{MANIFEST_ENTRY_SCHEMA, MANIFEST_FILE_META_SCHEMA};
+use super::model::EMPTY_ROW;
 use super::*;
+use crate::avro::{BlockCodec, ContainerWriter, put_bytes, put_long};
 
 /// Serialized row holding one INT (the BinaryRow layout of the docs/format.md §5.1).
 fn int_row(v: i32) -> Vec<u8> {
@@ -174,7 +179,7 @@ fn manifest_round_trips_with_every_compression() {
     for compression in ALL_COMPRESSIONS {
         let bytes = encode_manifest(&entries, compression).unwrap();
         assert_eq!(decode_manifest(&bytes).unwrap(), entries, "{compression:?}");
-        let file = avro::read_container(&bytes).unwrap();
+        let file = read_container(&bytes).unwrap();
         assert_eq!(file.codec, compression.codec());
     }
 }
@@ -204,7 +209,7 @@ fn empty_files_round_trip() {
 fn big_manifest_spans_many_blocks() {
     let entries: Vec<ManifestEntry> = (0..20_000).map(full_entry).collect();
     let bytes = encode_manifest(&entries, ManifestCompression::Zstd).unwrap();
-    assert!(avro::read_container(&bytes).unwrap().blocks.len() > 10);
+    assert!(read_container(&bytes).unwrap().blocks.len() > 10);
     assert_eq!(decode_manifest(&bytes).unwrap(), entries);
 }
 

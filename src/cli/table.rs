@@ -311,7 +311,7 @@ async fn create(
     crate::lsm::merge::MergeEngine::new(&schema, &table_options)?;
     crate::lsm::merge::SequenceOrder::new(&schema, &table_options)?;
     let identifier = location.identifier()?;
-    Table::create(&location.warehouse()?, &identifier, schema).await?;
+    crate::lsm::create_table(&location.warehouse()?, &identifier, schema).await?;
     eprintln!("created table {identifier}");
     Ok(Outcome::Success)
 }

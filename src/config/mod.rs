@@ -13,7 +13,7 @@ use serde_json::Value;
 pub use model::*;
 
 use crate::error::{Error, Result};
-use crate::lsm::merge::{MergeEngine, SequenceOrder};
+
 use crate::secret::{Redactor, redact_uri};
 use crate::table::TableIdentifier;
 use crate::table::datum::datum_from_json;
@@ -265,8 +265,7 @@ impl TableConfig {
             options,
         )?;
         let table_options = TableOptions::from_map(&schema.options)?;
-        MergeEngine::new(&schema, &table_options)?;
-        SequenceOrder::new(&schema, &table_options)?;
+        crate::lsm::merge::validate(&schema, &table_options)?;
         if self.buckets < 1 {
             return Err(Error::Config(format!(
                 "buckets must be ≥ 1, got {}",

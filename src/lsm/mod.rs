@@ -14,3 +14,58 @@ pub mod reader;
 pub mod row_check;
 pub mod universal;
 pub mod writer;
+
+use crate::error::Result;
+use crate::table::options::TableOptions;
+use crate::table::schema::TableSchema;
+use crate::table::{Table, TableIdentifier, Warehouse};
+
+/// Creates a table, refusing merge options no reader could merge
+/// ([`merge::validate`]) before its schema is published.
+pub async fn create_table(
+    warehouse: &Warehouse,
+    identifier: &TableIdentifier,
+    schema: TableSchema,
+) -> Result<Table> {
+    merge::validate(&schema, &TableOptions::from_map(&schema.options)?)?;
+    Table::create(warehouse, identifier, schema).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::error::Error;
+    use crate::table::types::DataType;
+
+    #[tokio::test]
+    async fn a_table_no_reader_could_merge_is_not_created() {
+        let warehouse = Warehouse::in_memory();
+        let id = TableIdentifier::parse("db.t").unwrap();
+        let options = BTreeMap::from([
+            ("bucket".to_string(), "1".to_string()),
+            ("merge-engine".to_string(), "aggregation".to_string()),
+            (
+                "fields.name.aggregate-function".to_string(),
+                "sum".to_string(),
+            ),
+        ]);
+        let schema = TableSchema::new(
+            vec![
+                ("id".into(), DataType::Int, false),
+                ("name".into(), DataType::Varchar(100), true),
+            ],
+            vec![],
+            vec!["id".into()],
+            options,
+        )
+        .unwrap();
+        let err = create_table(&warehouse, &id, schema).await.unwrap_err();
+        assert!(err.to_string().contains("name"), "{err}");
+        assert!(matches!(
+            Table::open(&warehouse, &id).await,
+            Err(Error::TableNotFound(_))
+        ));
+    }
+}

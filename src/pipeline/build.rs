@@ -192,12 +192,16 @@ pub async fn open_or_create(
                 )))
             }
         }
-        Err(Error::TableNotFound(_)) => match Table::create(warehouse, &id, wanted.clone()).await {
-            Ok(t) => Ok(Arc::new(t)),
-            // Another process created it first: check it like an existing one.
-            Err(Error::TableExists(_)) => Box::pin(open_or_create(warehouse, name, wanted)).await,
-            Err(e) => Err(e),
-        },
+        Err(Error::TableNotFound(_)) => {
+            match crate::lsm::create_table(warehouse, &id, wanted.clone()).await {
+                Ok(t) => Ok(Arc::new(t)),
+                // Another process created it first: check it like an existing one.
+                Err(Error::TableExists(_)) => {
+                    Box::pin(open_or_create(warehouse, name, wanted)).await
+                }
+                Err(e) => Err(e),
+            }
+        }
         Err(e) => Err(e),
     }
 }

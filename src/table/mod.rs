@@ -59,7 +59,9 @@ pub struct Table {
 }
 
 impl Table {
-    /// Creates the table by publishing `schema/schema-0` create-if-absent.
+    /// Creates the table by publishing `schema/schema-0` create-if-absent. The merge
+    /// options are not checked here (the table format knows no merge engines): create
+    /// tables through [`crate::lsm::create_table`], which checks them first.
     pub async fn create(
         warehouse: &Warehouse,
         identifier: &TableIdentifier,
@@ -73,10 +75,6 @@ impl Table {
             )));
         }
         schema.validate()?;
-        // Refuse engine options that no reader could merge (unknown columns, aggregate
-        // functions on the wrong type, conflicting options) before the schema is published.
-        crate::lsm::merge::MergeEngine::new(&schema, &options)?;
-        crate::lsm::merge::SequenceOrder::new(&schema, &options)?;
         let path = warehouse.table_path(identifier);
         let location = path.clone().join("schema").join("schema-0");
         let put = warehouse

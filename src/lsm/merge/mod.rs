@@ -278,6 +278,15 @@ fn fill_not_null(row: &mut [Datum], values: &[Datum], nullable: &[bool]) {
     }
 }
 
+/// Refuses merge options no reader could merge (unknown columns, aggregate functions on
+/// the wrong type, conflicting options, a bad `sequence.field`): the one check both a
+/// `[[table]]` definition and a new table's schema pass before anything is written.
+pub fn validate(schema: &TableSchema, options: &TableOptions) -> Result<()> {
+    MergeEngine::new(schema, options)?;
+    SequenceOrder::new(schema, options)?;
+    Ok(())
+}
+
 /// Sorts changes by (key, sequence order) and reduces each key's run with the engine
 /// ([`MergeEngine::reduce`]), so the result holds one row per key in key order
 /// (docs/format.md §7.3).

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use lakejoin::lookup::{LookupSpec, LookupTable, PartialOptions, Strategy, TableLookups};
 use lakejoin::lsm::compact::full_compact;
-use lakejoin::lsm::lookup::{LookupOptions, PointLookup};
+use lakejoin::lsm::point_lookup::{LookupOptions, PointLookup};
 use lakejoin::lsm::writer::TableWriter;
 use lakejoin::table::datum::Datum;
 use lakejoin::table::row_kind::RowKind;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lakejoin::lsm::compact::full_compact;
-use lakejoin::lsm::lookup::{LookupOptions, PointLookup};
+use lakejoin::lsm::point_lookup::{LookupOptions, PointLookup};
 use lakejoin::lsm::reader::{ScanFilter, scan};
 use lakejoin::lsm::writer::TableWriter;
 use lakejoin::table::datum::Datum;

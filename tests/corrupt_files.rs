@@ -7,7 +7,7 @@ mod support;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lakejoin::lsm::lookup::{LookupOptions, PointLookup};
+use lakejoin::lsm::point_lookup::{LookupOptions, PointLookup};
 use lakejoin::lsm::reader::{ScanFilter, scan};
 use lakejoin::table::datum::Row;
 use lakejoin::table::{Table, TableIdentifier, Warehouse};

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use lakejoin::lookup::{LookupSpec, LookupTable, PartialOptions, Strategy as Cache, TableLookups};
-use lakejoin::lsm::lookup::{LookupOptions, PointLookup};
+use lakejoin::lsm::point_lookup::{LookupOptions, PointLookup};
 use lakejoin::lsm::reader::{ScanFilter, scan};
 use lakejoin::lsm::writer::TableWriter;
 use lakejoin::table::datum::{Datum, Row};

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use lakejoin::lsm::compact::full_compact;
-use lakejoin::lsm::lookup::{LookupOptions, PointLookup};
+use lakejoin::lsm::point_lookup::{LookupOptions, PointLookup};
 use lakejoin::lsm::reader::{ScanFilter, scan};
 use lakejoin::lsm::writer::TableWriter;
 use lakejoin::table::datum::{Datum, Row};

@@ -23,8 +23,8 @@ pub use partition::{PartitionChoice, newest_partition};
 pub use table_lookups::TableLookups;
 
 use crate::error::{Error, Result};
-use crate::lsm::lookup::{PointLookup, SnapshotDelta};
 use crate::lsm::merge::SequenceOrder;
+use crate::lsm::point_lookup::{PointLookup, SnapshotDelta};
 use crate::lsm::reader::{ScanFilter, scan_each_bucket};
 use crate::observe::LookupMetrics;
 use crate::table::binary_row;

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use super::{ChangedKeys, LookupTable, SnapshotDelta, changed_keys};
 use crate::error::Result;
-use crate::lsm::lookup::PointLookup;
+use crate::lsm::point_lookup::PointLookup;
 
 /// Longest wait between attempts of a refresh that keeps failing after a commit.
 const MAX_REFRESH_BACKOFF: Duration = Duration::from_secs(30);

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::lookup::{
     LookupSpec, LookupTable, PartialOptions, PartitionChoice, Strategy, TableLookups,
 };
-use crate::lsm::lookup::{LookupOptions, PointLookup};
+use crate::lsm::point_lookup::{LookupOptions, PointLookup};
 use crate::observe::JoinMetrics;
 use crate::secret::SecretUri;
 use crate::table::options::{MergeEngineKind, TableOptions};

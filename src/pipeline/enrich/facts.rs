@@ -371,7 +371,7 @@ mod tests {
 
     use super::*;
     use crate::lookup::{LookupSpec, LookupTable, Strategy as Cache, TableLookups};
-    use crate::lsm::lookup::{LookupOptions, PointLookup};
+    use crate::lsm::point_lookup::{LookupOptions, PointLookup};
     use crate::lsm::writer::TableWriter;
     use crate::pipeline::enrich::JoinPlan;
     use crate::table::Warehouse;

@@ -10,7 +10,7 @@
 use serde_json::{Map, Value};
 
 use super::error::{DecodeError, Part};
-use super::json::{parse_object, parse_value, type_name};
+use super::json_value::{parse_object, parse_value, type_name};
 use super::row::{Emitter, Hints, MessageMeta, semantic_of};
 use super::{Ctx, Decoded, Format, SkipReason};
 

@@ -18,8 +18,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::avro::EncodeError;
-use super::json::lookup_path;
-use super::{OutputEncoder, json};
+use super::json_value::lookup_path;
+use super::{OutputEncoder, json_value};
 
 /// A decoded fact plus the fields its joins added so far.
 #[derive(Debug, Clone)]
@@ -120,8 +120,8 @@ impl RawFact<'_> {
     /// The payload as a tree plus the added fields. The payload is valid JSON (it parsed
     /// as a raw fact), but a number out of range does not fit a `Value`.
     fn to_tree(&self) -> Result<Map<String, Value>, String> {
-        let mut map =
-            json::parse_object(self.payload, super::Part::Payload).map_err(|e| e.to_string())?;
+        let mut map = json_value::parse_object(self.payload, super::Part::Payload)
+            .map_err(|e| e.to_string())?;
         for (name, value) in &self.added {
             map.insert(name.clone(), value.clone());
         }

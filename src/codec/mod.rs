@@ -61,6 +61,7 @@ mod fact;
 #[cfg(test)]
 mod fuzz_seeds;
 pub mod json;
+mod json_value;
 mod maxwell;
 mod registry;
 mod row;
@@ -76,7 +77,7 @@ mod tests;
 pub use avro::{AvroSchema, CONFLUENT_MAGIC, EncodeError};
 pub use error::{ColumnError, DecodeError, Part};
 pub use fact::Fact;
-pub use json::lookup_path;
+pub use json_value::lookup_path;
 pub use registry::{NOT_FOUND_TTL, SchemaResolver};
 
 use row::RowBuilder;
@@ -461,7 +462,9 @@ impl FactDecoder {
             }
             _ => match Fact::raw(payload) {
                 Some(fact) => Ok(Some(fact)),
-                None => json::parse_object(payload, Part::Payload).map(|m| Some(Fact::Tree(m))),
+                None => {
+                    json_value::parse_object(payload, Part::Payload).map(|m| Some(Fact::Tree(m)))
+                }
             },
         }
     }
@@ -549,7 +552,7 @@ fn decode_avro_payload(
             part: Part::Payload,
             reason: format!(
                 "the Avro schema's top level is not a record (decoded {})",
-                json::type_name(&other)
+                json_value::type_name(&other)
             ),
         }),
     }

@@ -10,7 +10,7 @@ use chrono::DateTime;
 use serde_json::{Map, Value};
 
 use super::error::{ColumnError, DecodeError, snippet};
-use super::json::lookup_path;
+use super::json_value::lookup_path;
 use super::{
     CdcOptions, Ctx, EpochUnit, KafkaRecord, Metadata, RowChange, SnapshotMode, UpdateMode,
 };

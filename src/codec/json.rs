@@ -6,8 +6,9 @@
 
 use serde_json::{Map, Value};
 
-use super::error::{DecodeError, Part};
-use super::json_value::{parse_object, type_name};
+use super::envelope;
+use super::error::DecodeError;
+use super::json_value::type_name;
 use super::row::MessageMeta;
 use super::{Ctx, Decoded, SkipReason};
 use crate::table::datum::{Row, datum_from_json, datum_to_json};
@@ -16,10 +17,9 @@ use crate::table::schema::TableSchema;
 
 /// The `json` CDC format: one object per record, a tombstone is skipped.
 pub(crate) fn decode_cdc(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
-    let Some(payload) = ctx.record.payload else {
+    let Some(object) = envelope::root(ctx)? else {
         return Ok(Decoded::Skipped(SkipReason::Tombstone));
     };
-    let object = parse_object(payload, Part::Payload)?;
     flat_change(ctx, &object)
 }
 

@@ -56,6 +56,7 @@ use crate::table::schema::TableSchema;
 mod avro;
 mod canal;
 mod debezium;
+mod envelope;
 mod error;
 mod fact;
 #[cfg(test)]

@@ -4,10 +4,12 @@
 //! Parsing payloads and dotted paths are in [`super::json_value`], which [`super::row`]
 //! uses too: this module builds on `row` (the `json` format's changes), never the reverse.
 
+use std::fmt;
+
 use serde_json::{Map, Value};
 
 use super::envelope;
-use super::error::DecodeError;
+use super::error::{DecodeError, write_joined};
 use super::json_value::type_name;
 use super::row::MessageMeta;
 use super::{Ctx, Decoded, SkipReason};
@@ -57,16 +59,60 @@ pub(crate) fn flat_change(
     Ok(Decoded::Changes(vec![change]))
 }
 
+/// Why a JSON value is not a row of the table: every problem found in it, so that one
+/// pass over a file of lines shows all that is wrong with each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowJsonError {
+    pub problems: Vec<RowJsonProblem>,
+}
+
+impl fmt::Display for RowJsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_joined(f, &self.problems)
+    }
+}
+
+impl std::error::Error for RowJsonError {}
+
+/// One thing wrong with a JSON value given as a row.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RowJsonProblem {
+    /// The value is not an object (its type in words).
+    #[error("expected a JSON object, got {0}")]
+    NotAnObject(&'static str),
+    /// A member that is no column (nor the row-kind member).
+    #[error("unknown column `{0}`")]
+    UnknownColumn(String),
+    /// The row-kind member holds text that is no row kind.
+    #[error("row kind `{field}` must be one of +I, -U, +U, -D, got {got:?}")]
+    UnknownRowKind { field: String, got: String },
+    /// The row-kind member is not text.
+    #[error("row kind `{field}` must be a string (+I, -U, +U, -D), got {got}")]
+    RowKindNotText { field: String, got: Value },
+    /// A primary-key column is missing or null.
+    #[error("primary-key column `{0}` is missing or null")]
+    MissingKey(String),
+    /// A NOT NULL column (not of the key) is missing or null.
+    #[error("NOT NULL column `{0}` is missing or null")]
+    MissingNotNull(String),
+    /// A value that does not convert to its column's type; `reason` is
+    /// [`datum_from_json`]'s, which words it as text.
+    #[error("column `{column}`: {reason}")]
+    Value { column: String, reason: String },
+}
+
 /// Converts one JSON object to a row of `schema`. `row_kind_field`, when given, names a
 /// member holding `+I`/`-U`/`+U`/`-D` that is not stored. Columns absent from the object
-/// are null. Every problem of the object is reported, joined by `; `.
+/// are null. Every problem of the object is reported.
 pub fn row_from_json(
     schema: &TableSchema,
     value: &Value,
     row_kind_field: Option<&str>,
-) -> Result<(RowKind, Row), String> {
+) -> Result<(RowKind, Row), RowJsonError> {
     let Value::Object(object) = value else {
-        return Err(format!("expected a JSON object, got {}", type_name(value)));
+        return Err(RowJsonError {
+            problems: vec![RowJsonProblem::NotAnObject(type_name(value))],
+        });
     };
     let mut problems = Vec::new();
     let mut kind = RowKind::Insert;
@@ -75,7 +121,7 @@ pub fn row_from_json(
             continue;
         }
         if schema.field(key).is_none() {
-            problems.push(format!("unknown column `{key}`"));
+            problems.push(RowJsonProblem::UnknownColumn(key.clone()));
         }
     }
     if let Some(field) = row_kind_field {
@@ -83,13 +129,15 @@ pub fn row_from_json(
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => match RowKind::parse(s) {
                 Some(k) => kind = k,
-                None => problems.push(format!(
-                    "row kind `{field}` must be one of +I, -U, +U, -D, got {s:?}"
-                )),
+                None => problems.push(RowJsonProblem::UnknownRowKind {
+                    field: field.to_string(),
+                    got: s.clone(),
+                }),
             },
-            Some(other) => problems.push(format!(
-                "row kind `{field}` must be a string (+I, -U, +U, -D), got {other}"
-            )),
+            Some(other) => problems.push(RowJsonProblem::RowKindNotText {
+                field: field.to_string(),
+                got: other.clone(),
+            }),
         }
     }
     let mut row = Vec::with_capacity(schema.fields.len());
@@ -98,22 +146,20 @@ pub fn row_from_json(
         match datum_from_json(value, &field.data_type) {
             Ok(d) => {
                 if d.is_null() && !field.nullable {
-                    if schema.primary_keys.contains(&field.name) {
-                        problems.push(format!(
-                            "primary-key column `{}` is missing or null",
-                            field.name
-                        ));
+                    let name = field.name.clone();
+                    problems.push(if schema.primary_keys.contains(&field.name) {
+                        RowJsonProblem::MissingKey(name)
                     } else {
-                        problems.push(format!(
-                            "NOT NULL column `{}` is missing or null",
-                            field.name
-                        ));
-                    }
+                        RowJsonProblem::MissingNotNull(name)
+                    });
                 }
                 row.push(d);
             }
-            Err(e) => {
-                problems.push(format!("column `{}`: {e}", field.name));
+            Err(reason) => {
+                problems.push(RowJsonProblem::Value {
+                    column: field.name.clone(),
+                    reason,
+                });
                 row.push(crate::table::datum::Datum::Null);
             }
         }
@@ -121,7 +167,7 @@ pub fn row_from_json(
     if problems.is_empty() {
         Ok((kind, row))
     } else {
-        Err(problems.join("; "))
+        Err(RowJsonError { problems })
     }
 }
 
@@ -163,14 +209,31 @@ mod tests {
         assert_eq!(kind, RowKind::Delete);
         assert_eq!(row, vec![Datum::Int(1), Datum::String("a".into())]);
         let err =
-            row_from_json(&s, &json!({"name": 5, "x": 1, "op": "?"}), Some("op")).unwrap_err();
-        assert!(err.contains("unknown column `x`"), "{err}");
-        assert!(err.contains("primary-key column `id`"), "{err}");
-        assert!(err.contains("+I, -U, +U, -D"), "{err}");
-        assert!(
+            row_from_json(&s, &json!({"name": [5], "x": 1, "op": "?"}), Some("op")).unwrap_err();
+        assert_eq!(
+            err.problems,
+            vec![
+                RowJsonProblem::UnknownColumn("x".into()),
+                RowJsonProblem::UnknownRowKind {
+                    field: "op".into(),
+                    got: "?".into()
+                },
+                RowJsonProblem::MissingKey("id".into()),
+                RowJsonProblem::Value {
+                    column: "name".into(),
+                    reason: "expected VARCHAR(10), got [5]".into()
+                },
+            ]
+        );
+        let text = err.to_string();
+        assert!(text.contains("unknown column `x`; "), "{text}");
+        assert!(text.contains("primary-key column `id`"), "{text}");
+        assert!(text.contains("+I, -U, +U, -D"), "{text}");
+        assert_eq!(
             row_from_json(&s, &json!([1]), None)
                 .unwrap_err()
-                .contains("an array")
+                .to_string(),
+            "expected a JSON object, got an array"
         );
         assert_eq!(row_to_json(&s, &row), json!({"id": 1, "name": "a"}));
     }

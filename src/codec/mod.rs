@@ -76,8 +76,8 @@ mod testkit;
 mod tests;
 
 pub use avro::{AvroSchema, CONFLUENT_MAGIC, EncodeError};
-pub use error::{ColumnError, DecodeError, Part};
-pub use fact::Fact;
+pub use error::{CoerceError, ColumnError, ColumnProblem, DecodeError, Part};
+pub use fact::{Fact, FactValueError};
 pub use json_value::lookup_path;
 pub use registry::{NOT_FOUND_TTL, SchemaResolver};
 

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use super::envelope;
 use super::error::DecodeError;
 use super::json_value::type_name;
-use super::row::{Emitter, MessageMeta};
+use super::row::Emitter;
 use super::{Ctx, Decoded, SkipReason};
 
 /// Decodes one Canal message.
@@ -51,12 +51,11 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
     } else {
         None
     };
-    let meta = MessageMeta {
-        ingestion_ms: envelope::int(Some(&root), "ts"),
-        source_ms: envelope::int(Some(&root), "es"),
-        database: envelope::text(Some(&root), "database"),
-        table: envelope::text(Some(&root), "table"),
-    };
+    let meta = envelope::flat_meta(
+        &root,
+        envelope::int(&root, "ts"),
+        envelope::int(&root, "es"),
+    );
     let emit = Emitter {
         ctx,
         hints: None,

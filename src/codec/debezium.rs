@@ -92,10 +92,10 @@ pub(crate) fn decode_envelope(
     let op = envelope::event_kind(env, "op", "a Debezium change event")?;
     let source = env.get("source").and_then(Value::as_object);
     let meta = MessageMeta {
-        ingestion_ms: envelope::int(Some(env), "ts_ms"),
-        source_ms: envelope::int(source, "ts_ms"),
-        database: envelope::text(source, "db"),
-        table: envelope::text(source, "table"),
+        ingestion_ms: envelope::int(env, "ts_ms"),
+        source_ms: source.and_then(|s| envelope::int(s, "ts_ms")),
+        database: source.and_then(|s| envelope::text(s, "db")),
+        table: source.and_then(|s| envelope::text(s, "table")),
     };
     let emit = Emitter { ctx, hints, meta };
     let before = envelope::object(env, "before")?;

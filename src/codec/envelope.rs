@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use super::Ctx;
 use super::error::{DecodeError, Part};
 use super::json_value::{parse_object, type_name};
+use super::row::MessageMeta;
 
 /// The payload as the message's root object; `None` for a tombstone (null payload),
 /// which every envelope format skips.
@@ -80,11 +81,26 @@ pub(crate) fn required<'a>(
 
 /// An integer metadata member (an epoch timestamp); `None` when absent or not one, since
 /// metadata never rejects a change.
-pub(crate) fn int(object: Option<&Map<String, Value>>, field: &str) -> Option<i64> {
-    object?.get(field)?.as_i64()
+pub(crate) fn int(object: &Map<String, Value>, field: &str) -> Option<i64> {
+    object.get(field)?.as_i64()
 }
 
-/// A text metadata member (database, table); `None` when absent or not a string.
-pub(crate) fn text<'a>(object: Option<&'a Map<String, Value>>, field: &str) -> Option<&'a str> {
-    object?.get(field)?.as_str()
+/// A text metadata member; `None` when absent or not a string.
+pub(crate) fn text<'a>(object: &'a Map<String, Value>, field: &str) -> Option<&'a str> {
+    object.get(field)?.as_str()
+}
+
+/// The metadata of a flat message (Canal, Maxwell): `database` and `table` are members of
+/// the root, the timestamps are as the format has them.
+pub(crate) fn flat_meta(
+    root: &Map<String, Value>,
+    ingestion_ms: Option<i64>,
+    source_ms: Option<i64>,
+) -> MessageMeta<'_> {
+    MessageMeta {
+        ingestion_ms,
+        source_ms,
+        database: text(root, "database"),
+        table: text(root, "table"),
+    }
 }

@@ -10,7 +10,7 @@
 
 use super::envelope;
 use super::error::DecodeError;
-use super::row::{Emitter, MessageMeta};
+use super::row::Emitter;
 use super::{Ctx, Decoded, SkipReason};
 
 /// Decodes one Maxwell message.
@@ -39,13 +39,9 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
         }
     }
     let data = envelope::required(envelope::object(&root, "data")?, "data", "type", kind)?;
-    let ts_ms = envelope::int(Some(&root), "ts").and_then(|s| s.checked_mul(1000));
-    let meta = MessageMeta {
-        ingestion_ms: ts_ms,
-        source_ms: ts_ms,
-        database: envelope::text(Some(&root), "database"),
-        table: envelope::text(Some(&root), "table"),
-    };
+    // Maxwell's `ts` is in seconds; metadata timestamps are milliseconds.
+    let ts_ms = envelope::int(&root, "ts").and_then(|s| s.checked_mul(1000));
+    let meta = envelope::flat_meta(&root, ts_ms, ts_ms);
     let emit = Emitter {
         ctx,
         hints: None,

@@ -374,7 +374,7 @@ async fn write(location: &TableLocation, row_kind_field: Option<&str>) -> Result
         }
         let result = serde_json::from_str::<serde_json::Value>(&line)
             .map_err(|e| format!("malformed JSON: {e}"))
-            .and_then(|v| row_from_json(&schema, &v, row_kind_field))
+            .and_then(|v| row_from_json(&schema, &v, row_kind_field).map_err(|e| e.to_string()))
             .and_then(|(kind, row)| writer.write(kind, row).map_err(|e| e.to_string()));
         match result {
             Ok(()) => rows += 1,

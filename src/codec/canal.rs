@@ -11,32 +11,18 @@
 
 use serde_json::{Map, Value};
 
-use super::error::{DecodeError, Part};
-use super::json::{parse_object, type_name};
-use super::row::{Emitter, MessageMeta};
+use super::envelope;
+use super::error::DecodeError;
+use super::json_value::type_name;
+use super::row::Emitter;
 use super::{Ctx, Decoded, SkipReason};
 
 /// Decodes one Canal message.
 pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
-    let Some(payload) = ctx.record.payload else {
+    let Some(root) = envelope::root(ctx)? else {
         return Ok(Decoded::Skipped(SkipReason::Tombstone));
     };
-    let root = parse_object(payload, Part::Payload)?;
-    let kind = match root.get("type") {
-        Some(Value::String(t)) => t.as_str(),
-        None | Some(Value::Null) => {
-            return Err(DecodeError::envelope(
-                "type",
-                "missing; not a Canal message",
-            ));
-        }
-        Some(other) => {
-            return Err(DecodeError::envelope(
-                "type",
-                format!("expected a string, got {}", type_name(other)),
-            ));
-        }
-    };
+    let kind = envelope::event_kind(&root, "type", "a Canal message")?;
     if root.get("isDdl").and_then(Value::as_bool) == Some(true) {
         return Ok(Decoded::Skipped(if kind == "TRUNCATE" {
             SkipReason::Truncate
@@ -51,9 +37,11 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
             return Ok(Decoded::Skipped(SkipReason::Ddl(ddl_text(&root, kind))));
         }
         other => {
-            return Err(DecodeError::envelope(
+            return Err(envelope::unknown_kind(
                 "type",
-                format!("unknown type {other:?}; expected INSERT, UPDATE or DELETE"),
+                "type",
+                other,
+                "INSERT, UPDATE or DELETE",
             ));
         }
     }
@@ -63,12 +51,11 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
     } else {
         None
     };
-    let meta = MessageMeta {
-        ingestion_ms: root.get("ts").and_then(Value::as_i64),
-        source_ms: root.get("es").and_then(Value::as_i64),
-        database: root.get("database").and_then(Value::as_str),
-        table: root.get("table").and_then(Value::as_str),
-    };
+    let meta = envelope::flat_meta(
+        &root,
+        envelope::int(&root, "ts"),
+        envelope::int(&root, "es"),
+    );
     let emit = Emitter {
         ctx,
         hints: None,
@@ -131,9 +118,12 @@ fn ddl_text(root: &Map<String, Value>, kind: &str) -> String {
 mod tests {
     use serde_json::json;
 
-    use super::super::testkit::{Change, canal_json, decoder, record, sample_row};
+    use super::super::testkit::{
+        Change, canal_json, decoder, metadata_decoder, record, sample_row,
+    };
     use super::super::*;
     use crate::table::datum::Datum;
+    use crate::table::types::DataType;
 
     fn decode(payload: &[u8]) -> Result<Decoded, DecodeError> {
         decoder(Format::CanalJson, CdcOptions::default()).decode(&record(payload))
@@ -245,35 +235,15 @@ mod tests {
 
     #[test]
     fn metadata_from_canal_fields() {
-        let schema = Arc::new(
-            crate::table::schema::TableSchema::new(
-                vec![
-                    ("id".into(), crate::table::types::DataType::Int, false),
-                    ("es".into(), crate::table::types::DataType::BigInt, true),
-                    ("ts".into(), crate::table::types::DataType::BigInt, true),
-                    (
-                        "tbl".into(),
-                        crate::table::types::DataType::Varchar(9),
-                        true,
-                    ),
-                ],
-                vec![],
-                vec!["id".into()],
-                Default::default(),
-            )
-            .unwrap(),
+        let dec = metadata_decoder(
+            Format::CanalJson,
+            &[
+                ("es", DataType::BigInt, Metadata::SourceTimestamp),
+                ("ts", DataType::BigInt, Metadata::IngestionTimestamp),
+                ("tbl", DataType::Varchar(9), Metadata::Table),
+            ],
+            CdcOptions::default(),
         );
-        let options = CdcOptions {
-            metadata: [
-                ("es".to_string(), Metadata::SourceTimestamp),
-                ("ts".to_string(), Metadata::IngestionTimestamp),
-                ("tbl".to_string(), Metadata::Table),
-            ]
-            .into_iter()
-            .collect(),
-            ..CdcOptions::default()
-        };
-        let dec = CdcDecoder::new(Format::CanalJson, schema, options).unwrap();
         let msg = json!({"type": "INSERT", "data": [{"id": "1", "ts": "ignored"}],
                          "es": 10, "ts": 20, "table": "products"});
         let Ok(Decoded::Changes(got)) = dec.decode(&record(msg.to_string().as_bytes())) else {

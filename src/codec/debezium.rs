@@ -9,20 +9,20 @@
 
 use serde_json::{Map, Value};
 
+use super::envelope;
 use super::error::{DecodeError, Part};
-use super::json::{parse_object, parse_value, type_name};
+use super::json_value::{parse_value, type_name};
 use super::row::{Emitter, Hints, MessageMeta, semantic_of};
 use super::{Ctx, Decoded, Format, SkipReason};
 
 /// `debezium-json`: parses the payload, unwraps `schema`/`payload`, decodes the envelope.
 pub(crate) fn decode_json(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
-    let Some(payload) = ctx.record.payload else {
+    let Some(root) = envelope::root(ctx)? else {
         return Ok(Decoded::Skipped(SkipReason::Tombstone));
     };
-    let root = parse_object(payload, Part::Payload)?;
     match unwrap_schema(root)? {
         None => Ok(Decoded::Skipped(SkipReason::Tombstone)),
-        Some((envelope, hints)) => decode_envelope(ctx, &envelope, hints.as_ref()),
+        Some((env, hints)) => decode_envelope(ctx, &env, hints.as_ref()),
     }
 }
 
@@ -86,39 +86,21 @@ fn connect_hints(schema: &Value) -> Hints {
 /// Decodes one Debezium envelope (`op`, `before`, `after`, `source`, `ts_ms`).
 pub(crate) fn decode_envelope(
     ctx: &Ctx<'_, '_>,
-    envelope: &Map<String, Value>,
+    env: &Map<String, Value>,
     hints: Option<&Hints>,
 ) -> Result<Decoded, DecodeError> {
-    let op = match envelope.get("op") {
-        Some(Value::String(op)) => op.as_str(),
-        None | Some(Value::Null) => {
-            return Err(DecodeError::envelope(
-                "op",
-                "missing; not a Debezium change event",
-            ));
-        }
-        Some(other) => {
-            return Err(DecodeError::envelope(
-                "op",
-                format!("expected a string, got {}", type_name(other)),
-            ));
-        }
-    };
-    let source = envelope.get("source").and_then(Value::as_object);
-    let source_str = |k: &str| source.and_then(|s| s.get(k)).and_then(Value::as_str);
+    let op = envelope::event_kind(env, "op", "a Debezium change event")?;
+    let source = env.get("source").and_then(Value::as_object);
     let meta = MessageMeta {
-        ingestion_ms: envelope.get("ts_ms").and_then(Value::as_i64),
-        source_ms: source.and_then(|s| s.get("ts_ms")).and_then(Value::as_i64),
-        database: source_str("db"),
-        table: source_str("table"),
+        ingestion_ms: envelope::int(env, "ts_ms"),
+        source_ms: source.and_then(|s| envelope::int(s, "ts_ms")),
+        database: source.and_then(|s| envelope::text(s, "db")),
+        table: source.and_then(|s| envelope::text(s, "table")),
     };
     let emit = Emitter { ctx, hints, meta };
-    let before = row_image(envelope, "before")?;
-    let after = row_image(envelope, "after")?;
-    let require_after = || {
-        after
-            .ok_or_else(|| DecodeError::envelope("after", format!("missing or null for op {op:?}")))
-    };
+    let before = envelope::object(env, "before")?;
+    let after = envelope::object(env, "after")?;
+    let require_after = || envelope::required(after, "after", "op", op);
     let mut out = Vec::with_capacity(2);
     match op {
         "c" => emit.insert(require_after()?, &mut out)?,
@@ -147,28 +129,15 @@ pub(crate) fn decode_envelope(
             )));
         }
         other => {
-            return Err(DecodeError::envelope(
+            return Err(envelope::unknown_kind(
                 "op",
-                format!("unknown operation {other:?}; expected c, r, u, d, t or m"),
+                "operation",
+                other,
+                "c, r, u, d, t or m",
             ));
         }
     }
     Ok(Decoded::Changes(out))
-}
-
-/// The `before`/`after` object of an envelope; `None` when missing or null.
-fn row_image<'a>(
-    envelope: &'a Map<String, Value>,
-    name: &str,
-) -> Result<Option<&'a Map<String, Value>>, DecodeError> {
-    match envelope.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(o)) => Ok(Some(o)),
-        Some(other) => Err(DecodeError::envelope(
-            name,
-            format!("expected an object or null, got {}", type_name(other)),
-        )),
-    }
 }
 
 /// The primary key of a delete without `before`, from the record key (a JSON struct,
@@ -194,9 +163,12 @@ fn key_image(ctx: &Ctx<'_, '_>) -> Result<WithHints, DecodeError> {
 mod tests {
     use serde_json::json;
 
-    use super::super::testkit::{Change, debezium_json, decoder, record, sample_row};
+    use super::super::testkit::{
+        Change, change, debezium_json, decoder, metadata_decoder, record, sample_row,
+    };
     use super::super::*;
     use crate::table::datum::{Datum, Timestamp};
+    use crate::table::types::DataType;
 
     fn decode(options: CdcOptions, payload: &[u8]) -> Result<Decoded, DecodeError> {
         decoder(Format::DebeziumJson, options).decode(&record(payload))
@@ -223,13 +195,7 @@ mod tests {
             "op": "c", "ts_ms": 1700000000123i64, "transaction": null
         });
         let got = changes(decode(CdcOptions::default(), msg.to_string().as_bytes()).unwrap());
-        assert_eq!(
-            got,
-            vec![RowChange {
-                kind: RowKind::Insert,
-                row: sample_row(1001)
-            }]
-        );
+        assert_eq!(got, vec![change(RowKind::Insert, sample_row(1001))]);
     }
 
     #[test]
@@ -261,14 +227,8 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                RowChange {
-                    kind: RowKind::Delete,
-                    row: before.clone()
-                },
-                RowChange {
-                    kind: RowKind::Insert,
-                    row: after.clone()
-                }
+                change(RowKind::Delete, before.clone()),
+                change(RowKind::Insert, after.clone())
             ]
         );
         let changelog = CdcOptions {
@@ -286,13 +246,7 @@ mod tests {
             ..CdcOptions::default()
         };
         let got = changes(decode(upsert.clone(), &msg).unwrap());
-        assert_eq!(
-            got,
-            vec![RowChange {
-                kind: RowKind::UpdateAfter,
-                row: after.clone()
-            }]
-        );
+        assert_eq!(got, vec![change(RowKind::UpdateAfter, after.clone())]);
         let mut moved = after.clone();
         moved[0] = Datum::Int(2);
         let msg = debezium_json(&Change::Update(before.clone(), moved.clone()), false);
@@ -300,14 +254,8 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                RowChange {
-                    kind: RowKind::Delete,
-                    row: before.clone()
-                },
-                RowChange {
-                    kind: RowKind::UpdateAfter,
-                    row: moved
-                }
+                change(RowKind::Delete, before.clone()),
+                change(RowKind::UpdateAfter, moved)
             ]
         );
         // No before image (PostgreSQL REPLICA IDENTITY DEFAULT): an upsert of after.
@@ -327,13 +275,7 @@ mod tests {
     fn deletes_use_before_or_the_key() {
         let msg = debezium_json(&Change::Delete(sample_row(3)), true);
         let got = changes(decode(CdcOptions::default(), &msg).unwrap());
-        assert_eq!(
-            got,
-            vec![RowChange {
-                kind: RowKind::Delete,
-                row: sample_row(3)
-            }]
-        );
+        assert_eq!(got, vec![change(RowKind::Delete, sample_row(3))]);
         let payload = json!({"op": "d", "before": null, "after": null}).to_string();
         let key = json!({"schema": {"type": "struct", "fields": [
                             {"type": "int32", "optional": false, "field": "id"}]},
@@ -426,48 +368,21 @@ mod tests {
 
     #[test]
     fn metadata_columns_and_strict_mode() {
-        let schema = Arc::new(
-            crate::table::schema::TableSchema::new(
-                vec![
-                    ("id".into(), crate::table::types::DataType::Int, false),
-                    (
-                        "ts".into(),
-                        crate::table::types::DataType::Timestamp(3),
-                        true,
-                    ),
-                    ("src_ms".into(), crate::table::types::DataType::BigInt, true),
-                    (
-                        "db".into(),
-                        crate::table::types::DataType::Varchar(100),
-                        true,
-                    ),
-                    (
-                        "tbl".into(),
-                        crate::table::types::DataType::Varchar(100),
-                        true,
-                    ),
-                    ("off".into(), crate::table::types::DataType::BigInt, true),
-                ],
-                vec![],
-                vec!["id".into()],
-                Default::default(),
-            )
-            .unwrap(),
-        );
-        let options = CdcOptions {
-            metadata: [
-                ("ts".to_string(), Metadata::IngestionTimestamp),
-                ("src_ms".to_string(), Metadata::SourceTimestamp),
-                ("db".to_string(), Metadata::Database),
-                ("tbl".to_string(), Metadata::Table),
-                ("off".to_string(), Metadata::Offset),
-            ]
-            .into_iter()
-            .collect(),
+        let strict = CdcOptions {
             strict: true,
             ..CdcOptions::default()
         };
-        let dec = CdcDecoder::new(Format::DebeziumJson, schema, options).unwrap();
+        let dec = metadata_decoder(
+            Format::DebeziumJson,
+            &[
+                ("ts", DataType::Timestamp(3), Metadata::IngestionTimestamp),
+                ("src_ms", DataType::BigInt, Metadata::SourceTimestamp),
+                ("db", DataType::Varchar(100), Metadata::Database),
+                ("tbl", DataType::Varchar(100), Metadata::Table),
+                ("off", DataType::BigInt, Metadata::Offset),
+            ],
+            strict,
+        );
         let msg = json!({"op": "c", "after": {"id": 1}, "ts_ms": 1_700_000_000_123i64,
                          "source": {"ts_ms": 1_700_000_000_000i64, "db": "inv", "table": "p"}});
         let bytes = msg.to_string();

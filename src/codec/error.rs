@@ -1,7 +1,17 @@
 //! Decode errors: precise enough to put in dead-letter headers (what failed, what was
 //! expected, what was found).
+//!
+//! A value that does not fit its column is a [`ColumnError`] whose [`ColumnProblem`] says
+//! why, down to the [`CoerceError`] of the conversion (with the base64 error of a Connect
+//! decimal as its source), so the dead-letter reason is the error's text and callers can
+//! still tell the cases apart.
 
 use std::fmt;
+
+use serde_json::Value;
+
+use super::EpochUnit;
+use crate::table::types::DataType;
 
 /// Which part of a Kafka record an error is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +39,66 @@ pub struct ColumnError {
     /// The offending value as JSON text (shortened), or `null`/`missing`.
     pub got: String,
     /// What is wrong.
-    pub problem: String,
+    pub problem: ColumnProblem,
+}
+
+/// What is wrong with a column's value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ColumnProblem {
+    /// A primary-key column has no value.
+    #[error("primary-key column is missing or null")]
+    MissingKey,
+    /// A NOT NULL column (not of the key) has no value.
+    #[error("NOT NULL column is missing or null")]
+    MissingNotNull,
+    /// The value does not convert to the column's type.
+    #[error(transparent)]
+    Value(#[from] CoerceError),
+}
+
+/// Why a JSON value does not convert to a column's type. The offending value is kept
+/// whole (the [`ColumnError`] holds the shortened text that reports quote).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoerceError {
+    /// What the table's own JSON form ([`crate::table::datum::datum_from_json`]) says
+    /// of the value; that function words its reasons as text.
+    #[error("{0}")]
+    Datum(String),
+    /// A number for a BOOLEAN that is neither 0 nor 1.
+    #[error("expected {ty}, got {got}")]
+    NotBoolean { ty: DataType, got: Value },
+    /// A number for a TIMESTAMP that is not an integer.
+    #[error("expected {ty} as integer epoch {unit:?}, got {got}")]
+    NotIntegerEpoch {
+        ty: DataType,
+        unit: EpochUnit,
+        got: Value,
+    },
+    /// Text for a TIMESTAMP in neither the table's form nor RFC 3339.
+    #[error("expected a timestamp `YYYY-MM-DD HH:MM:SS[.fff]` or RFC 3339, got {got}")]
+    NotTimestamp { got: Value },
+    /// A number the schema calls epoch days that is not an integer.
+    #[error("expected epoch days, got {got}")]
+    NotEpochDays { got: Value },
+    /// Epoch days whose milliseconds overflow.
+    #[error("{got} days are out of range for {ty}")]
+    DaysOutOfRange { got: Value, ty: DataType },
+    /// A Debezium `VariableScaleDecimal` without an integer `scale` or a string `value`.
+    #[error("expected a variable-scale decimal, got {got}")]
+    NotVariableDecimal { got: Value },
+    /// A Connect decimal whose text is not base64.
+    #[error("expected a base64 Connect decimal, got {text:?}: {source}")]
+    NotBase64 {
+        text: String,
+        #[source]
+        source: base64::DecodeError,
+    },
+    /// A Connect decimal whose unscaled value has more than 38 digits.
+    #[error("decimal of {len} bytes does not fit 38 digits")]
+    DecimalTooWide { len: usize },
+    /// A decimal scale beyond what a decimal can have.
+    #[error("decimal scale {scale} is too large")]
+    ScaleTooLarge { scale: u32 },
 }
 
 impl fmt::Display for ColumnError {
@@ -130,6 +199,20 @@ fn row_prefix(f: &mut fmt::Formatter<'_>, row: &Option<usize>) -> fmt::Result {
     }
 }
 
+/// Every problem, `; ` between them: one line for a dead-letter header or a report.
+pub(crate) fn write_joined<T: fmt::Display>(
+    f: &mut fmt::Formatter<'_>,
+    items: &[T],
+) -> fmt::Result {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            f.write_str("; ")?;
+        }
+        write!(f, "{item}")?;
+    }
+    Ok(())
+}
+
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -137,13 +220,7 @@ impl fmt::Display for DecodeError {
             DecodeError::Envelope { field, problem } => write!(f, "field `{field}`: {problem}"),
             DecodeError::Columns { row, errors } => {
                 row_prefix(f, row)?;
-                for (i, e) in errors.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str("; ")?;
-                    }
-                    write!(f, "{e}")?;
-                }
-                Ok(())
+                write_joined(f, errors)
             }
             DecodeError::UnknownFields { row, fields } => {
                 row_prefix(f, row)?;

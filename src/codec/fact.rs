@@ -17,9 +17,10 @@ use std::collections::HashMap;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::OutputEncoder;
 use super::avro::EncodeError;
-use super::json::lookup_path;
-use super::{OutputEncoder, json};
+use super::error::{DecodeError, Part};
+use super::json_value::{lookup_path, parse_object};
 
 /// A decoded fact plus the fields its joins added so far.
 #[derive(Debug, Clone)]
@@ -27,6 +28,31 @@ pub enum Fact<'a> {
     /// The payload's own bytes (a JSON object whose keys have no escapes).
     Raw(RawFact<'a>),
     Tree(Map<String, Value>),
+}
+
+/// A value of a raw fact that is valid JSON but does not fit a `serde_json::Value`: a
+/// number out of its range (`1e400`). The raw form never needs to read it unless asked
+/// for it, or for the whole tree; then the fact is bad.
+#[derive(Debug, thiserror::Error)]
+pub enum FactValueError {
+    /// A top-level field asked for by name.
+    #[error("field `{path}`: {source}")]
+    Field {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The payload as a whole, when a tree of it was needed.
+    #[error(transparent)]
+    Payload(DecodeError),
+}
+
+/// The enrich pipeline words a bad fact's dead-letter reason as text; this keeps `?`
+/// working there.
+impl From<FactValueError> for String {
+    fn from(e: FactValueError) -> Self {
+        e.to_string()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -52,7 +78,7 @@ impl<'a> Fact<'a> {
 
     /// The value at a dotted path, as [`lookup_path`] finds it in the fact's tree. `Err`
     /// when the value is not readable as a JSON value (a number out of range).
-    pub fn get(&self, path: &str) -> Result<Option<Cow<'_, Value>>, String> {
+    pub fn get(&self, path: &str) -> Result<Option<Cow<'_, Value>>, FactValueError> {
         let raw = match self {
             Fact::Tree(map) => return Ok(lookup_path(map, path).map(Cow::Borrowed)),
             Fact::Raw(raw) => raw,
@@ -63,7 +89,10 @@ impl<'a> Fact<'a> {
         if let Some(value) = raw.fields.get(path) {
             return serde_json::from_str(value.get())
                 .map(|v| Some(Cow::Owned(v)))
-                .map_err(|e| format!("field `{path}`: {e}"));
+                .map_err(|source| FactValueError::Field {
+                    path: path.to_string(),
+                    source,
+                });
         }
         if !path.contains('.') {
             return Ok(None);
@@ -76,7 +105,7 @@ impl<'a> Fact<'a> {
     /// Sets a field, as inserting into the fact's tree would: a new name is appended, an
     /// existing one keeps its place. `Err` when replacing a field of a payload that cannot
     /// be read as a tree.
-    pub fn insert(&mut self, name: &str, value: Value) -> Result<(), String> {
+    pub fn insert(&mut self, name: &str, value: Value) -> Result<(), FactValueError> {
         match self {
             Fact::Tree(map) => {
                 map.insert(name.to_string(), value);
@@ -98,17 +127,17 @@ impl<'a> Fact<'a> {
     pub fn encode(&self, encoder: &OutputEncoder) -> Result<Vec<u8>, EncodeError> {
         match (self, encoder) {
             (Fact::Raw(raw), OutputEncoder::Json) => Ok(raw.splice()),
-            (Fact::Raw(raw), _) => encoder.encode(&raw.to_tree().map_err(|got| EncodeError {
+            (Fact::Raw(raw), _) => encoder.encode(&raw.to_tree().map_err(|e| EncodeError {
                 path: String::new(),
                 expected: "a JSON object".into(),
-                got,
+                got: e.to_string(),
             })?),
             (Fact::Tree(map), _) => encoder.encode(map),
         }
     }
 
     /// The fact as a tree.
-    pub fn into_tree(self) -> Result<Map<String, Value>, String> {
+    pub fn into_tree(self) -> Result<Map<String, Value>, FactValueError> {
         match self {
             Fact::Tree(map) => Ok(map),
             Fact::Raw(raw) => raw.to_tree(),
@@ -119,9 +148,8 @@ impl<'a> Fact<'a> {
 impl RawFact<'_> {
     /// The payload as a tree plus the added fields. The payload is valid JSON (it parsed
     /// as a raw fact), but a number out of range does not fit a `Value`.
-    fn to_tree(&self) -> Result<Map<String, Value>, String> {
-        let mut map =
-            json::parse_object(self.payload, super::Part::Payload).map_err(|e| e.to_string())?;
+    fn to_tree(&self) -> Result<Map<String, Value>, FactValueError> {
+        let mut map = parse_object(self.payload, Part::Payload).map_err(FactValueError::Payload)?;
         for (name, value) in &self.added {
             map.insert(name.clone(), value.clone());
         }
@@ -216,7 +244,12 @@ mod tests {
     fn a_number_out_of_range_is_an_error_where_a_tree_is_needed_never_an_empty_object() {
         let payload = br#"{"big": 1e400, "k": 1}"#;
         let mut raw = Fact::raw(payload).expect("valid JSON stays raw");
-        assert!(raw.get("big").is_err());
+        let err = raw.get("big").unwrap_err();
+        assert!(
+            matches!(&err, FactValueError::Field { path, .. } if path == "big"),
+            "{err}"
+        );
+        assert!(std::error::Error::source(&err).is_some(), "{err:?}");
         // Spliced output keeps the number as written.
         let mut spliced = raw.clone();
         spliced.insert("x", json!(2)).unwrap();
@@ -225,7 +258,8 @@ mod tests {
             br#"{"big": 1e400, "k": 1,"x":2}"#.to_vec()
         );
         // Replacing a field needs the tree: an error, not a silently emptied fact.
-        assert!(raw.insert("k", json!(2)).is_err());
+        let err = raw.insert("k", json!(2)).unwrap_err();
+        assert!(matches!(err, FactValueError::Payload(_)), "{err}");
     }
 
     #[test]

@@ -1,76 +1,27 @@
-//! JSON: flat objects ⇄ table rows in the JSON form of [`crate::table::datum`], the `json`
-//! CDC format, payload parsing and dotted-path lookup.
+//! JSON: flat objects ⇄ table rows in the JSON form of [`crate::table::datum`] (the
+//! `table` commands' JSON lines), and the `json` CDC format.
+//!
+//! Parsing payloads and dotted paths are in [`super::json_value`], which [`super::row`]
+//! uses too: this module builds on `row` (the `json` format's changes), never the reverse.
+
+use std::fmt;
 
 use serde_json::{Map, Value};
 
-use super::error::{DecodeError, Part};
+use super::envelope;
+use super::error::{DecodeError, write_joined};
+use super::json_value::type_name;
 use super::row::MessageMeta;
 use super::{Ctx, Decoded, SkipReason};
 use crate::table::datum::{Row, datum_from_json, datum_to_json};
 use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 
-/// The value at a dotted path (`"customer.id"`, `"items.0.sku"`) of an object. A key that
-/// itself contains dots is found too: at each level the longest matching key wins over
-/// splitting it. Array elements are addressed by index.
-pub fn lookup_path<'a>(record: &'a Map<String, Value>, dotted: &str) -> Option<&'a Value> {
-    if let Some(v) = record.get(dotted) {
-        return Some(v);
-    }
-    // Try the split points from the right, so longer keys are preferred.
-    let mut end = dotted.len();
-    while let Some(dot) = dotted[..end].rfind('.') {
-        if let Some(inner) = record.get(&dotted[..dot])
-            && let Some(v) = lookup_in(inner, &dotted[dot + 1..])
-        {
-            return Some(v);
-        }
-        end = dot;
-    }
-    None
-}
-
-fn lookup_in<'a>(value: &'a Value, rest: &str) -> Option<&'a Value> {
-    match value {
-        Value::Object(map) => lookup_path(map, rest),
-        Value::Array(items) => {
-            let (index, tail) = match rest.split_once('.') {
-                Some((i, tail)) => (i, Some(tail)),
-                None => (rest, None),
-            };
-            let item = items.get(index.parse::<usize>().ok()?)?;
-            match tail {
-                None => Some(item),
-                Some(tail) => lookup_in(item, tail),
-            }
-        }
-        _ => None,
-    }
-}
-
-/// Parses bytes as one JSON value.
-pub(crate) fn parse_value(bytes: &[u8], part: Part) -> Result<Value, DecodeError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| DecodeError::malformed(part, format!("not valid JSON: {e}")))
-}
-
-/// Parses bytes as one JSON object.
-pub(crate) fn parse_object(bytes: &[u8], part: Part) -> Result<Map<String, Value>, DecodeError> {
-    match parse_value(bytes, part)? {
-        Value::Object(map) => Ok(map),
-        other => Err(DecodeError::malformed(
-            part,
-            format!("expected a JSON object, got {}", type_name(&other)),
-        )),
-    }
-}
-
 /// The `json` CDC format: one object per record, a tombstone is skipped.
 pub(crate) fn decode_cdc(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
-    let Some(payload) = ctx.record.payload else {
+    let Some(object) = envelope::root(ctx)? else {
         return Ok(Decoded::Skipped(SkipReason::Tombstone));
     };
-    let object = parse_object(payload, Part::Payload)?;
     flat_change(ctx, &object)
 }
 
@@ -108,16 +59,60 @@ pub(crate) fn flat_change(
     Ok(Decoded::Changes(vec![change]))
 }
 
+/// Why a JSON value is not a row of the table: every problem found in it, so that one
+/// pass over a file of lines shows all that is wrong with each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowJsonError {
+    pub problems: Vec<RowJsonProblem>,
+}
+
+impl fmt::Display for RowJsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_joined(f, &self.problems)
+    }
+}
+
+impl std::error::Error for RowJsonError {}
+
+/// One thing wrong with a JSON value given as a row.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RowJsonProblem {
+    /// The value is not an object (its type in words).
+    #[error("expected a JSON object, got {0}")]
+    NotAnObject(&'static str),
+    /// A member that is no column (nor the row-kind member).
+    #[error("unknown column `{0}`")]
+    UnknownColumn(String),
+    /// The row-kind member holds text that is no row kind.
+    #[error("row kind `{field}` must be one of +I, -U, +U, -D, got {got:?}")]
+    UnknownRowKind { field: String, got: String },
+    /// The row-kind member is not text.
+    #[error("row kind `{field}` must be a string (+I, -U, +U, -D), got {got}")]
+    RowKindNotText { field: String, got: Value },
+    /// A primary-key column is missing or null.
+    #[error("primary-key column `{0}` is missing or null")]
+    MissingKey(String),
+    /// A NOT NULL column (not of the key) is missing or null.
+    #[error("NOT NULL column `{0}` is missing or null")]
+    MissingNotNull(String),
+    /// A value that does not convert to its column's type; `reason` is
+    /// [`datum_from_json`]'s, which words it as text.
+    #[error("column `{column}`: {reason}")]
+    Value { column: String, reason: String },
+}
+
 /// Converts one JSON object to a row of `schema`. `row_kind_field`, when given, names a
 /// member holding `+I`/`-U`/`+U`/`-D` that is not stored. Columns absent from the object
-/// are null. Every problem of the object is reported, joined by `; `.
+/// are null. Every problem of the object is reported.
 pub fn row_from_json(
     schema: &TableSchema,
     value: &Value,
     row_kind_field: Option<&str>,
-) -> Result<(RowKind, Row), String> {
+) -> Result<(RowKind, Row), RowJsonError> {
     let Value::Object(object) = value else {
-        return Err(format!("expected a JSON object, got {}", type_name(value)));
+        return Err(RowJsonError {
+            problems: vec![RowJsonProblem::NotAnObject(type_name(value))],
+        });
     };
     let mut problems = Vec::new();
     let mut kind = RowKind::Insert;
@@ -126,7 +121,7 @@ pub fn row_from_json(
             continue;
         }
         if schema.field(key).is_none() {
-            problems.push(format!("unknown column `{key}`"));
+            problems.push(RowJsonProblem::UnknownColumn(key.clone()));
         }
     }
     if let Some(field) = row_kind_field {
@@ -134,13 +129,15 @@ pub fn row_from_json(
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => match RowKind::parse(s) {
                 Some(k) => kind = k,
-                None => problems.push(format!(
-                    "row kind `{field}` must be one of +I, -U, +U, -D, got {s:?}"
-                )),
+                None => problems.push(RowJsonProblem::UnknownRowKind {
+                    field: field.to_string(),
+                    got: s.clone(),
+                }),
             },
-            Some(other) => problems.push(format!(
-                "row kind `{field}` must be a string (+I, -U, +U, -D), got {other}"
-            )),
+            Some(other) => problems.push(RowJsonProblem::RowKindNotText {
+                field: field.to_string(),
+                got: other.clone(),
+            }),
         }
     }
     let mut row = Vec::with_capacity(schema.fields.len());
@@ -149,22 +146,20 @@ pub fn row_from_json(
         match datum_from_json(value, &field.data_type) {
             Ok(d) => {
                 if d.is_null() && !field.nullable {
-                    if schema.primary_keys.contains(&field.name) {
-                        problems.push(format!(
-                            "primary-key column `{}` is missing or null",
-                            field.name
-                        ));
+                    let name = field.name.clone();
+                    problems.push(if schema.primary_keys.contains(&field.name) {
+                        RowJsonProblem::MissingKey(name)
                     } else {
-                        problems.push(format!(
-                            "NOT NULL column `{}` is missing or null",
-                            field.name
-                        ));
-                    }
+                        RowJsonProblem::MissingNotNull(name)
+                    });
                 }
                 row.push(d);
             }
-            Err(e) => {
-                problems.push(format!("column `{}`: {e}", field.name));
+            Err(reason) => {
+                problems.push(RowJsonProblem::Value {
+                    column: field.name.clone(),
+                    reason,
+                });
                 row.push(crate::table::datum::Datum::Null);
             }
         }
@@ -172,7 +167,7 @@ pub fn row_from_json(
     if problems.is_empty() {
         Ok((kind, row))
     } else {
-        Err(problems.join("; "))
+        Err(RowJsonError { problems })
     }
 }
 
@@ -183,17 +178,6 @@ pub fn row_to_json(schema: &TableSchema, row: &Row) -> Value {
         object.insert(field.name.clone(), datum_to_json(datum, &field.data_type));
     }
     Value::Object(object)
-}
-
-pub(crate) fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]
@@ -225,41 +209,33 @@ mod tests {
         assert_eq!(kind, RowKind::Delete);
         assert_eq!(row, vec![Datum::Int(1), Datum::String("a".into())]);
         let err =
-            row_from_json(&s, &json!({"name": 5, "x": 1, "op": "?"}), Some("op")).unwrap_err();
-        assert!(err.contains("unknown column `x`"), "{err}");
-        assert!(err.contains("primary-key column `id`"), "{err}");
-        assert!(err.contains("+I, -U, +U, -D"), "{err}");
-        assert!(
+            row_from_json(&s, &json!({"name": [5], "x": 1, "op": "?"}), Some("op")).unwrap_err();
+        assert_eq!(
+            err.problems,
+            vec![
+                RowJsonProblem::UnknownColumn("x".into()),
+                RowJsonProblem::UnknownRowKind {
+                    field: "op".into(),
+                    got: "?".into()
+                },
+                RowJsonProblem::MissingKey("id".into()),
+                RowJsonProblem::Value {
+                    column: "name".into(),
+                    reason: "expected VARCHAR(10), got [5]".into()
+                },
+            ]
+        );
+        let text = err.to_string();
+        assert!(text.contains("unknown column `x`; "), "{text}");
+        assert!(text.contains("primary-key column `id`"), "{text}");
+        assert!(text.contains("+I, -U, +U, -D"), "{text}");
+        assert_eq!(
             row_from_json(&s, &json!([1]), None)
                 .unwrap_err()
-                .contains("an array")
+                .to_string(),
+            "expected a JSON object, got an array"
         );
         assert_eq!(row_to_json(&s, &row), json!({"id": 1, "name": "a"}));
-    }
-
-    #[test]
-    fn dotted_paths_walk_objects_arrays_and_dotted_keys() {
-        let v = json!({
-            "customer": {"id": 7, "address": {"city": "Oslo"}},
-            "items": [{"sku": "a"}, {"sku": "b"}],
-            "a.b": 1,
-            "a": {"b": 2, "c.d": 3},
-        });
-        let Value::Object(m) = v else { unreachable!() };
-        assert_eq!(lookup_path(&m, "customer.id"), Some(&json!(7)));
-        assert_eq!(
-            lookup_path(&m, "customer.address.city"),
-            Some(&json!("Oslo"))
-        );
-        assert_eq!(lookup_path(&m, "items.1.sku"), Some(&json!("b")));
-        assert_eq!(lookup_path(&m, "a.b"), Some(&json!(1)));
-        assert_eq!(lookup_path(&m, "a.c.d"), Some(&json!(3)));
-        assert_eq!(lookup_path(&m, "customer.name"), None);
-        assert_eq!(lookup_path(&m, "items.9.sku"), None);
-        assert_eq!(lookup_path(&m, "items.x"), None);
-        assert_eq!(lookup_path(&m, "customer.id.x"), None);
-        assert_eq!(lookup_path(&m, ""), None);
-        assert_eq!(lookup_path(&m, "."), None);
     }
 
     #[test]

@@ -8,34 +8,17 @@
 //! `database-drop`, …, with `output_ddl`) are skipped. `ts` is in seconds; as metadata it
 //! is scaled to milliseconds.
 
-use serde_json::{Map, Value};
-
-use super::error::{DecodeError, Part};
-use super::json::{parse_object, type_name};
-use super::row::{Emitter, MessageMeta};
+use super::envelope;
+use super::error::DecodeError;
+use super::row::Emitter;
 use super::{Ctx, Decoded, SkipReason};
 
 /// Decodes one Maxwell message.
 pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
-    let Some(payload) = ctx.record.payload else {
+    let Some(root) = envelope::root(ctx)? else {
         return Ok(Decoded::Skipped(SkipReason::Tombstone));
     };
-    let root = parse_object(payload, Part::Payload)?;
-    let kind = match root.get("type") {
-        Some(Value::String(t)) => t.as_str(),
-        None | Some(Value::Null) => {
-            return Err(DecodeError::envelope(
-                "type",
-                "missing; not a Maxwell message",
-            ));
-        }
-        Some(other) => {
-            return Err(DecodeError::envelope(
-                "type",
-                format!("expected a string, got {}", type_name(other)),
-            ));
-        }
-    };
+    let kind = envelope::event_kind(&root, "type", "a Maxwell message")?;
     match kind {
         "insert" | "update" | "delete" | "bootstrap-insert" => {}
         "bootstrap-start" | "bootstrap-complete" => {
@@ -47,27 +30,18 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
             return Ok(Decoded::Skipped(SkipReason::Ddl(format!("Maxwell {ddl}"))));
         }
         other => {
-            return Err(DecodeError::envelope(
+            return Err(envelope::unknown_kind(
                 "type",
-                format!(
-                    "unknown type {other:?}; expected insert, update, delete or bootstrap-insert"
-                ),
+                "type",
+                other,
+                "insert, update, delete or bootstrap-insert",
             ));
         }
     }
-    let data = object(&root, "data")?.ok_or_else(|| {
-        DecodeError::envelope("data", format!("missing or null for type {kind:?}"))
-    })?;
-    let ts_ms = root
-        .get("ts")
-        .and_then(Value::as_i64)
-        .and_then(|s| s.checked_mul(1000));
-    let meta = MessageMeta {
-        ingestion_ms: ts_ms,
-        source_ms: ts_ms,
-        database: root.get("database").and_then(Value::as_str),
-        table: root.get("table").and_then(Value::as_str),
-    };
+    let data = envelope::required(envelope::object(&root, "data")?, "data", "type", kind)?;
+    // Maxwell's `ts` is in seconds; metadata timestamps are milliseconds.
+    let ts_ms = envelope::int(&root, "ts").and_then(|s| s.checked_mul(1000));
+    let meta = envelope::flat_meta(&root, ts_ms, ts_ms);
     let emit = Emitter {
         ctx,
         hints: None,
@@ -81,34 +55,22 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
                 return Ok(Decoded::Skipped(SkipReason::SnapshotRead));
             }
         }
-        "update" => emit.update(object(&root, "old")?, data, &mut out)?,
+        "update" => emit.update(envelope::object(&root, "old")?, data, &mut out)?,
         _ => emit.delete(data, &mut out)?,
     }
     Ok(Decoded::Changes(out))
-}
-
-/// The object in `field`; `None` when missing or null.
-fn object<'a>(
-    root: &'a Map<String, Value>,
-    field: &str,
-) -> Result<Option<&'a Map<String, Value>>, DecodeError> {
-    match root.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(o)) => Ok(Some(o)),
-        Some(other) => Err(DecodeError::envelope(
-            field,
-            format!("expected an object, got {}", type_name(other)),
-        )),
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
-    use super::super::testkit::{Change, decoder, maxwell_json, record, sample_row};
+    use super::super::testkit::{
+        Change, decoder, maxwell_json, metadata_decoder, record, sample_row,
+    };
     use super::super::*;
     use crate::table::datum::Datum;
+    use crate::table::types::DataType;
 
     fn decode(options: CdcOptions, payload: &[u8]) -> Result<Decoded, DecodeError> {
         decoder(Format::MaxwellJson, options).decode(&record(payload))
@@ -195,29 +157,11 @@ mod tests {
 
     #[test]
     fn ts_seconds_become_millis() {
-        let schema = Arc::new(
-            crate::table::schema::TableSchema::new(
-                vec![
-                    ("id".into(), crate::table::types::DataType::Int, false),
-                    (
-                        "at".into(),
-                        crate::table::types::DataType::Timestamp(3),
-                        true,
-                    ),
-                ],
-                vec![],
-                vec!["id".into()],
-                Default::default(),
-            )
-            .unwrap(),
+        let dec = metadata_decoder(
+            Format::MaxwellJson,
+            &[("at", DataType::Timestamp(3), Metadata::SourceTimestamp)],
+            CdcOptions::default(),
         );
-        let options = CdcOptions {
-            metadata: [("at".to_string(), Metadata::SourceTimestamp)]
-                .into_iter()
-                .collect(),
-            ..CdcOptions::default()
-        };
-        let dec = CdcDecoder::new(Format::MaxwellJson, schema, options).unwrap();
         let msg = json!({"type": "insert", "ts": 1477053217, "data": {"id": 1}});
         let Ok(Decoded::Changes(got)) = dec.decode(&record(msg.to_string().as_bytes())) else {
             panic!("changes expected")

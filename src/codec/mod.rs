@@ -56,11 +56,13 @@ use crate::table::schema::TableSchema;
 mod avro;
 mod canal;
 mod debezium;
+mod envelope;
 mod error;
 mod fact;
 #[cfg(test)]
 mod fuzz_seeds;
 pub mod json;
+mod json_value;
 mod maxwell;
 mod registry;
 mod row;
@@ -74,9 +76,9 @@ mod testkit;
 mod tests;
 
 pub use avro::{AvroSchema, CONFLUENT_MAGIC, EncodeError};
-pub use error::{ColumnError, DecodeError, Part};
-pub use fact::Fact;
-pub use json::lookup_path;
+pub use error::{CoerceError, ColumnError, ColumnProblem, DecodeError, Part};
+pub use fact::{Fact, FactValueError};
+pub use json_value::lookup_path;
 pub use registry::{NOT_FOUND_TTL, SchemaResolver};
 
 use row::RowBuilder;
@@ -461,7 +463,9 @@ impl FactDecoder {
             }
             _ => match Fact::raw(payload) {
                 Some(fact) => Ok(Some(fact)),
-                None => json::parse_object(payload, Part::Payload).map(|m| Some(Fact::Tree(m))),
+                None => {
+                    json_value::parse_object(payload, Part::Payload).map(|m| Some(Fact::Tree(m)))
+                }
             },
         }
     }
@@ -549,7 +553,7 @@ fn decode_avro_payload(
             part: Part::Payload,
             reason: format!(
                 "the Avro schema's top level is not a record (decoded {})",
-                json::type_name(&other)
+                json_value::type_name(&other)
             ),
         }),
     }

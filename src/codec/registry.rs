@@ -7,7 +7,9 @@
 //! registry, and asked again after it, so a schema registered later is found. Transient
 //! failures (unreachable, 5xx, auth, an answer that is not the registry's) are never
 //! remembered: the pipelines hold the record and retry, and only permanent failures reach
-//! the dead-letter topic. Lookups of fetched ids are synchronous
+//! the dead-letter topic. The two are told apart by type (`NoSchema`, `Unreachable`, with
+//! the HTTP or JSON error as source) until they become a [`DecodeError::Schema`], whose
+//! `transient` says which it was. Lookups of fetched ids are synchronous
 //! ([`SchemaResolver::cached`]); only a miss awaits the network
 //! ([`SchemaResolver::resolve`]). Different ids are fetched concurrently; the callers of one
 //! id share its single request (moka's `try_get_with`), and no lock is held across one.
@@ -26,6 +28,7 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use reqwest::StatusCode;
 use serde::Deserialize;
 use url::Url;
 
@@ -70,7 +73,80 @@ struct Registry {
 }
 
 /// A registry lookup that the registry answered: the schema, or why the id has none.
-type Lookup = std::result::Result<Arc<AvroSchema>, String>;
+type Lookup = std::result::Result<Arc<AvroSchema>, NoSchema>;
+
+/// Why the registry gives no schema for an id, for good: the record's fault (it goes to
+/// the dead-letter topic). Remembered for the not-found TTL and cloned to every caller of
+/// the id meanwhile, hence `Clone` and the shared parse error.
+#[derive(Debug, Clone, thiserror::Error)]
+enum NoSchema {
+    /// The registry's own "not found" (or "invalid") for the id; `body` is the start of
+    /// its answer.
+    #[error("schema registry answered {status}: {body}")]
+    Refused { status: StatusCode, body: String },
+    /// The id's schema is of another type (`PROTOBUF`, `JSON`).
+    #[error("schema type {0} is not Avro")]
+    NotAvro(String),
+    /// The schema refers to others, which are not fetched.
+    #[error("schemas with references are not supported")]
+    References,
+    /// The schema text is not a schema lakejoin can read.
+    #[error(transparent)]
+    Invalid(Arc<Error>),
+    /// The id does not make a URL under the registry's (cannot happen for a URL that
+    /// parsed, but is no reason to panic).
+    #[error("bad registry URL: {0}")]
+    Url(#[source] url::ParseError),
+}
+
+/// Why the registry could not be asked for now: not the record's fault, so the record is
+/// held and tried again, and nothing is remembered.
+#[derive(Debug, thiserror::Error)]
+enum Unreachable {
+    /// No answer: unreachable, refused, timed out.
+    #[error("schema registry request to {url} failed: {source}")]
+    Request {
+        url: Url,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// A 404 without the registry's error body: the URL points at something else.
+    #[error(
+        "schema registry answered {status} without a registry error (does the URL point at \
+         the registry?): {body}"
+    )]
+    NotTheRegistry { status: StatusCode, body: String },
+    /// Any other failure status (auth, overload, outage).
+    #[error("schema registry answered {status}: {body}")]
+    Status { status: StatusCode, body: String },
+    /// An answer longer than [`MAX_ANSWER_BYTES`].
+    #[error(
+        "the schema registry's answer to {path} is longer than the {} MiB cap",
+        MAX_ANSWER_BYTES >> 20
+    )]
+    TooLong { path: String },
+    /// The answer broke off.
+    #[error("reading the schema registry's answer failed: {source}")]
+    Read {
+        #[source]
+        source: reqwest::Error,
+    },
+    /// A success whose body is not the registry's schema answer (a proxy's page).
+    #[error("schema registry answer is not a schema: {source}")]
+    NotASchema {
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// How one request for an id failed.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    #[error(transparent)]
+    NoSchema(#[from] NoSchema),
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
+}
 
 /// Basic-auth credentials from the registry URL's user information.
 struct BasicAuth {
@@ -238,16 +314,20 @@ impl SchemaResolver {
             .lookups
             .try_get_with(id, registry.lookup(id))
             .await
-            .map_err(Arc::unwrap_or_clone)?;
+            .map_err(|e| DecodeError::Schema {
+                id,
+                reason: e.to_string(),
+                transient: true,
+            })?;
         match lookup {
             Ok(schema) => {
                 let mut fetched = self.fetched.write().unwrap_or_else(|e| e.into_inner());
                 fetched.insert(id, schema.clone());
                 Ok(schema)
             }
-            Err(reason) => Err(DecodeError::Schema {
+            Err(no_schema) => Err(DecodeError::Schema {
                 id,
-                reason,
+                reason: no_schema.to_string(),
                 transient: false,
             }),
         }
@@ -255,29 +335,20 @@ impl SchemaResolver {
 }
 
 impl Registry {
-    /// One request for `id`: the registry's answer, or a transient failure (`Err`).
-    async fn lookup(&self, id: u32) -> Result<Lookup, DecodeError> {
+    /// One request for `id`: the registry's answer, or why it could not be had for now.
+    async fn lookup(&self, id: u32) -> Result<Lookup, Unreachable> {
         match self.fetch(id).await {
             Ok(schema) => Ok(Ok(Arc::new(schema))),
-            Err(DecodeError::Schema {
-                reason,
-                transient: false,
-                ..
-            }) => Ok(Err(reason)),
-            Err(e) => Err(e),
+            Err(FetchError::NoSchema(e)) => Ok(Err(e)),
+            Err(FetchError::Unreachable(e)) => Err(e),
         }
     }
 
-    async fn fetch(&self, id: u32) -> Result<AvroSchema, DecodeError> {
-        let fail = |reason: String, transient: bool| DecodeError::Schema {
-            id,
-            reason,
-            transient,
-        };
+    async fn fetch(&self, id: u32) -> Result<AvroSchema, FetchError> {
         let url = self
             .base
             .join(&format!("schemas/ids/{id}"))
-            .map_err(|e| fail(format!("bad registry URL: {e}"), false))?;
+            .map_err(NoSchema::Url)?;
         let mut request = self.http.get(url.clone()).header(
             "Accept",
             "application/vnd.schemaregistry.v1+json, application/json",
@@ -285,12 +356,13 @@ impl Registry {
         if let Some(auth) = &self.auth {
             request = request.basic_auth(&auth.user, auth.password.as_deref());
         }
-        let mut response = request.send().await.map_err(|e| {
-            fail(
-                format!("schema registry request to {url} failed: {e}"),
-                true,
-            )
-        })?;
+        let mut response = request
+            .send()
+            .await
+            .map_err(|source| Unreachable::Request {
+                url: url.clone(),
+                source,
+            })?;
         let status = response.status();
         if !status.is_success() {
             // Only the start is quoted; a failure to read the rest changes nothing.
@@ -309,62 +381,39 @@ impl Registry {
             // (invalid), or the bare status some registries put there.
             let registry_agrees = code.is_some_and(|c| c == status_code || c / 100 == status_code);
             return Err(match status_code {
-                404 | 422 if registry_agrees => {
-                    fail(format!("schema registry answered {status}: {text}"), false)
-                }
-                404 => fail(
-                    format!(
-                        "schema registry answered {status} without a registry error \
-                         (does the URL point at the registry?): {text}"
-                    ),
-                    true,
-                ),
-                _ => fail(format!("schema registry answered {status}: {text}"), true),
+                404 | 422 if registry_agrees => NoSchema::Refused { status, body: text }.into(),
+                404 => Unreachable::NotTheRegistry { status, body: text }.into(),
+                _ => Unreachable::Status { status, body: text }.into(),
             });
         }
-        let too_long = || {
-            fail(
-                format!(
-                    "the schema registry's answer to {} is longer than the {} MiB cap",
-                    url.path(),
-                    MAX_ANSWER_BYTES >> 20
-                ),
-                true,
-            )
+        let too_long = || Unreachable::TooLong {
+            path: url.path().to_string(),
         };
         if response
             .content_length()
             .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
         {
-            return Err(too_long());
+            return Err(too_long().into());
         }
         let (body, complete) = read_at_most(&mut response, MAX_ANSWER_BYTES)
             .await
-            .map_err(|e| {
-                fail(
-                    format!("reading the schema registry's answer failed: {e}"),
-                    true,
-                )
-            })?;
+            .map_err(|source| Unreachable::Read { source })?;
         if !complete {
-            return Err(too_long());
+            return Err(too_long().into());
         }
         // A registry always answers this shape; anything else came from something in
         // between (a proxy's page) and is retried.
-        let answer: SchemaResponse = serde_json::from_slice(&body)
-            .map_err(|e| fail(format!("schema registry answer is not a schema: {e}"), true))?;
+        let answer: SchemaResponse =
+            serde_json::from_slice(&body).map_err(|source| Unreachable::NotASchema { source })?;
         if let Some(t) = answer.schema_type.as_deref()
             && t != "AVRO"
         {
-            return Err(fail(format!("schema type {t} is not Avro"), false));
+            return Err(NoSchema::NotAvro(t.to_string()).into());
         }
         if !answer.references.is_empty() {
-            return Err(fail(
-                "schemas with references are not supported".into(),
-                false,
-            ));
+            return Err(NoSchema::References.into());
         }
-        AvroSchema::parse(&answer.schema).map_err(|e| fail(e.to_string(), false))
+        AvroSchema::parse(&answer.schema).map_err(|e| NoSchema::Invalid(Arc::new(e)).into())
     }
 }
 

@@ -9,8 +9,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::DateTime;
 use serde_json::{Map, Value};
 
-use super::error::{ColumnError, DecodeError, snippet};
-use super::json::lookup_path;
+use super::error::{CoerceError, ColumnError, ColumnProblem, DecodeError, snippet};
+use super::json_value::lookup_path;
 use super::{
     CdcOptions, Ctx, EpochUnit, KafkaRecord, Metadata, RowChange, SnapshotMode, UpdateMode,
 };
@@ -218,26 +218,26 @@ impl RowBuilder {
             match datum {
                 Ok(d) => {
                     if d.is_null() && !field.nullable {
-                        let what = if self.schema.primary_keys.contains(&field.name) {
-                            "primary-key column is missing or null"
+                        let problem = if self.schema.primary_keys.contains(&field.name) {
+                            ColumnProblem::MissingKey
                         } else {
-                            "NOT NULL column is missing or null"
+                            ColumnProblem::MissingNotNull
                         };
                         errors.push(ColumnError {
                             column: field.name.clone(),
                             expected: field.type_string(),
                             got: got(),
-                            problem: what.to_string(),
+                            problem,
                         });
                     }
                     row.push(d);
                 }
-                Err(problem) => {
+                Err(e) => {
                     errors.push(ColumnError {
                         column: field.name.clone(),
                         expected: field.type_string(),
                         got: got(),
-                        problem,
+                        problem: ColumnProblem::Value(e),
                     });
                     row.push(Datum::Null);
                 }
@@ -258,8 +258,9 @@ fn meta_datum(
     meta: &MessageMeta<'_>,
     record: &KafkaRecord<'_>,
     ty: &DataType,
-) -> Result<Datum, String> {
-    let millis = |ms: Option<i64>| -> Result<Datum, String> {
+) -> Result<Datum, CoerceError> {
+    let from_json = |value: Value| datum_from_json(&value, ty).map_err(CoerceError::Datum);
+    let millis = |ms: Option<i64>| -> Result<Datum, CoerceError> {
         match (ms, ty) {
             (None, _) => Ok(Datum::Null),
             (Some(ms), DataType::Timestamp(p) | DataType::TimestampLtz(p)) => {
@@ -269,15 +270,10 @@ fn meta_datum(
                 };
                 Ok(Datum::Timestamp(ts.truncate(*p)))
             }
-            (Some(ms), _) => datum_from_json(&Value::from(ms), ty),
+            (Some(ms), _) => from_json(Value::from(ms)),
         }
     };
-    let text = |s: Option<&str>| -> Result<Datum, String> {
-        match s {
-            None => Ok(Datum::Null),
-            Some(s) => datum_from_json(&Value::from(s), ty),
-        }
-    };
+    let text = |s: Option<&str>| s.map_or(Ok(Datum::Null), |s| from_json(Value::from(s)));
     match m {
         Metadata::IngestionTimestamp => millis(meta.ingestion_ms),
         Metadata::SourceTimestamp => millis(meta.source_ms),
@@ -285,8 +281,8 @@ fn meta_datum(
         Metadata::Database => text(meta.database),
         Metadata::Table => text(meta.table),
         Metadata::Topic => text(Some(record.topic)),
-        Metadata::Partition => datum_from_json(&Value::from(record.partition), ty),
-        Metadata::Offset => datum_from_json(&Value::from(record.offset), ty),
+        Metadata::Partition => from_json(Value::from(record.partition)),
+        Metadata::Offset => from_json(Value::from(record.offset)),
     }
 }
 
@@ -294,21 +290,26 @@ fn meta_datum(
 /// emit — `0`/`1` booleans (MySQL `TINYINT(1)` via Canal), RFC 3339 timestamps with a zone
 /// (Debezium `ZonedTimestamp`), epoch numbers in `unit`, timestamps truncated to the
 /// column's precision.
-pub(crate) fn coerce(value: &Value, ty: &DataType, unit: EpochUnit) -> Result<Datum, String> {
+pub(crate) fn coerce(value: &Value, ty: &DataType, unit: EpochUnit) -> Result<Datum, CoerceError> {
     match (ty, value) {
         (_, Value::Null) => Ok(Datum::Null),
         (DataType::Boolean, Value::Number(n)) => match n.as_i64() {
             Some(0) => Ok(Datum::Boolean(false)),
             Some(1) => Ok(Datum::Boolean(true)),
-            _ => Err(format!("expected {ty}, got {value}")),
+            _ => Err(CoerceError::NotBoolean {
+                ty: *ty,
+                got: value.clone(),
+            }),
         },
         (DataType::Boolean, Value::String(s)) if s == "0" || s == "1" => {
             Ok(Datum::Boolean(s == "1"))
         }
         (DataType::Timestamp(p) | DataType::TimestampLtz(p), Value::Number(n)) => {
-            let v = n
-                .as_i64()
-                .ok_or_else(|| format!("expected {ty} as integer epoch {unit:?}, got {value}"))?;
+            let v = n.as_i64().ok_or_else(|| CoerceError::NotIntegerEpoch {
+                ty: *ty,
+                unit,
+                got: value.clone(),
+            })?;
             let ts = match unit {
                 EpochUnit::Millis => Timestamp {
                     millis: v,
@@ -322,14 +323,10 @@ pub(crate) fn coerce(value: &Value, ty: &DataType, unit: EpochUnit) -> Result<Da
         (DataType::Timestamp(p) | DataType::TimestampLtz(p), Value::String(s)) => {
             let ts = parse_timestamp(s)
                 .or_else(|| parse_zoned_timestamp(s))
-                .ok_or_else(|| {
-                    format!(
-                        "expected a timestamp `YYYY-MM-DD HH:MM:SS[.fff]` or RFC 3339, got {value}"
-                    )
-                })?;
+                .ok_or_else(|| CoerceError::NotTimestamp { got: value.clone() })?;
             Ok(Datum::Timestamp(ts.truncate(*p)))
         }
-        _ => datum_from_json(value, ty),
+        _ => datum_from_json(value, ty).map_err(CoerceError::Datum),
     }
 }
 
@@ -339,7 +336,7 @@ pub(crate) fn coerce_hinted(
     ty: &DataType,
     hint: Semantic,
     unit: EpochUnit,
-) -> Result<Datum, String> {
+) -> Result<Datum, CoerceError> {
     let is_timestamp = matches!(ty, DataType::Timestamp(_) | DataType::TimestampLtz(_));
     match (hint, value) {
         (Semantic::EpochMillis, Value::Number(_)) if is_timestamp => {
@@ -354,10 +351,13 @@ pub(crate) fn coerce_hinted(
         (Semantic::EpochDays, Value::Number(n)) if is_timestamp => {
             let days = n
                 .as_i64()
-                .ok_or_else(|| format!("expected epoch days, got {value}"))?;
-            let millis = days
-                .checked_mul(86_400_000)
-                .ok_or_else(|| format!("{value} days are out of range for {ty}"))?;
+                .ok_or_else(|| CoerceError::NotEpochDays { got: value.clone() })?;
+            let millis =
+                days.checked_mul(86_400_000)
+                    .ok_or_else(|| CoerceError::DaysOutOfRange {
+                        got: value.clone(),
+                        ty: *ty,
+                    })?;
             coerce(&Value::from(millis), ty, EpochUnit::Millis)
         }
         (Semantic::Decimal { scale }, Value::String(b64)) => {
@@ -365,13 +365,14 @@ pub(crate) fn coerce_hinted(
             coerce(&Value::String(text), ty, unit)
         }
         (Semantic::VariableDecimal, Value::Object(o)) => {
+            let not_decimal = || CoerceError::NotVariableDecimal { got: value.clone() };
             let scale = o
                 .get("scale")
                 .and_then(Value::as_u64)
                 .and_then(|s| u32::try_from(s).ok())
-                .ok_or_else(|| format!("expected a variable-scale decimal, got {value}"))?;
+                .ok_or_else(not_decimal)?;
             let Some(Value::String(b64)) = o.get("value") else {
-                return Err(format!("expected a variable-scale decimal, got {value}"));
+                return Err(not_decimal());
             };
             let text = connect_decimal(b64, scale)?;
             coerce(&Value::String(text), ty, unit)
@@ -382,13 +383,16 @@ pub(crate) fn coerce_hinted(
 
 /// Decimal text of a Kafka Connect decimal: base64 of the big-endian two's-complement
 /// unscaled value.
-fn connect_decimal(b64: &str, scale: u32) -> Result<String, String> {
+fn connect_decimal(b64: &str, scale: u32) -> Result<String, CoerceError> {
     let bytes = BASE64
         .decode(b64.as_bytes())
-        .map_err(|e| format!("expected a base64 Connect decimal, got {b64:?}: {e}"))?;
-    let unscaled = unscaled_from_be(&bytes)
-        .ok_or_else(|| format!("decimal of {} bytes does not fit 38 digits", bytes.len()))?;
-    let scale = u8::try_from(scale).map_err(|_| format!("decimal scale {scale} is too large"))?;
+        .map_err(|source| CoerceError::NotBase64 {
+            text: b64.to_string(),
+            source,
+        })?;
+    let unscaled =
+        unscaled_from_be(&bytes).ok_or(CoerceError::DecimalTooWide { len: bytes.len() })?;
+    let scale = u8::try_from(scale).map_err(|_| CoerceError::ScaleTooLarge { scale })?;
     Ok(format_decimal(unscaled, scale))
 }
 
@@ -517,6 +521,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// What a coercion to a TIMESTAMP column gives.
+    fn ts(millis: i64, nanos_of_milli: u32) -> Result<Datum, CoerceError> {
+        Ok(Datum::Timestamp(Timestamp {
+            millis,
+            nanos_of_milli,
+        }))
+    }
+
     #[test]
     fn coerces_what_cdc_tools_emit() {
         let u = EpochUnit::Millis;
@@ -534,23 +546,14 @@ mod tests {
             &DataType::Timestamp(3),
             u,
         );
-        assert_eq!(
-            zoned,
-            Ok(Datum::Timestamp(Timestamp {
-                millis: 1_704_099_600_500,
-                nanos_of_milli: 0
-            }))
-        );
+        assert_eq!(zoned, ts(1_704_099_600_500, 0));
         assert_eq!(
             coerce(
                 &json!(1_500_123),
                 &DataType::Timestamp(3),
                 EpochUnit::Micros
             ),
-            Ok(Datum::Timestamp(Timestamp {
-                millis: 1500,
-                nanos_of_milli: 0
-            }))
+            ts(1500, 0)
         );
         assert_eq!(
             coerce(
@@ -558,15 +561,13 @@ mod tests {
                 &DataType::Timestamp(6),
                 EpochUnit::Micros
             ),
-            Ok(Datum::Timestamp(Timestamp {
-                millis: 1500,
-                nanos_of_milli: 123_000
-            }))
+            ts(1500, 123_000)
         );
         let err = coerce(&json!("noon"), &DataType::Timestamp(3), u).unwrap_err();
-        assert!(err.contains("RFC 3339"), "{err}");
+        assert!(matches!(err, CoerceError::NotTimestamp { .. }), "{err}");
+        assert!(err.to_string().contains("RFC 3339"), "{err}");
         let err = coerce(&json!(1.5), &DataType::Timestamp(3), u).unwrap_err();
-        assert!(err.contains("integer epoch"), "{err}");
+        assert!(err.to_string().contains("integer epoch"), "{err}");
     }
 
     #[test]
@@ -593,10 +594,7 @@ mod tests {
         );
         assert_eq!(
             coerce_hinted(&json!(1), &DataType::Timestamp(3), Semantic::EpochDays, u),
-            Ok(Datum::Timestamp(Timestamp {
-                millis: 86_400_000,
-                nanos_of_milli: 0
-            }))
+            ts(86_400_000, 0)
         );
         let dec = DataType::Decimal {
             precision: 10,
@@ -630,7 +628,9 @@ mod tests {
             Ok(Datum::String("1.234".into()))
         );
         let err = coerce_hinted(&json!("!!"), &dec, Semantic::Decimal { scale: 2 }, u).unwrap_err();
-        assert!(err.contains("base64"), "{err}");
+        assert!(err.to_string().contains("base64"), "{err}");
+        // The base64 error stays reachable as the source.
+        assert!(std::error::Error::source(&err).is_some(), "{err:?}");
     }
 
     #[test]

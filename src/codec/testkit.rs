@@ -8,10 +8,43 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Map, Value, json};
 
-use super::{AvroSchema, AvroSchemas, CdcDecoder, CdcOptions, Format, KafkaRecord};
+use super::{
+    AvroSchema, AvroSchemas, CdcDecoder, CdcOptions, Format, KafkaRecord, Metadata, RowChange,
+};
 use crate::table::datum::{Datum, Row, datum_to_json};
+use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
+
+/// A row change, shorter to write in expectations than the struct.
+pub(crate) fn change(kind: RowKind, row: Row) -> RowChange {
+    RowChange { kind, row }
+}
+
+/// A decoder of `format` for a table of `id INT` (the primary key) and `columns`, each
+/// filled from a metadata value; `options` gives the rest.
+pub(crate) fn metadata_decoder(
+    format: Format,
+    columns: &[(&str, DataType, Metadata)],
+    options: CdcOptions,
+) -> CdcDecoder {
+    let mut fields = vec![("id".to_string(), DataType::Int, false)];
+    fields.extend(
+        columns
+            .iter()
+            .map(|(name, ty, _)| (name.to_string(), *ty, true)),
+    );
+    let schema = TableSchema::new(fields, vec![], vec!["id".into()], BTreeMap::new())
+        .expect("a valid test schema");
+    let options = CdcOptions {
+        metadata: columns
+            .iter()
+            .map(|(name, _, m)| (name.to_string(), *m))
+            .collect(),
+        ..options
+    };
+    CdcDecoder::new(format, Arc::new(schema), options).expect("a valid test decoder")
+}
 
 /// `products(id INT PK, name STRING, weight DECIMAL(10,2), in_stock BOOLEAN,
 /// updated_at TIMESTAMP(6), born DATE, score DOUBLE)`.

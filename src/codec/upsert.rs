@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::error::{DecodeError, Part};
-use super::json::{parse_object, type_name};
+use super::json_value::{parse_object, type_name};
 use super::row::MessageMeta;
 use super::{Ctx, Decoded};
 use crate::table::row_kind::RowKind;

@@ -47,14 +47,6 @@ pub enum FactValueError {
     Payload(DecodeError),
 }
 
-/// The enrich pipeline words a bad fact's dead-letter reason as text; this keeps `?`
-/// working there.
-impl From<FactValueError> for String {
-    fn from(e: FactValueError) -> Self {
-        e.to_string()
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct RawFact<'a> {
     payload: &'a [u8],

@@ -489,13 +489,18 @@ impl LookupTable {
                 full.upsert(&newest.row)?;
             }
         }
+        self.record_size(&full);
+        Ok(())
+    }
+
+    /// The `full` cache's size, for the cache gauges.
+    fn record_size(&self, full: &FullCache) {
         self.metrics
             .cache_rows
             .store(full.len() as u64, Ordering::Relaxed);
         self.metrics
             .cache_bytes
             .store(full.memory_bytes() as u64, Ordering::Relaxed);
-        Ok(())
     }
 
     /// Whether a primary key lies in the selected partition (always, without one).
@@ -583,12 +588,7 @@ impl LookupTable {
                             None => full.remove(key)?,
                         }
                     }
-                    self.metrics
-                        .cache_rows
-                        .store(full.len() as u64, Ordering::Relaxed);
-                    self.metrics
-                        .cache_bytes
-                        .store(full.memory_bytes() as u64, Ordering::Relaxed);
+                    self.record_size(&full);
                 }
             }
         }

@@ -120,42 +120,46 @@ pub fn bucket_dir(bucket: i32) -> String {
 /// Java `Double.toString` (JDK 19+): the shortest decimal (at least two digits) that
 /// rounds back to the value, the one closest to it (ties to an even last digit).
 pub fn java_double_to_string(v: f64) -> String {
-    if v.is_nan() {
-        return "NaN".to_owned();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
-    }
     let abs = v.abs();
-    let shortest = format!("{abs:e}");
-    let closest = closest_with_len(&shortest, |digits| {
+    java_fp_to_string(v, format!("{abs:e}"), |digits| {
         let text = format!("{abs:.digits$e}");
         (text.parse::<f64>() == Ok(abs)).then_some(text)
-    });
-    java_fp_layout(v.is_sign_negative(), &closest)
+    })
 }
 
 /// Java `Float.toString` (JDK 19+), digits chosen for the `f32` value itself.
 pub fn java_float_to_string(v: f32) -> String {
-    if v.is_nan() {
-        return "NaN".to_owned();
-    }
-    if v.is_infinite() {
-        return if v > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
-    }
-    if v == 0.0 {
-        return if v.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
-    }
     let abs = v.abs();
-    let shortest = format!("{abs:e}");
-    let closest = closest_with_len(&shortest, |digits| {
+    java_fp_to_string(f64::from(v), format!("{abs:e}"), |digits| {
         let text = format!("{abs:.digits$e}");
         (text.parse::<f32>() == Ok(abs)).then_some(text)
-    });
-    java_fp_layout(v.is_sign_negative(), &closest)
+    })
+}
+
+/// Java's layout of a float or double (`value`, widened losslessly): its special values,
+/// else the digits of `shortest` (Rust's shortest round-trip, `{:e}`) or, with as many
+/// digits, `rounded` (the closest that still round-trips in the value's own type).
+fn java_fp_to_string(
+    value: f64,
+    shortest: String,
+    rounded: impl Fn(usize) -> Option<String>,
+) -> String {
+    if value.is_nan() {
+        return "NaN".to_owned();
+    }
+    if value.is_infinite() {
+        return if value > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
+    }
+    if value == 0.0 {
+        return if value.is_sign_negative() {
+            "-0.0"
+        } else {
+            "0.0"
+        }
+        .to_owned();
+    }
+    let closest = closest_with_len(&shortest, rounded);
+    java_fp_layout(value.is_sign_negative(), &closest)
 }
 
 /// Java's choice of digits given Rust's shortest round-trip form `shortest` (`1.2345e-5`).

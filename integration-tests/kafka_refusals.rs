@@ -13,71 +13,30 @@ use serde_json::{Value, json};
 use support::broker::{
     self, Deployment, TestProducer, TopicReader, create_topic_with_config, unique, wait_until,
 };
+use support::shop::ShopTopics;
 
-const CONFIG: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-{security}
-
-[warehouse]
-uri = "{warehouse}"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-]
-primary_key = ["id"]
-buckets = 1
-
-[[cdc]]
-name = "customers-cdc"
-topics = ["{customers}"]
-format = "upsert-json"
-table = "shop.customers"
-commit_interval = "200ms"
-
-[[enrich]]
-name = "orders-enriched"
-topics = ["{orders}"]
-output = { topic = "{out}", key = "order_id" }
-dead_letter_topic = "{dlq}"
-
-[[enrich.join]]
-table = "shop.customers"
-on = { customer_id = "id" }
-select = ["name"]
-prefix = "customer_"
-"#;
-
+/// The shared pipelines' topics, plus the enrich pipeline's dead-letter topic.
 struct Topics {
-    customers: String,
-    orders: String,
-    out: String,
+    shop: ShopTopics,
     dlq: String,
 }
 
+/// The pipelines (customers as upsert JSON, orders dead-lettered to `topics.dlq`), with
+/// `security` in `[kafka]`.
 fn config(topics: &Topics, security: &str) -> String {
-    CONFIG
-        .replace("{group}", &unique("refusals"))
-        .replace("{customers}", &topics.customers)
-        .replace("{orders}", &topics.orders)
-        .replace("{out}", &topics.out)
-        .replace("{dlq}", &topics.dlq)
-        .replace("{security}", security)
+    let dead_letters = format!("dead_letter_topic = \"{}\"", topics.dlq);
+    topics
+        .shop
+        .config("refusals", "upsert-json", security, &dead_letters)
 }
 
 fn topics(out_limit: Option<&str>, dlq_limit: Option<&str>) -> Topics {
     let topics = Topics {
-        customers: unique("customers"),
-        orders: unique("orders"),
-        out: unique("out"),
+        shop: ShopTopics::named(),
         dlq: unique("dlq"),
     };
-    broker::create_topics(&[(&topics.customers, 1), (&topics.orders, 1)]);
-    for (name, limit) in [(&topics.out, out_limit), (&topics.dlq, dlq_limit)] {
+    broker::create_topics(&[(&topics.shop.customers, 1), (&topics.shop.orders, 1)]);
+    for (name, limit) in [(&topics.shop.enriched, out_limit), (&topics.dlq, dlq_limit)] {
         let configs: Vec<(&str, &str)> = limit
             .map(|l| vec![("max.message.bytes", l)])
             .unwrap_or_default();
@@ -103,7 +62,7 @@ fn incompressible(n: usize, seed: u64) -> String {
 
 fn order(producer: &TestProducer, topics: &Topics, id: i64, customer: i64, note: &str) {
     producer.send(
-        &topics.orders,
+        &topics.shop.orders,
         &id.to_string(),
         &json!({"order_id": id, "customer_id": customer, "note": note}).to_string(),
     );
@@ -119,7 +78,7 @@ fn oversized_records_are_dead_lettered_and_the_pipeline_goes_on() {
     let long_note = incompressible(4000, 2);
     for (id, name) in [(1, "ada"), (2, long_name.as_str())] {
         producer.send(
-            &topics.customers,
+            &topics.shop.customers,
             &id.to_string(),
             &json!({"id": id, "name": name}).to_string(),
         );
@@ -140,7 +99,7 @@ fn oversized_records_are_dead_lettered_and_the_pipeline_goes_on() {
     order(&producer, &topics, 4, 1, "");
     producer.flush();
 
-    let mut out = TopicReader::new(&topics.out);
+    let mut out = TopicReader::new(&topics.shop.enriched);
     let ids: Vec<i64> = out
         .read_at_least(2)
         .iter()
@@ -211,7 +170,7 @@ fn a_pipeline_denied_its_output_topic_stops_alone() {
         "--operation",
         "Write",
         "--topic",
-        &topics.out,
+        &topics.shop.enriched,
     ]);
     let security = format!(
         "[kafka.properties]\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\
@@ -222,7 +181,7 @@ fn a_pipeline_denied_its_output_topic_stops_alone() {
     let mut process = deployment.start();
     let producer = TestProducer::new();
     producer.send(
-        &topics.customers,
+        &topics.shop.customers,
         "1",
         &json!({"id": 1, "name": "ada"}).to_string(),
     );
@@ -240,7 +199,7 @@ fn a_pipeline_denied_its_output_topic_stops_alone() {
     });
     // The CDC pipeline still runs: a new customer lands in the table.
     producer.send(
-        &topics.customers,
+        &topics.shop.customers,
         "2",
         &json!({"id": 2, "name": "bob"}).to_string(),
     );
@@ -270,7 +229,7 @@ fn a_full_producer_queue_is_backpressure() {
     ));
     let mut process = deployment.start();
     let producer = TestProducer::new();
-    producer.send(&topics.customers, "1", r#"{"id": 1, "name": "ada"}"#);
+    producer.send(&topics.shop.customers, "1", r#"{"id": 1, "name": "ada"}"#);
     producer.flush();
     deployment.wait_for_table("shop.customers", &[json!({"id": 1, "name": "ada"})]);
     const ORDERS: i64 = 2_000;
@@ -278,7 +237,7 @@ fn a_full_producer_queue_is_backpressure() {
         order(&producer, &topics, id, 1, "");
     }
     producer.flush();
-    let mut out = TopicReader::new(&topics.out);
+    let mut out = TopicReader::new(&topics.shop.enriched);
     let ids: Vec<i64> = out
         .read_at_least(ORDERS as usize)
         .iter()

@@ -9,75 +9,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::broker::{self, Deployment, TestProducer, TopicReader, unique, wait_until};
+use support::shop::ShopTopics;
 
-const PIPELINES: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-{membership}
-
-[warehouse]
-uri = "{warehouse}"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-]
-primary_key = ["id"]
-buckets = 1
-
-[[cdc]]
-name = "customers-cdc"
-topics = ["{customers}"]
-format = "upsert-json"
-table = "shop.customers"
-commit_interval = "200ms"
-
-[[enrich]]
-name = "orders-enriched"
-topics = ["{orders}"]
-output = { topic = "{enriched}", key = "order_id" }
-
-[[enrich.join]]
-table = "shop.customers"
-on = { customer_id = "id" }
-select = ["name"]
-prefix = "customer_"
-"#;
-
-struct Topics {
-    customers: String,
-    orders: String,
-    enriched: String,
-}
-
-impl Topics {
-    fn create() -> Self {
-        let topics = Topics {
-            customers: unique("customers"),
-            orders: unique("orders"),
-            enriched: unique("orders-enriched"),
-        };
-        broker::create_topics(&[
-            (&topics.customers, 1),
-            (&topics.orders, 2),
-            (&topics.enriched, 2),
-        ]);
-        topics
-    }
-
-    fn deployment(&self, membership: &str) -> Deployment {
-        Deployment::new(
-            &PIPELINES
-                .replace("{group}", &unique("restart"))
-                .replace("{membership}", membership)
-                .replace("{customers}", &self.customers)
-                .replace("{orders}", &self.orders)
-                .replace("{enriched}", &self.enriched),
-        )
-    }
+/// The pipelines on `topics` (customers as upsert JSON), with `membership` in `[kafka]`.
+fn deployment(topics: &ShopTopics, membership: &str) -> Deployment {
+    Deployment::new(&topics.config("restart", "upsert-json", membership, ""))
 }
 
 fn order(producer: &TestProducer, topic: &str, id: i64) {
@@ -98,8 +34,8 @@ fn has_order(records: &[broker::Record], id: i64) -> bool {
 /// Starts lakejoin, enriches one order, kills it with SIGKILL and starts it again at once;
 /// returns the time from the restart to the output of an order produced right then.
 fn restart_to_first_output(membership: &str) -> Duration {
-    let topics = Topics::create();
-    let deployment = topics.deployment(membership);
+    let topics = ShopTopics::create(1, 2);
+    let deployment = deployment(&topics, membership);
     let producer = TestProducer::new();
     producer.send(&topics.customers, "1", r#"{"id": 1, "name": "ada"}"#);
     producer.flush();
@@ -167,8 +103,8 @@ fn a_killed_static_member_enriches_again_within_seconds() {
 /// table are past the new topics' ends and reset to their beginnings).
 #[test]
 fn consumed_topics_deleted_and_created_again_are_consumed_again() {
-    let topics = Topics::create();
-    let deployment = topics.deployment("");
+    let topics = ShopTopics::create(1, 2);
+    let deployment = deployment(&topics, "");
     let producer = TestProducer::new();
     for id in 1..=30 {
         producer.send(

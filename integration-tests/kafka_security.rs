@@ -22,8 +22,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::broker::{
-    self, Deployment, LakejoinProcess, TestProducer, TopicReader, tail, unique, wait_until,
+    self, Deployment, LakejoinProcess, TestProducer, TopicReader, tail, wait_until,
 };
+use support::shop::ShopTopics;
 
 /// An environment variable of `scripts/kafka/broker.sh`'s broker, or `None` (with a note)
 /// when the suite runs against a broker without it.
@@ -144,83 +145,21 @@ fn sasl_plaintext() -> Option<Listener> {
     })
 }
 
-const PIPELINES: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-
-[warehouse]
-uri = "{warehouse}"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-]
-primary_key = ["id"]
-buckets = 1
-
-[[cdc]]
-name = "customers-cdc"
-topics = ["{customers}"]
-format = "debezium-json"
-table = "shop.customers"
-commit_interval = "200ms"
-
-[[enrich]]
-name = "orders-enriched"
-topics = ["{orders}"]
-output = { topic = "{enriched}", key = "order_id" }
-
-[[enrich.join]]
-table = "shop.customers"
-on = { customer_id = "id" }
-select = ["name"]
-prefix = "customer_"
-"#;
-
 fn debezium(id: i64, name: &str) -> String {
     json!({"op": "c", "ts_ms": 1, "before": null, "after": {"id": id, "name": name}}).to_string()
 }
 
-/// Topics of one scenario.
-struct Topics {
-    customers: String,
-    orders: String,
-    enriched: String,
-}
-
-impl Topics {
-    fn create() -> Self {
-        let topics = Topics {
-            customers: unique("customers"),
-            orders: unique("orders"),
-            enriched: unique("orders-enriched"),
-        };
-        broker::create_topics(&[
-            (&topics.customers, 2),
-            (&topics.orders, 2),
-            (&topics.enriched, 2),
-        ]);
-        topics
-    }
-
-    fn config(&self, extra: &str) -> String {
-        PIPELINES
-            .replace("{group}", &unique("secure"))
-            .replace("{customers}", &self.customers)
-            .replace("{orders}", &self.orders)
-            .replace("{enriched}", &self.enriched)
-            + extra
-    }
+/// The pipelines on `topics`, with `extra` (a `[kafka.properties]` block) for lakejoin's
+/// clients.
+fn config(topics: &ShopTopics, extra: &str) -> String {
+    topics.config("secure", "debezium-json", extra, "")
 }
 
 /// Customers through CDC, then orders through the join: both pipelines consumed and the
 /// producer produced (through whatever lakejoin's config says), the output is joined.
 fn customers_then_orders(
     deployment: &Deployment,
-    topics: &Topics,
+    topics: &ShopTopics,
     producer: &TestProducer,
     process: &mut LakejoinProcess,
 ) {
@@ -267,7 +206,7 @@ fn customers_then_orders(
 
 fn secured_listener_runs_both_pipelines(listener: Option<Listener>) {
     let Some(listener) = listener else { return };
-    let topics = Topics::create();
+    let topics = ShopTopics::create(2, 2);
     let properties: Vec<(&str, String)> = listener
         .properties
         .iter()
@@ -275,7 +214,7 @@ fn secured_listener_runs_both_pipelines(listener: Option<Listener>) {
         .collect();
     let deployment = Deployment::on(
         &listener.bootstrap,
-        &topics.config(&properties_toml(&properties)),
+        &config(&topics, &properties_toml(&properties)),
     );
     let mut process = deployment.start();
     let address = process.endpoint();
@@ -374,10 +313,11 @@ fn batch_codecs(topic: &str) -> Option<BTreeSet<String>> {
 /// Input compressed with `codec` by its producer, consumed by a CDC and an enrich pipeline;
 /// lakejoin's own output compressed with `codec` too (`compression.type`).
 fn codec_round_trip(codec: &str) {
-    let topics = Topics::create();
-    let deployment = Deployment::new(
-        &topics.config(&properties_toml(&[("compression.type", codec.to_owned())])),
-    );
+    let topics = ShopTopics::create(2, 2);
+    let deployment = Deployment::new(&config(
+        &topics,
+        &properties_toml(&[("compression.type", codec.to_owned())]),
+    ));
     let producer = TestProducer::with_properties(&[("compression.type", codec)]);
     let mut process = deployment.start();
     customers_then_orders(&deployment, &topics, &producer, &mut process);
@@ -423,8 +363,8 @@ fn refused(
     expected: &[&str],
     secrets: &[String],
 ) {
-    let topics = Topics::create();
-    let deployment = Deployment::on(&bootstrap, &topics.config(&properties_toml(&properties)));
+    let topics = ShopTopics::create(2, 2);
+    let deployment = Deployment::on(&bootstrap, &config(&topics, &properties_toml(&properties)));
     let mut process = deployment.start();
     let address = process.endpoint();
     let line = process.wait_for_log("Kafka refused the connection");
@@ -534,7 +474,7 @@ fn a_topic_that_cannot_be_decoded_makes_the_pipeline_unready() {
     let Some(broker_dir) = broker_env("KAFKA_BROKER_DIR") else {
         return;
     };
-    let topics = Topics::create();
+    let topics = ShopTopics::create(2, 2);
     let producer = TestProducer::with_properties(&[("compression.type", "gzip")]);
     for id in 1..=5 {
         producer.send_to(&topics.customers, 0, &id.to_string(), &debezium(id, "x"));
@@ -562,7 +502,7 @@ fn a_topic_that_cannot_be_decoded_makes_the_pipeline_unready() {
     )
     .expect("patch the segment");
 
-    let deployment = Deployment::new(&topics.config(""));
+    let deployment = Deployment::new(&config(&topics, ""));
     let mut process = deployment.start();
     let address = process.endpoint();
     let line = process.wait_for_log("Kafka records cannot be decoded");

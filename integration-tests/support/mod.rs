@@ -7,6 +7,7 @@ pub mod broker;
 pub mod flink;
 pub mod java;
 pub mod moto;
+pub mod shop;
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -1,7 +1,7 @@
 //! JSON: flat objects ⇄ table rows in the JSON form of [`crate::table::datum`] (the
 //! `table` commands' JSON lines), and the `json` CDC format.
 //!
-//! Parsing payloads and dotted paths are in [`super::json_value`], which [`super::row`]
+//! Parsing payloads and dotted paths are in `json_value`, which `row`
 //! uses too: this module builds on `row` (the `json` format's changes), never the reverse.
 
 use std::fmt;

@@ -156,7 +156,7 @@ impl CompactContext {
 
 /// Compacts one table, one round at a time, committing as its own commit user. Owns an
 /// `Arc<Table>` so it can run on a tokio task (see
-/// [`super::compact_task::BackgroundCompactor`]) while a writer keeps appending.
+/// `compact_task::BackgroundCompactor`) while a writer keeps appending.
 #[derive(Debug)]
 pub struct Compactor {
     table: Arc<Table>,

@@ -3,7 +3,7 @@
 
 mod auto_compact;
 pub mod compact;
-pub mod compact_task;
+pub(crate) mod compact_task;
 pub mod expire;
 mod flush;
 pub mod levels;

@@ -1,11 +1,11 @@
 //! Observability of `lakejoin run`: pipeline metrics and their Prometheus exposition
 //! ([`metrics`]), the HTTP endpoint with `/metrics` and health checks ([`http`]), log
-//! setup ([`logging`]) and periodic progress lines ([`progress_log`]).
+//! setup ([`logging`]) and periodic progress lines (`progress_log`).
 
 pub mod http;
 pub mod logging;
 pub mod metrics;
-pub mod progress_log;
+pub(crate) mod progress_log;
 
 pub use metrics::{
     FaultSource, Histogram, JoinMetrics, LookupMetrics, PartitionLag, PipelineEntry, PipelineKind,

@@ -3,9 +3,9 @@
 
 pub mod build;
 pub mod cdc;
-pub mod cdc_partitions;
-pub mod cdc_progress;
-pub mod dead_letter;
+pub(crate) mod cdc_partitions;
+pub(crate) mod cdc_progress;
+pub(crate) mod dead_letter;
 pub mod enrich;
 
 use std::collections::BTreeMap;

@@ -7,7 +7,7 @@ pub mod check;
 pub mod commit;
 pub mod data_file;
 pub mod datum;
-pub mod deletion_vector;
+pub(crate) mod deletion_vector;
 pub mod fence;
 pub mod manifest;
 pub mod options;

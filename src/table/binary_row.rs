@@ -353,13 +353,26 @@ const fn pow10_table() -> [i128; 39] {
 }
 const POW10: [i128; 39] = pow10_table();
 
+/// An unscaled DECIMAL value with more digits than its precision: a bad value when
+/// writing (`Error::Data`), a corrupt image when reading (`Error::Format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("unscaled value {unscaled} has more than {precision} digits")]
+pub struct DecimalOverflow {
+    pub unscaled: i128,
+    pub precision: u8,
+}
+
 /// Rejects unscaled values with more digits than `precision`.
-fn check_decimal_precision(unscaled: i128, precision: u8) -> std::result::Result<(), String> {
+fn check_decimal_precision(
+    unscaled: i128,
+    precision: u8,
+) -> std::result::Result<(), DecimalOverflow> {
     let limit = POW10.get(precision as usize).copied().unwrap_or(i128::MAX);
     if unscaled.unsigned_abs() >= limit.unsigned_abs() {
-        return Err(format!(
-            "unscaled value {unscaled} has more than {precision} digits"
-        ));
+        return Err(DecimalOverflow {
+            unscaled,
+            precision,
+        });
     }
     Ok(())
 }

@@ -77,7 +77,7 @@ pub async fn check_snapshot(table: &Table, snapshot_id: Option<i64>) -> Result<C
         Err(Error::CorruptFile { path, source }) => report.add(path, source),
         Err(e) if is_missing(&e) => report.add(
             table.path_of(&format!("schema/schema-{}", snapshot.schema_id)),
-            "missing",
+            Unreadable::Missing,
         ),
         Err(e) => return Err(e),
     }
@@ -168,7 +168,7 @@ async fn check_data_file(table: &Table, entry: &ManifestEntry) -> Result<Option<
     };
     let bytes = match read_checked(table, &location, Some(entry.file.file_size)).await? {
         Ok(bytes) => bytes,
-        Err(p) => return problem(p),
+        Err(p) => return problem(p.to_string()),
     };
     let file_schema = match table.schema_by_id(entry.file.schema_id).await {
         Ok(s) => s,
@@ -216,11 +216,21 @@ async fn check_index(table: &Table, name: &str, report: &mut CheckReport) -> Res
                     meta.size, file.file_size
                 ),
             ),
-            Err(object_store::Error::NotFound { .. }) => report.add(&location, "missing"),
+            Err(object_store::Error::NotFound { .. }) => report.add(&location, Unreadable::Missing),
             Err(e) => return Err(Error::store(format!("checking {location}"), e)),
         }
     }
     Ok(())
+}
+
+/// Why a file the snapshot references could not be read as recorded: a problem of the
+/// table, reported, as opposed to a store failure, which stops the check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum Unreadable {
+    #[error("missing")]
+    Missing,
+    #[error("size {actual} bytes, its manifest records {recorded}")]
+    WrongSize { actual: usize, recorded: i64 },
 }
 
 /// The object's bytes, or why it fails the check (missing, wrong size). Store errors
@@ -229,16 +239,16 @@ async fn read_checked(
     table: &Table,
     location: &Path,
     expected_size: Option<i64>,
-) -> Result<std::result::Result<bytes::Bytes, String>> {
+) -> Result<std::result::Result<bytes::Bytes, Unreadable>> {
     match read_bytes(&**table.store(), location).await {
         Ok(bytes) => match expected_size {
-            Some(size) if size != bytes.len() as i64 => Ok(Err(format!(
-                "size {} bytes, its manifest records {size}",
-                bytes.len()
-            ))),
+            Some(recorded) if recorded != bytes.len() as i64 => Ok(Err(Unreadable::WrongSize {
+                actual: bytes.len(),
+                recorded,
+            })),
             _ => Ok(Ok(bytes)),
         },
-        Err(e) if is_missing(&e) => Ok(Err("missing".to_string())),
+        Err(e) if is_missing(&e) => Ok(Err(Unreadable::Missing)),
         Err(e) => Err(e),
     }
 }

@@ -27,9 +27,55 @@ const UUID: u8 = 13;
 /// `PageHeader.compressed_page_size` (field 3, i32).
 const COMPRESSED_PAGE_SIZE: i16 = 3;
 
+/// Why the walk refused a Thrift struct: what it found at the byte it stopped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ThriftError {
+    #[error("header ends before its last field")]
+    Truncated,
+    #[error("a field of {len} bytes with {left} left")]
+    FieldTooLong { len: usize, left: usize },
+    #[error("varint longer than 10 bytes")]
+    VarintTooLong,
+    /// More elements than the remaining bytes could hold (the case that made the parquet
+    /// crate spin).
+    #[error("a collection of {size} elements with {left} bytes left")]
+    CollectionTooLarge { size: u64, left: usize },
+    #[error("nested too deeply")]
+    TooDeep,
+    #[error("unknown Thrift type {0}")]
+    UnknownType(u8),
+    #[error("field id out of range")]
+    FieldIdOutOfRange,
+    #[error("header without compressed_page_size")]
+    NoCompressedPageSize,
+}
+
+/// Where a column chunk or footer fails the walk. The caller names the file and chunk,
+/// and turns it into `Error::Format`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PageHeaderError {
+    /// Page header `page` (counting from 0, dictionary page first) is malformed.
+    #[error("page {page}: {source}")]
+    Page {
+        page: usize,
+        #[source]
+        source: ThriftError,
+    },
+    /// Page header `page` is well formed but claims more bytes than the chunk has left.
+    #[error("page {page}: {compressed} compressed bytes do not fit the {chunk_len}-byte chunk")]
+    PastChunkEnd {
+        page: usize,
+        compressed: i64,
+        chunk_len: usize,
+    },
+    /// The file's `FileMetaData` is malformed.
+    #[error("footer: {0}")]
+    Footer(#[source] ThriftError),
+}
+
 /// Checks that the column chunk `chunk` (its bytes, dictionary page first) is a sequence
 /// of well-formed page headers, each followed by its page, ending inside the chunk.
-pub fn check_column_chunk(chunk: &[u8]) -> Result<(), String> {
+pub fn check_column_chunk(chunk: &[u8]) -> Result<(), PageHeaderError> {
     let mut pos = 0;
     let mut page = 0;
     while pos < chunk.len() {
@@ -37,16 +83,16 @@ pub fn check_column_chunk(chunk: &[u8]) -> Result<(), String> {
             buf: &chunk[pos..],
             pos: 0,
         };
-        let compressed = page_header(&mut reader).map_err(|e| format!("page {page}: {e}"))?;
+        let compressed =
+            page_header(&mut reader).map_err(|source| PageHeaderError::Page { page, source })?;
         let next = usize::try_from(compressed)
             .ok()
             .and_then(|c| (pos + reader.pos).checked_add(c))
             .filter(|&next| next <= chunk.len())
-            .ok_or_else(|| {
-                format!(
-                    "page {page}: {compressed} compressed bytes do not fit the {}-byte chunk",
-                    chunk.len()
-                )
+            .ok_or(PageHeaderError::PastChunkEnd {
+                page,
+                compressed,
+                chunk_len: chunk.len(),
             })?;
         pos = next;
         page += 1;
@@ -64,27 +110,24 @@ impl Reader<'_> {
         self.buf.len() - self.pos
     }
 
-    fn byte(&mut self) -> Result<u8, String> {
-        let b = *self
-            .buf
-            .get(self.pos)
-            .ok_or("header ends before its last field")?;
+    fn byte(&mut self) -> Result<u8, ThriftError> {
+        let b = *self.buf.get(self.pos).ok_or(ThriftError::Truncated)?;
         self.pos += 1;
         Ok(b)
     }
 
-    fn skip(&mut self, n: usize) -> Result<(), String> {
+    fn skip(&mut self, n: usize) -> Result<(), ThriftError> {
         if n > self.remaining() {
-            return Err(format!(
-                "a field of {n} bytes with {} left",
-                self.remaining()
-            ));
+            return Err(ThriftError::FieldTooLong {
+                len: n,
+                left: self.remaining(),
+            });
         }
         self.pos += n;
         Ok(())
     }
 
-    fn varint(&mut self) -> Result<u64, String> {
+    fn varint(&mut self) -> Result<u64, ThriftError> {
         let mut value = 0_u64;
         for shift in (0..70).step_by(7) {
             let b = self.byte()?;
@@ -93,33 +136,31 @@ impl Reader<'_> {
                 return Ok(value);
             }
         }
-        Err("varint longer than 10 bytes".into())
+        Err(ThriftError::VarintTooLong)
     }
 
-    fn zigzag(&mut self) -> Result<i64, String> {
+    fn zigzag(&mut self) -> Result<i64, ThriftError> {
         let v = self.varint()?;
         Ok((v >> 1) as i64 ^ -((v & 1) as i64))
     }
 
     /// A collection's element count, refused when the rest of the input cannot hold
     /// that many elements of `min_bytes` each.
-    fn count(&mut self, size: u64, min_bytes: usize) -> Result<usize, String> {
+    fn count(&mut self, size: u64, min_bytes: usize) -> Result<usize, ThriftError> {
         usize::try_from(size)
             .ok()
             .filter(|&n| n.saturating_mul(min_bytes) <= self.remaining())
-            .ok_or_else(|| {
-                format!(
-                    "a collection of {size} elements with {} bytes left",
-                    self.remaining()
-                )
+            .ok_or(ThriftError::CollectionTooLarge {
+                size,
+                left: self.remaining(),
             })
     }
 
     /// Skips a value of compact type `kind`; `in_collection` because a boolean inside a
     /// list takes a byte, while a boolean field is held in its field header.
-    fn skip_value(&mut self, kind: u8, in_collection: bool, depth: u32) -> Result<(), String> {
+    fn skip_value(&mut self, kind: u8, in_collection: bool, depth: u32) -> Result<(), ThriftError> {
         if depth == 0 {
-            return Err("nested too deeply".into());
+            return Err(ThriftError::TooDeep);
         }
         match kind {
             BOOLEAN_TRUE | BOOLEAN_FALSE => {
@@ -162,7 +203,7 @@ impl Reader<'_> {
             STRUCT => {
                 self.fields(depth - 1, |_, _, _| Ok(false))?;
             }
-            other => return Err(format!("unknown Thrift type {other}")),
+            other => return Err(ThriftError::UnknownType(other)),
         }
         Ok(())
     }
@@ -172,8 +213,8 @@ impl Reader<'_> {
     fn fields(
         &mut self,
         depth: u32,
-        mut visit: impl FnMut(&mut Self, i16, u8) -> Result<bool, String>,
-    ) -> Result<(), String> {
+        mut visit: impl FnMut(&mut Self, i16, u8) -> Result<bool, ThriftError>,
+    ) -> Result<(), ThriftError> {
         let mut last_id: i16 = 0;
         loop {
             let header = self.byte()?;
@@ -183,7 +224,7 @@ impl Reader<'_> {
                 return Ok(());
             }
             let id = match header >> 4 {
-                0 => i16::try_from(self.zigzag()?).map_err(|_| "field id out of range")?,
+                0 => i16::try_from(self.zigzag()?).map_err(|_| ThriftError::FieldIdOutOfRange)?,
                 delta => last_id.wrapping_add(i16::from(delta)),
             };
             last_id = id;
@@ -198,7 +239,7 @@ impl Reader<'_> {
 /// before the parquet crate parses it: its slice reader skips a list of booleans without
 /// consuming input, so a footer claiming 2^31 of them spins (found by the `data_file` fuzz
 /// target). Files without the plain `PAR1` footer are left to the parquet crate.
-pub fn check_footer(file: &[u8]) -> Result<(), String> {
+pub fn check_footer(file: &[u8]) -> Result<(), PageHeaderError> {
     let Some(tail) = file.len().checked_sub(8).map(|at| &file[at..]) else {
         return Ok(());
     };
@@ -215,11 +256,11 @@ pub fn check_footer(file: &[u8]) -> Result<(), String> {
     };
     reader
         .fields(MAX_DEPTH, |_, _, _| Ok(false))
-        .map_err(|e| format!("footer: {e}"))
+        .map_err(PageHeaderError::Footer)
 }
 
 /// Reads one `PageHeader` and returns its `compressed_page_size`.
-fn page_header(reader: &mut Reader<'_>) -> Result<i64, String> {
+fn page_header(reader: &mut Reader<'_>) -> Result<i64, ThriftError> {
     let mut compressed = None;
     reader.fields(MAX_DEPTH, |r, id, kind| {
         if id == COMPRESSED_PAGE_SIZE && kind == I32 {
@@ -228,7 +269,7 @@ fn page_header(reader: &mut Reader<'_>) -> Result<i64, String> {
         }
         Ok(false)
     })?;
-    compressed.ok_or_else(|| "header without compressed_page_size".into())
+    compressed.ok_or(ThriftError::NoCompressedPageSize)
 }
 
 #[cfg(test)]
@@ -276,8 +317,22 @@ mod tests {
         let mut chunk = header(4);
         chunk.extend([1, 2, 3]);
         let err = check_column_chunk(&chunk).unwrap_err();
-        assert!(err.contains("page 0: 4 compressed bytes"), "{err}");
-        let err = check_column_chunk(&header(-1)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PageHeaderError::PastChunkEnd {
+                    page: 0,
+                    compressed: 4,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains("page 0: 4 compressed bytes"),
+            "{err}"
+        );
+        let err = check_column_chunk(&header(-1)).unwrap_err().to_string();
         assert!(err.contains("-1 compressed bytes"), "{err}");
     }
 
@@ -286,11 +341,11 @@ mod tests {
         // field 9 (unknown to Paimon's pages), a list of 2^31 binaries, then nothing.
         let mut chunk = vec![0x19, 0xf8];
         chunk.extend([0x80, 0x80, 0x80, 0x80, 0x08]);
-        let err = check_column_chunk(&chunk).unwrap_err();
+        let err = check_column_chunk(&chunk).unwrap_err().to_string();
         assert!(err.contains("a collection of 2147483648 elements"), "{err}");
         // A map of 2^31 entries.
         let chunk = [0x1b, 0x80, 0x80, 0x80, 0x80, 0x08, 0x88];
-        let err = check_column_chunk(&chunk).unwrap_err();
+        let err = check_column_chunk(&chunk).unwrap_err().to_string();
         assert!(err.contains("a collection of 2147483648 elements"), "{err}");
     }
 
@@ -304,9 +359,11 @@ mod tests {
         let mut deep = vec![0x1c; 100];
         deep.extend(vec![0; 101]);
         assert!(
-            check_column_chunk(&deep)
-                .unwrap_err()
-                .contains("nested too deeply")
+            check_column_chunk(&deep).unwrap_err()
+                == PageHeaderError::Page {
+                    page: 0,
+                    source: ThriftError::TooDeep
+                }
         );
     }
 
@@ -319,7 +376,17 @@ mod tests {
         file.extend((footer.len() as u32).to_le_bytes());
         file.extend(b"PAR1");
         let err = check_footer(&file).unwrap_err();
-        assert!(err.contains("a collection of 2147483648 elements"), "{err}");
+        assert_eq!(
+            err,
+            PageHeaderError::Footer(ThriftError::CollectionTooLarge {
+                size: 1 << 31,
+                left: 0
+            })
+        );
+        assert_eq!(
+            err.to_string(),
+            "footer: a collection of 2147483648 elements with 0 bytes left"
+        );
         // Not a plain Parquet file, or too short: left to the parquet crate.
         assert_eq!(check_footer(b"PAR1"), Ok(()));
         assert_eq!(check_footer(b"0123456789PARE"), Ok(()));

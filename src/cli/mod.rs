@@ -72,7 +72,7 @@ pub enum Outcome {
     Interrupted,
 }
 
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+fn parse_duration(text: &str) -> Result<std::time::Duration, crate::table::options::DurationError> {
     crate::config::duration::parse_duration(text)
 }
 

@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::table::options::DurationError;
+
 /// Parses a duration (`500ms`, `5s`, `30 min`, `1h`, `2d`), spelled as in table options,
 /// except that the unit is required.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     crate::table::options::parse_duration_with_unit(text)
 }
 
@@ -48,7 +50,7 @@ mod tests {
         // Paimon reads a bare number as milliseconds; in lakejoin's config and on its
         // command line `10` meant 10 ms where 10 s was meant, so it is refused here.
         for text in ["10", " 10 ", "0", "250"] {
-            let err = parse_duration(text).unwrap_err();
+            let err = parse_duration(text).unwrap_err().to_string();
             assert!(
                 err.contains("has no unit") && err.contains("ms, s, min, h, d"),
                 "{text}: {err}"

@@ -448,39 +448,65 @@ fn parse_maintenance(
     }
 }
 
+/// Why a text is not a duration; the caller names the option or argument it came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// No leading number.
+    #[error("`{0}` is not a duration (use e.g. 30s, 5 min, 1h, 2 d)")]
+    NotADuration(String),
+    /// Digits only, but more than a u64 holds.
+    #[error("`{text}`: the number is too large")]
+    NumberTooLarge {
+        text: String,
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    /// A bare number where a unit is required ([`parse_duration_with_unit`]).
+    #[error("`{text}` has no unit (use ns, us, ms, s, min, h, d, e.g. {text}s)")]
+    NoUnit { text: String },
+    #[error("`{text}`: unknown time unit `{unit}` (use ms, s, min, h or d)")]
+    UnknownUnit { text: String, unit: String },
+    /// More nanoseconds than a u64 holds.
+    #[error("`{0}` is too long a duration")]
+    TooLong(String),
+}
+
 /// Parses a duration as Paimon writes them in table options: a number and a unit,
 /// optionally separated by spaces: `30s`, `5 min`, `1h`, `2 d`, `500 ms`, `1 day`. A bare
 /// number is milliseconds, as in Paimon's `TimeUtils.parseDuration`, so that a table Java
 /// wrote reads the same. lakejoin's own config and command line require the unit
 /// ([`parse_duration_with_unit`]).
-pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, DurationError> {
     parse_duration_unit(text, true)
 }
 
 /// [`parse_duration`], but a number without a unit is an error: in lakejoin's config and
 /// on its command line `10` was read as 10 ms where 10 s was meant.
-pub fn parse_duration_with_unit(text: &str) -> std::result::Result<Duration, String> {
+pub fn parse_duration_with_unit(text: &str) -> std::result::Result<Duration, DurationError> {
     parse_duration_unit(text, false)
 }
 
-fn parse_duration_unit(text: &str, bare_is_millis: bool) -> std::result::Result<Duration, String> {
+fn parse_duration_unit(
+    text: &str,
+    bare_is_millis: bool,
+) -> std::result::Result<Duration, DurationError> {
     let t = text.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     if digits_end == 0 {
-        return Err(format!(
-            "`{text}` is not a duration (use e.g. 30s, 5 min, 1h, 2 d)"
-        ));
+        return Err(DurationError::NotADuration(text.to_string()));
     }
     let number: u64 = t[..digits_end]
         .parse()
-        .map_err(|_| format!("`{text}`: the number is too large"))?;
+        .map_err(|source| DurationError::NumberTooLarge {
+            text: text.to_string(),
+            source,
+        })?;
     let unit = t[digits_end..].trim().to_ascii_lowercase();
     if unit.is_empty() && !bare_is_millis {
-        return Err(format!(
-            "`{}` has no unit (use ns, us, ms, s, min, h, d, e.g. {}s)",
-            t,
-            &t[..digits_end]
-        ));
+        // All digits here, so `t` is the number the hint suggests a unit for.
+        return Err(DurationError::NoUnit {
+            text: t.to_string(),
+        });
     }
     let nanos_per_unit: u64 = match unit.as_str() {
         "ns" | "nano" | "nanos" | "nanosecond" | "nanoseconds" => 1,
@@ -491,15 +517,16 @@ fn parse_duration_unit(text: &str, bare_is_millis: bool) -> std::result::Result<
         "h" | "hour" | "hours" => 3_600_000_000_000,
         "d" | "day" | "days" => 86_400_000_000_000,
         other => {
-            return Err(format!(
-                "`{text}`: unknown time unit `{other}` (use ms, s, min, h or d)"
-            ));
+            return Err(DurationError::UnknownUnit {
+                text: text.to_string(),
+                unit: other.to_string(),
+            });
         }
     };
     number
         .checked_mul(nanos_per_unit)
         .map(Duration::from_nanos)
-        .ok_or_else(|| format!("`{text}` is too long a duration"))
+        .ok_or_else(|| DurationError::TooLong(text.to_string()))
 }
 
 /// Parses `128`, `128 b`, `64kb`, `128 mb`, `1gb` (Paimon's MemorySize spelling).

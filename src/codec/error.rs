@@ -61,9 +61,9 @@ pub enum ColumnProblem {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CoerceError {
     /// What the table's own JSON form ([`crate::table::datum::datum_from_json`]) says
-    /// of the value; that function words its reasons as text.
-    #[error("{0}")]
-    Datum(String),
+    /// of the value.
+    #[error(transparent)]
+    Datum(crate::table::datum::ValueError),
     /// A number for a BOOLEAN that is neither 0 nor 1.
     #[error("expected {ty}, got {got}")]
     NotBoolean { ty: DataType, got: Value },

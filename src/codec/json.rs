@@ -13,7 +13,7 @@ use super::error::{DecodeError, write_joined};
 use super::json_value::type_name;
 use super::row::MessageMeta;
 use super::{Ctx, Decoded, SkipReason};
-use crate::table::datum::{Row, datum_from_json, datum_to_json};
+use crate::table::datum::{Row, ValueError, datum_from_json, datum_to_json};
 use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 
@@ -96,9 +96,13 @@ pub enum RowJsonProblem {
     #[error("NOT NULL column `{0}` is missing or null")]
     MissingNotNull(String),
     /// A value that does not convert to its column's type; `reason` is
-    /// [`datum_from_json`]'s, which words it as text.
+    /// [`datum_from_json`]'s.
     #[error("column `{column}`: {reason}")]
-    Value { column: String, reason: String },
+    Value {
+        column: String,
+        #[source]
+        reason: ValueError,
+    },
 }
 
 /// Converts one JSON object to a row of `schema`. `row_kind_field`, when given, names a
@@ -221,7 +225,10 @@ mod tests {
                 RowJsonProblem::MissingKey("id".into()),
                 RowJsonProblem::Value {
                     column: "name".into(),
-                    reason: "expected VARCHAR(10), got [5]".into()
+                    reason: ValueError::WrongType {
+                        expected: DataType::Varchar(10),
+                        got: json!([5])
+                    }
                 },
             ]
         );

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::merge::{Admission, MergeEngine};
 use crate::error::Result;
 use crate::table::Table;
-use crate::table::datum::{Datum, Row, format_timestamp, timestamp_out_of_range};
+use crate::table::datum::{Datum, Row, TimestampOutOfRange, format_timestamp};
 use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
@@ -129,7 +129,7 @@ fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<(), String>
             problems.push(format!(
                 "column `{}`: {}",
                 field.name,
-                timestamp_out_of_range(format_timestamp(*ts), &field.data_type)
+                TimestampOutOfRange::new(format_timestamp(*ts), &field.data_type)
             ));
             continue;
         }

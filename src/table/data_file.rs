@@ -175,7 +175,7 @@ fn column_array<'a>(
         Error::Data(format!(
             "column `{}`: {}",
             field.name,
-            super::datum::timestamp_out_of_range(
+            super::datum::TimestampOutOfRange::new(
                 super::datum::format_timestamp(*t),
                 &field.data_type
             )

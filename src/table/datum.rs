@@ -246,9 +246,86 @@ pub fn format_decimal(unscaled: i128, scale: u8) -> String {
     if negative { format!("-{body}") } else { body }
 }
 
+/// Why a value does not become a datum of a column's type ([`datum_from_json`],
+/// [`parse_decimal`]). It is the text of a dead letter or of a config problem, so it quotes
+/// the value and names the type; the caller adds which column or field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// Not a value of the type at all (an object for INT, `"yes"` for BOOLEAN).
+    #[error("expected {expected}, got {got}")]
+    WrongType { expected: DataType, got: Value },
+    /// A number outside the type's range.
+    #[error("{value} is out of range for {data_type}")]
+    OutOfRange { value: Value, data_type: DataType },
+    #[error(transparent)]
+    TimestampOutOfRange(#[from] TimestampOutOfRange),
+    #[error("`{0}` is not a decimal number")]
+    NotADecimal(String),
+    #[error("`{text}` has more than {scale} fractional digits")]
+    TooManyFractionDigits { text: String, scale: u8 },
+    #[error("`{text}` does not fit DECIMAL({precision}, {scale})")]
+    DecimalTooWide {
+        text: String,
+        precision: u8,
+        scale: u8,
+    },
+    #[error("string of {chars} characters is longer than {data_type}")]
+    StringTooLong { chars: usize, data_type: DataType },
+    #[error("expected base64 for {data_type}: {source}")]
+    NotBase64 {
+        data_type: DataType,
+        #[source]
+        source: base64::DecodeError,
+    },
+    #[error("{len} bytes are longer than {data_type}")]
+    BytesTooLong { len: usize, data_type: DataType },
+    #[error("expected a date `YYYY-MM-DD`, got {got}")]
+    NotADate {
+        got: Value,
+        #[source]
+        source: chrono::ParseError,
+    },
+    #[error("expected a timestamp `YYYY-MM-DD HH:MM:SS[.fff]`, got {got}")]
+    NotATimestamp { got: Value },
+}
+
+/// A timestamp outside the range its column's Parquet unit can hold (i64 microseconds or
+/// nanoseconds): refused where a value enters and again where a file is written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value} is out of range for {data_type} ({})", timestamp_range(.data_type))]
+pub struct TimestampOutOfRange {
+    /// The value as the input spelled it (JSON text or a formatted timestamp).
+    pub value: String,
+    pub data_type: DataType,
+}
+
+impl TimestampOutOfRange {
+    pub fn new(value: impl std::fmt::Display, data_type: &DataType) -> Self {
+        TimestampOutOfRange {
+            value: value.to_string(),
+            data_type: *data_type,
+        }
+    }
+}
+
+/// The range a column of the timestamp type `ty` holds, in words.
+fn timestamp_range(ty: &DataType) -> &'static str {
+    let precision = match ty {
+        DataType::Timestamp(p) | DataType::TimestampLtz(p) => *p,
+        _ => 0,
+    };
+    if precision > 6 {
+        // Parquet stores precisions above 6 as i64 nanoseconds.
+        "1677-09-21 00:12:43.145224192 to 2262-04-11 23:47:16.854775807"
+    } else {
+        // And 4..=6 as i64 microseconds.
+        "-290308-12-21 19:59:05.224192 to 294247-01-10 04:00:54.775807"
+    }
+}
+
 /// Parses a decimal string into an unscaled value with exactly `scale` digits; rejects
 /// values that need more digits than `precision` or more fractional digits than `scale`.
-pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
+pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, ValueError> {
     let t = text.trim();
     let (negative, t) = match t.strip_prefix('-') {
         Some(rest) => (true, rest),
@@ -262,17 +339,22 @@ pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, Strin
         || !int_part.bytes().all(|b| b.is_ascii_digit())
         || !frac_part.bytes().all(|b| b.is_ascii_digit())
     {
-        return Err(format!("`{text}` is not a decimal number"));
+        return Err(ValueError::NotADecimal(text.to_string()));
     }
     let frac_trimmed = frac_part.trim_end_matches('0');
     if frac_trimmed.len() > scale as usize {
-        return Err(format!("`{text}` has more than {scale} fractional digits"));
+        return Err(ValueError::TooManyFractionDigits {
+            text: text.to_string(),
+            scale,
+        });
     }
     let int_digits = int_part.trim_start_matches('0');
     if int_digits.len() + scale as usize > precision as usize {
-        return Err(format!(
-            "`{text}` does not fit DECIMAL({precision}, {scale})"
-        ));
+        return Err(ValueError::DecimalTooWide {
+            text: text.to_string(),
+            precision,
+            scale,
+        });
     }
     let mut unscaled: i128 = 0;
     for b in int_digits.bytes() {
@@ -288,25 +370,31 @@ pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, Strin
     Ok(if negative { -unscaled } else { unscaled })
 }
 
-fn out_of_range(value: &Value, ty: &DataType) -> String {
-    format!("{value} is out of range for {ty}")
+fn out_of_range(value: &Value, ty: &DataType) -> ValueError {
+    ValueError::OutOfRange {
+        value: value.clone(),
+        data_type: *ty,
+    }
 }
 
 /// Converts a JSON value to a datum of type `ty`. Strings holding numbers are accepted for
 /// numeric columns; null is accepted for any type (nullability is checked by the caller).
-pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, String> {
+pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, ValueError> {
     if value.is_null() {
         return Ok(Datum::Null);
     }
-    let wrong = || format!("expected {ty}, got {value}");
-    let as_i64 = || -> Result<i64, String> {
+    let wrong = || ValueError::WrongType {
+        expected: *ty,
+        got: value.clone(),
+    };
+    let as_i64 = || -> Result<i64, ValueError> {
         match value {
             Value::Number(n) => n.as_i64().ok_or_else(wrong),
             Value::String(s) => s.trim().parse::<i64>().map_err(|_| wrong()),
             _ => Err(wrong()),
         }
     };
-    let as_f64 = || -> Result<f64, String> {
+    let as_f64 = || -> Result<f64, ValueError> {
         match value {
             Value::Number(n) => n.as_f64().ok_or_else(wrong),
             Value::String(s) => s.trim().parse::<f64>().map_err(|_| wrong()),
@@ -347,7 +435,10 @@ pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, String> {
             };
             let chars = s.chars().count();
             if chars > *n as usize {
-                return Err(format!("string of {chars} characters is longer than {ty}"));
+                return Err(ValueError::StringTooLong {
+                    chars,
+                    data_type: *ty,
+                });
             }
             Datum::String(s)
         }
@@ -357,16 +448,26 @@ pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, String> {
             };
             let bytes = BASE64
                 .decode(s.as_bytes())
-                .map_err(|e| format!("expected base64 for {ty}: {e}"))?;
+                .map_err(|source| ValueError::NotBase64 {
+                    data_type: *ty,
+                    source,
+                })?;
             if bytes.len() > *n as usize {
-                return Err(format!("{} bytes are longer than {ty}", bytes.len()));
+                return Err(ValueError::BytesTooLong {
+                    len: bytes.len(),
+                    data_type: *ty,
+                });
             }
             Datum::Bytes(bytes)
         }
         DataType::Date => match value {
             Value::String(s) => {
-                let date = NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d")
-                    .map_err(|_| format!("expected a date `YYYY-MM-DD`, got {value}"))?;
+                let date = NaiveDate::parse_from_str(s.trim(), "%Y-%m-%d").map_err(|source| {
+                    ValueError::NotADate {
+                        got: value.clone(),
+                        source,
+                    }
+                })?;
                 Datum::Date(date_to_days(date))
             }
             Value::Number(_) => {
@@ -377,9 +478,7 @@ pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, String> {
         DataType::Timestamp(p) | DataType::TimestampLtz(p) => {
             let ts = match value {
                 Value::String(s) => parse_timestamp(s)
-                    .ok_or_else(|| {
-                        format!("expected a timestamp `YYYY-MM-DD HH:MM:SS[.fff]`, got {value}")
-                    })?
+                    .ok_or_else(|| ValueError::NotATimestamp { got: value.clone() })?
                     .truncate(*p),
                 // A JSON number is epoch milliseconds.
                 Value::Number(_) => Timestamp {
@@ -389,27 +488,11 @@ pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, String> {
                 _ => return Err(wrong()),
             };
             if !ts.fits_precision(*p) {
-                return Err(timestamp_out_of_range(value, ty));
+                return Err(TimestampOutOfRange::new(value, ty).into());
             }
             Datum::Timestamp(ts)
         }
     })
-}
-
-/// Why `value` does not fit a column of the timestamp type `ty`, with the type's range.
-pub fn timestamp_out_of_range(value: impl std::fmt::Display, ty: &DataType) -> String {
-    let precision = match ty {
-        DataType::Timestamp(p) | DataType::TimestampLtz(p) => *p,
-        _ => 0,
-    };
-    let range = if precision > 6 {
-        // Parquet stores precisions above 6 as i64 nanoseconds.
-        "1677-09-21 00:12:43.145224192 to 2262-04-11 23:47:16.854775807"
-    } else {
-        // And 4..=6 as i64 microseconds.
-        "-290308-12-21 19:59:05.224192 to 294247-01-10 04:00:54.775807"
-    };
-    format!("{value} is out of range for {ty} ({range})")
 }
 
 /// The JSON form of a datum of type `ty` (the inverse of [`datum_from_json`]).
@@ -488,12 +571,19 @@ mod tests {
             datum_from_json(&json!("42"), &DataType::Int),
             Ok(Datum::Int(42))
         );
-        assert!(
+        assert_eq!(
             datum_from_json(&json!(3_000_000_000i64), &DataType::Int)
                 .unwrap_err()
-                .contains("out of range")
+                .to_string(),
+            "3000000000 is out of range for INT"
         );
-        assert!(datum_from_json(&json!("x"), &DataType::BigInt).is_err());
+        assert_eq!(
+            datum_from_json(&json!("x"), &DataType::BigInt),
+            Err(ValueError::WrongType {
+                expected: DataType::BigInt,
+                got: json!("x")
+            })
+        );
         assert_eq!(
             datum_from_json(&json!("2024-01-01"), &DataType::Date),
             Ok(Datum::Date(19723))
@@ -557,7 +647,8 @@ mod tests {
         let too_big = json!(i64::MAX / 1000 + 1);
         for p in [4, 6] {
             let err = datum_from_json(&too_big, &DataType::Timestamp(p)).unwrap_err();
-            assert!(err.contains("out of range"), "{err}");
+            assert!(matches!(err, ValueError::TimestampOutOfRange(_)), "{err:?}");
+            assert!(err.to_string().contains("out of range"), "{err}");
         }
         // Milliseconds are stored as they are.
         assert!(datum_from_json(&too_big, &DataType::Timestamp(3)).is_ok());

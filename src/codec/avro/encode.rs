@@ -308,7 +308,7 @@ fn encode_decimal(
     let unscaled = parse_decimal(text, p, s).map_err(|e| EncodeError {
         path: String::new(),
         expected: format!("decimal({precision}, {scale})"),
-        got: e,
+        got: e.to_string(),
     })?;
     let full = unscaled.to_be_bytes();
     let minimal = minimal_be(&full);

@@ -11,8 +11,8 @@
 
 use std::sync::Arc;
 
-use super::merge::{Admission, MergeEngine};
-use crate::error::Result;
+use super::merge::{Admission, MergeEngine, RetractionRefused};
+use crate::error::{Error, Result};
 use crate::table::Table;
 use crate::table::datum::{Datum, Row, TimestampOutOfRange, format_timestamp};
 use crate::table::row_kind::RowKind;
@@ -20,9 +20,54 @@ use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 
 /// Why a table does not take a change: the dead-letter reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RowRejected(String);
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RowRejected {
+    #[error("row has {values} values, table {columns} columns")]
+    Arity { values: usize, columns: usize },
+    /// Every column that does not take its value, so one dead letter says all.
+    #[error("{}", join(.0))]
+    Columns(Vec<ColumnRejected>),
+    /// The `rowkind.field` column holds something other than a row kind.
+    #[error("column `{column}` (rowkind.field) must be +I, -U, +U or -D, got {value:?}")]
+    NotARowKind { column: String, value: String },
+    /// The merge engine cannot take the retraction.
+    #[error(transparent)]
+    Retraction(#[from] RetractionRefused),
+}
+
+/// Why one column does not take its value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ColumnRejected {
+    #[error("column `{0}` is NOT NULL but the value is null")]
+    Null(String),
+    #[error("column `{column}` of type {data_type} cannot hold {value:?}")]
+    WrongType {
+        column: String,
+        data_type: DataType,
+        value: Datum,
+    },
+    /// A timestamp the column's Parquet unit cannot hold (a millisecond value from a
+    /// message beyond i64 microseconds or nanoseconds).
+    #[error("column `{column}`: {source}")]
+    Timestamp {
+        column: String,
+        #[source]
+        source: TimestampOutOfRange,
+    },
+}
+
+fn join(problems: &[ColumnRejected]) -> String {
+    let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    problems.join("; ")
+}
+
+/// A rejected change given to a writer directly (not through a pipeline's dead letters)
+/// fails that write only.
+impl From<RowRejected> for Error {
+    fn from(e: RowRejected) -> Self {
+        Error::Data(e.to_string())
+    }
+}
 
 /// A change the table takes, as the writer applies it: the kind resolved from
 /// `rowkind.field` when the table sets it.
@@ -71,10 +116,9 @@ impl RowCheck {
         kind: RowKind,
         row: Row,
     ) -> std::result::Result<Option<CheckedChange>, RowRejected> {
-        check_row(&self.schema, &row).map_err(RowRejected)?;
-        let kind =
-            row_kind_of(&self.schema, self.row_kind_column, kind, &row).map_err(RowRejected)?;
-        match self.engine.admit(kind).map_err(RowRejected)? {
+        check_row(&self.schema, &row)?;
+        let kind = row_kind_of(&self.schema, self.row_kind_column, kind, &row)?;
+        match self.engine.admit(kind)? {
             Admission::Keep => Ok(Some(CheckedChange { kind, row })),
             Admission::Drop => Ok(None),
         }
@@ -91,55 +135,46 @@ fn row_kind_column(schema: &TableSchema) -> Option<usize> {
 
 /// The kind a change is applied as: with `rowkind.field`, the kind its column holds
 /// (Paimon's writers take it from there); the decoder's `kind` otherwise, or when the
-/// column is null. `Err` with the reason for a value that is no row kind.
+/// column is null. `Err` for a value that is no row kind.
 fn row_kind_of(
     schema: &TableSchema,
     row_kind_column: Option<usize>,
     kind: RowKind,
     row: &[Datum],
-) -> std::result::Result<RowKind, String> {
+) -> std::result::Result<RowKind, RowRejected> {
     match row_kind_column.and_then(|i| Some((i, row.get(i)?))) {
-        Some((i, Datum::String(s))) => RowKind::parse(s).ok_or_else(|| {
-            format!(
-                "column `{}` (rowkind.field) must be +I, -U, +U or -D, got {s:?}",
-                schema.fields[i].name
-            )
+        Some((i, Datum::String(s))) => RowKind::parse(s).ok_or_else(|| RowRejected::NotARowKind {
+            column: schema.fields[i].name.clone(),
+            value: s.clone(),
         }),
         _ => Ok(kind),
     }
 }
 
 /// Checks arity, nullability and that each datum has its column's type.
-fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<(), String> {
+fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<(), RowRejected> {
     if row.len() != schema.fields.len() {
-        return Err(format!(
-            "row has {} values, table {} columns",
-            row.len(),
-            schema.fields.len()
-        ));
+        return Err(RowRejected::Arity {
+            values: row.len(),
+            columns: schema.fields.len(),
+        });
     }
     let mut problems = Vec::new();
     for (field, value) in schema.fields.iter().zip(row) {
-        // A timestamp the column's Parquet unit cannot hold (a millisecond value from a
-        // message beyond i64 microseconds or nanoseconds).
         if let (Datum::Timestamp(ts), DataType::Timestamp(p) | DataType::TimestampLtz(p)) =
             (value, field.data_type)
             && !ts.fits_precision(p)
         {
-            problems.push(format!(
-                "column `{}`: {}",
-                field.name,
-                TimestampOutOfRange::new(format_timestamp(*ts), &field.data_type)
-            ));
+            problems.push(ColumnRejected::Timestamp {
+                column: field.name.clone(),
+                source: TimestampOutOfRange::new(format_timestamp(*ts), &field.data_type),
+            });
             continue;
         }
         let ok = match (value, field.data_type) {
             (Datum::Null, _) => {
                 if !field.nullable {
-                    problems.push(format!(
-                        "column `{}` is NOT NULL but the value is null",
-                        field.name
-                    ));
+                    problems.push(ColumnRejected::Null(field.name.clone()));
                 }
                 true
             }
@@ -158,16 +193,17 @@ fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<(), String>
             _ => false,
         };
         if !ok {
-            problems.push(format!(
-                "column `{}` of type {} cannot hold {value:?}",
-                field.name, field.data_type
-            ));
+            problems.push(ColumnRejected::WrongType {
+                column: field.name.clone(),
+                data_type: field.data_type,
+                value: value.clone(),
+            });
         }
     }
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("; "))
+        Err(RowRejected::Columns(problems))
     }
 }
 
@@ -208,7 +244,9 @@ mod tests {
         // (0..=3) hold any i64.
         let micros = table_with("TIMESTAMP(6)");
         assert!(check_row(&micros, &ts_row(i64::MAX / 1000, 807_999)).is_ok());
-        let err = check_row(&micros, &ts_row(i64::MAX / 1000, 808_000)).unwrap_err();
+        let err = check_row(&micros, &ts_row(i64::MAX / 1000, 808_000))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("column `t`") && err.contains("out of range"),
             "{err}"

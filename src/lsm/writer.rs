@@ -194,11 +194,7 @@ impl TableWriter {
     /// Checks one change ([`RowCheck`]) and buffers it. A `Data` error rejects this change
     /// only; the writer is unchanged.
     pub fn write(&mut self, kind: RowKind, row: Row) -> Result<()> {
-        match self
-            .check
-            .check(kind, row)
-            .map_err(|e| Error::Data(e.to_string()))?
-        {
+        match self.check.check(kind, row)? {
             Some(change) => self.write_checked(change),
             None => Ok(()),
         }

@@ -2,7 +2,7 @@
 //! each column's aggregate function from the table options.
 
 use super::function::{AggregateFunction, FieldAggregator};
-use super::{Admission, init_row};
+use super::{Admission, CannotRetract, RetractionRefused, init_row};
 use crate::error::Result;
 use crate::table::data_file::KeyValue;
 use crate::table::datum::Datum;
@@ -132,31 +132,19 @@ impl Aggregation {
 
     /// Whether a retraction of `kind` can be merged: every column must define a
     /// retraction, unless the row is a -D removing the key.
-    pub(crate) fn admit(&self, kind: RowKind) -> std::result::Result<Admission, String> {
+    pub(crate) fn admit(&self, kind: RowKind) -> std::result::Result<Admission, RetractionRefused> {
         if kind == RowKind::Delete && self.remove_record_on_delete {
             return Ok(Admission::Keep);
         }
-        let refusing: Vec<String> = self
+        let columns: Vec<CannotRetract> = self
             .aggregators
             .iter()
-            .filter(|a| !a.can_retract())
-            .map(|a| format!("`{}` ({})", a.field(), a.function().name()))
+            .filter_map(FieldAggregator::cannot_retract)
             .collect();
-        if refusing.is_empty() {
+        if columns.is_empty() {
             return Ok(Admission::Keep);
         }
-        let hint = if kind == RowKind::Delete {
-            " or `aggregation.remove-record-on-delete` = true"
-        } else {
-            ""
-        };
-        Err(format!(
-            "{} change rejected: aggregate functions of columns {} cannot take retractions; set \
-             `fields.<column>.ignore-retract` = true{hint}, or `ignore-delete` = true to drop \
-             retractions",
-            kind.short_string(),
-            refusing.join(", ")
-        ))
+        Err(RetractionRefused::AggregateFunctions { kind, columns })
     }
 
     /// Folds the versions of one key, oldest first. The result is an insert, or a delete

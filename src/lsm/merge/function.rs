@@ -7,10 +7,36 @@ use std::collections::HashSet;
 
 use arrow::datatypes::i256;
 
+use super::CannotRetract;
 use crate::error::{Error, Result};
 use crate::table::datum::{Datum, compare_datums};
 use crate::table::options::TableOptions;
 use crate::table::types::{DataType, Field};
+
+/// Why an `aggregate-function` option cannot be used; the caller names the option key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FunctionError {
+    #[error(
+        "`count` was removed from Paimon because a count cannot be merged again across \
+         files; use `sum` over a column that holds 1"
+    )]
+    CountRemoved,
+    /// A Paimon function lakejoin has no implementation of.
+    #[error("`{0}` is a Paimon aggregate function that lakejoin does not implement")]
+    NotImplemented(String),
+    #[error(
+        "unknown aggregate function `{0}` (lakejoin implements sum, product, min, max, \
+         last_value, last_non_null_value, first_value, first_non_null_value, bool_and, \
+         bool_or, listagg)"
+    )]
+    Unknown(String),
+    /// The function cannot aggregate the column's type (Paimon's factories refuse it).
+    #[error("`{}` needs {}, not {data_type}", .function.name(), .function.wanted_type())]
+    WrongType {
+        function: AggregateFunction,
+        data_type: DataType,
+    },
+}
 
 /// The functions of `fields.<f>.aggregate-function` that lakejoin implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +69,7 @@ pub enum AggregateFunction {
 
 impl AggregateFunction {
     /// Parses a Paimon function name; the error says why the name cannot be used.
-    pub fn parse(name: &str) -> std::result::Result<Self, String> {
+    pub fn parse(name: &str) -> std::result::Result<Self, FunctionError> {
         Ok(match name {
             "primary_key" => Self::PrimaryKey,
             "sum" => Self::Sum,
@@ -58,13 +84,7 @@ impl AggregateFunction {
             "bool_and" => Self::BoolAnd,
             "bool_or" => Self::BoolOr,
             "listagg" => Self::Listagg,
-            "count" => {
-                return Err(
-                    "`count` was removed from Paimon because a count cannot be merged \
-                            again across files; use `sum` over a column that holds 1"
-                        .to_string(),
-                );
-            }
+            "count" => return Err(FunctionError::CountRemoved),
             "collect"
             | "merge_map"
             | "merge_map_with_keytime"
@@ -73,18 +93,8 @@ impl AggregateFunction {
             | "rbm32"
             | "rbm64"
             | "hll_sketch"
-            | "theta_sketch" => {
-                return Err(format!(
-                    "`{name}` is a Paimon aggregate function that lakejoin does not implement"
-                ));
-            }
-            other => {
-                return Err(format!(
-                    "unknown aggregate function `{other}` (lakejoin implements sum, product, \
-                     min, max, last_value, last_non_null_value, first_value, \
-                     first_non_null_value, bool_and, bool_or, listagg)"
-                ));
-            }
+            | "theta_sketch" => return Err(FunctionError::NotImplemented(name.to_string())),
+            other => return Err(FunctionError::Unknown(other.to_string())),
         })
     }
 
@@ -116,7 +126,7 @@ impl AggregateFunction {
     }
 
     /// The column types Paimon's factory for the function accepts.
-    fn check_type(self, data_type: DataType) -> std::result::Result<(), String> {
+    fn check_type(self, data_type: DataType) -> std::result::Result<(), FunctionError> {
         let ok = match self {
             Self::Sum | Self::Product => matches!(
                 data_type,
@@ -136,12 +146,20 @@ impl AggregateFunction {
         if ok {
             Ok(())
         } else {
-            let wanted = match self {
-                Self::Sum | Self::Product => "a numeric column",
-                Self::BoolAnd | Self::BoolOr => "a BOOLEAN column",
-                _ => "a VARCHAR/STRING column",
-            };
-            Err(format!("`{}` needs {wanted}, not {data_type}", self.name()))
+            Err(FunctionError::WrongType {
+                function: self,
+                data_type,
+            })
+        }
+    }
+
+    /// The columns [`Self::check_type`] accepts, in words.
+    fn wanted_type(self) -> &'static str {
+        match self {
+            Self::Sum | Self::Product => "a numeric column",
+            Self::BoolAnd | Self::BoolOr => "a BOOLEAN column",
+            Self::Listagg => "a VARCHAR/STRING column",
+            _ => "any column",
         }
     }
 }
@@ -193,7 +211,7 @@ impl FieldAggregator {
         field: &Field,
         function: AggregateFunction,
         options: &TableOptions,
-    ) -> std::result::Result<Self, String> {
+    ) -> std::result::Result<Self, FunctionError> {
         function.check_type(field.data_type)?;
         let field_options = options.field_options.get(&field.name);
         Ok(FieldAggregator {
@@ -225,17 +243,17 @@ impl FieldAggregator {
         self.ignore_retract
     }
 
-    pub(crate) fn function(&self) -> AggregateFunction {
-        self.function
-    }
-
-    pub(crate) fn field(&self) -> &str {
-        &self.field
-    }
-
     /// Whether a retraction can reach this column without failing.
     pub(crate) fn can_retract(&self) -> bool {
         self.ignore_retract || self.function.supports_retract()
+    }
+
+    /// This column, when a retraction reaching it would fail: why the engine refuses one.
+    pub(crate) fn cannot_retract(&self) -> Option<CannotRetract> {
+        (!self.can_retract()).then(|| CannotRetract {
+            column: self.field.clone(),
+            function: self.function,
+        })
     }
 
     fn fail(&self, message: impl std::fmt::Display) -> Error {

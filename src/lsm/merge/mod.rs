@@ -8,7 +8,7 @@ mod aggregate;
 mod function;
 mod partial_update;
 
-pub use function::AggregateFunction;
+pub use function::{AggregateFunction, FunctionError};
 
 use self::aggregate::Aggregation;
 use self::partial_update::PartialUpdate;
@@ -71,6 +71,76 @@ pub enum Admission {
     Drop,
 }
 
+/// Why a table's merge engine refuses a retraction (-U/-D) up front, as Paimon would when
+/// merging it: the dead-letter reason, naming the options that would let the table take
+/// or drop it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RetractionRefused {
+    /// first-row keeps the first version and has nothing to retract it with.
+    #[error(
+        "{} change rejected: a first-row table accepts deletes only with \
+         `first-row.ignore-delete` (or `ignore-delete`) = true, which drops them",
+        .kind.short_string()
+    )]
+    FirstRow { kind: RowKind },
+    /// partial-update without sequence groups or an option for deletes.
+    #[error(
+        "{} change rejected: a partial-update table accepts deletes only with \
+         `partial-update.ignore-delete`, `partial-update.remove-record-on-delete` or \
+         sequence groups (`fields.<f>.sequence-group`)",
+        .kind.short_string()
+    )]
+    PartialUpdate { kind: RowKind },
+    /// partial-update: columns of sequence groups whose functions define no retraction.
+    #[error(
+        "{} change rejected: aggregate functions of columns {} cannot take retractions; \
+         set `fields.<column>.ignore-retract` = true",
+        .kind.short_string(),
+        list(.columns)
+    )]
+    GroupFunctions {
+        kind: RowKind,
+        columns: Vec<CannotRetract>,
+    },
+    /// aggregation: columns whose functions define no retraction.
+    #[error(
+        "{} change rejected: aggregate functions of columns {} cannot take retractions; set \
+         `fields.<column>.ignore-retract` = true{}, or `ignore-delete` = true to drop \
+         retractions",
+        .kind.short_string(),
+        list(.columns),
+        if *.kind == RowKind::Delete {
+            " or `aggregation.remove-record-on-delete` = true"
+        } else {
+            ""
+        }
+    )]
+    AggregateFunctions {
+        kind: RowKind,
+        columns: Vec<CannotRetract>,
+    },
+}
+
+/// A column whose aggregate function defines no retraction (and that does not set
+/// `fields.<column>.ignore-retract`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CannotRetract {
+    pub column: String,
+    pub function: AggregateFunction,
+}
+
+impl std::fmt::Display for CannotRetract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` ({})", self.column, self.function.name())
+    }
+}
+
+/// `` `a` (max), `b` (listagg) ``.
+fn list(columns: &[CannotRetract]) -> String {
+    let names: Vec<String> = columns.iter().map(ToString::to_string).collect();
+    names.join(", ")
+}
+
 /// A table's merge engine with its options.
 #[derive(Debug, Clone)]
 pub struct MergeEngine {
@@ -131,7 +201,7 @@ impl MergeEngine {
 
     /// Decides whether a change of `kind` is written; `Err` explains why the table cannot
     /// take it (as Paimon would refuse it when merging), naming the options that would.
-    pub fn admit(&self, kind: RowKind) -> std::result::Result<Admission, String> {
+    pub fn admit(&self, kind: RowKind) -> std::result::Result<Admission, RetractionRefused> {
         if !kind.is_retract() {
             return Ok(Admission::Keep);
         }
@@ -142,11 +212,7 @@ impl MergeEngine {
             Rule::Deduplicate => Ok(Admission::Keep),
             Rule::PartialUpdate(p) => p.admit(kind),
             Rule::Aggregation(a) => a.admit(kind),
-            Rule::FirstRow => Err(format!(
-                "{} change rejected: a first-row table accepts deletes only with \
-                 `first-row.ignore-delete` (or `ignore-delete`) = true, which drops them",
-                kind.short_string()
-            )),
+            Rule::FirstRow => Err(RetractionRefused::FirstRow { kind }),
         }
     }
 

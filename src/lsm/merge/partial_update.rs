@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 
 use super::aggregate::ConfiguredFunctions;
 use super::function::{AggregateFunction, FieldAggregator};
-use super::{Admission, fill_not_null, init_row};
+use super::{Admission, CannotRetract, RetractionRefused, fill_not_null, init_row};
 use crate::error::{Error, Result};
 use crate::table::data_file::KeyValue;
 use crate::table::datum::{Datum, compare_datums};
@@ -174,25 +174,19 @@ impl PartialUpdate {
     }
 
     /// Decides on a retraction (`ignore-delete` was handled by the caller).
-    pub(crate) fn admit(&self, kind: RowKind) -> std::result::Result<Admission, String> {
+    pub(crate) fn admit(&self, kind: RowKind) -> std::result::Result<Admission, RetractionRefused> {
         if !self.groups.is_empty() {
-            let refusing: Vec<String> = self
+            let columns: Vec<CannotRetract> = self
                 .columns
                 .iter()
                 .filter(|c| c.group.is_some())
                 .filter_map(|c| c.aggregator.as_ref())
-                .filter(|a| !a.can_retract())
-                .map(|a| format!("`{}` ({})", a.field(), a.function().name()))
+                .filter_map(FieldAggregator::cannot_retract)
                 .collect();
-            if refusing.is_empty() {
+            if columns.is_empty() {
                 return Ok(Admission::Keep);
             }
-            return Err(format!(
-                "{} change rejected: aggregate functions of columns {} cannot take \
-                 retractions; set `fields.<column>.ignore-retract` = true",
-                kind.short_string(),
-                refusing.join(", ")
-            ));
+            return Err(RetractionRefused::GroupFunctions { kind, columns });
         }
         if self.remove_record_on_delete {
             // Paimon ignores -U when only removal on -D is configured.
@@ -202,12 +196,7 @@ impl PartialUpdate {
                 Admission::Drop
             });
         }
-        Err(format!(
-            "{} change rejected: a partial-update table accepts deletes only with \
-             `partial-update.ignore-delete`, `partial-update.remove-record-on-delete` or \
-             sequence groups (`fields.<f>.sequence-group`)",
-            kind.short_string()
-        ))
+        Err(RetractionRefused::PartialUpdate { kind })
     }
 
     /// Folds the versions of one key, oldest first.

@@ -137,6 +137,7 @@ fn partial_update_delete_needs_an_option() {
         engine
             .admit(RowKind::Delete)
             .unwrap_err()
+            .to_string()
             .contains("ignore-delete")
     );
     let (_, engine, _) = setup(&[

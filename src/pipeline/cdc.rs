@@ -23,10 +23,10 @@ use tokio::sync::{mpsc, watch};
 use super::cdc_partitions;
 use super::cdc_progress::{CdcProgress, CommittedPosition, PartitionId};
 use super::dead_letter::DeadLetters;
-use crate::codec::{CdcDecoder, Decoded};
+use crate::codec::{CdcDecoder, DecodeError, Decoded};
 use crate::config::{CdcConfig, KafkaConfig};
 use crate::error::{Error, ErrorKind, Result};
-use crate::lsm::row_check::{CheckedChange, RowCheck};
+use crate::lsm::row_check::{CheckedChange, RowCheck, RowRejected};
 use crate::lsm::writer::TableWriter;
 use crate::observe::PipelineMetrics;
 use crate::table::Table;
@@ -368,7 +368,18 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// The validated changes of one record, or the reason it goes to the dead-letter topic.
+/// Why a CDC record goes to the dead-letter topic (the reason its headers carry).
+#[derive(Debug, thiserror::Error)]
+enum BadRecord {
+    /// It does not decode as the pipeline's format.
+    #[error("{0}")]
+    Decode(DecodeError),
+    /// It decodes to a change the table does not take.
+    #[error("{0}")]
+    Rejected(RowRejected),
+}
+
+/// The validated changes of one record, or why it goes to the dead-letter topic.
 /// `Err` only for a transient failure (a schema registry outage), which must not turn
 /// good records into dead letters.
 async fn decode_record(
@@ -376,7 +387,7 @@ async fn decode_record(
     decoder: &CdcDecoder,
     check: &RowCheck,
     message: &impl Message,
-) -> Result<std::result::Result<Vec<CheckedChange>, String>> {
+) -> Result<std::result::Result<Vec<CheckedChange>, BadRecord>> {
     let record = crate::kafka::record_of(message);
     let decoded = match decoder.prepare(&record).await {
         Ok(()) => decoder.decode(&record),
@@ -387,7 +398,7 @@ async fn decode_record(
             .into_iter()
             .filter_map(|c| check.check(c.kind, c.row).transpose())
             .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string()),
+            .map_err(BadRecord::Rejected),
         Ok(Decoded::Skipped(reason)) => {
             tracing::debug!(pipeline = %config.name, %reason, "record skipped");
             Ok(Vec::new())
@@ -395,7 +406,7 @@ async fn decode_record(
         Err(e) if e.is_transient() => {
             return Err(Error::SchemaRegistry(format!("{}: {e}", config.name)));
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(BadRecord::Decode(e)),
     })
 }
 
@@ -410,7 +421,7 @@ async fn decode_held(
     message: &impl Message,
     metrics: &PipelineMetrics,
     shutdown: &mut watch::Receiver<bool>,
-) -> Option<std::result::Result<Vec<CheckedChange>, String>> {
+) -> Option<std::result::Result<Vec<CheckedChange>, BadRecord>> {
     let mut wait = Duration::from_millis(100);
     let mut held = false;
     loop {
@@ -547,7 +558,9 @@ pub async fn run_consumer(
                     Ok(c) => c,
                     Err(reason) => {
                         PipelineMetrics::add(&metrics.dead_lettered, 1);
-                        dead_letters.send(&config.name, &message, &reason).await?;
+                        dead_letters
+                            .send(&config.name, &message, &reason.to_string())
+                            .await?;
                         Vec::new()
                     }
                 };

@@ -218,21 +218,23 @@ fn list<T: DeserializeOwned>(
     }
 }
 
+/// An `[observe] listen` that is no socket address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an address like 127.0.0.1:9464 or 0.0.0.0:9464")]
+pub struct NotAnAddress(String);
+
 impl ObserveConfig {
     /// `listen` as a socket address (`host:port` with an IP address; `localhost` is
     /// accepted for the loopback address).
-    pub fn listen_address(&self) -> std::result::Result<std::net::SocketAddr, String> {
+    pub fn listen_address(&self) -> std::result::Result<std::net::SocketAddr, NotAnAddress> {
         let text = self.listen.trim();
         let resolved = match text.strip_prefix("localhost:") {
             Some(port) => format!("127.0.0.1:{port}"),
             None => text.to_string(),
         };
-        resolved.parse().map_err(|_| {
-            format!(
-                "`{}` is not an address like 127.0.0.1:9464 or 0.0.0.0:9464",
-                self.listen
-            )
-        })
+        resolved
+            .parse()
+            .map_err(|_| NotAnAddress(self.listen.clone()))
     }
 }
 
@@ -276,21 +278,28 @@ impl TableConfig {
     }
 }
 
+/// A `group.instance.id` Kafka would refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BadInstanceId {
+    #[error("must be 1 to 249 characters, got {0}")]
+    Length(usize),
+    #[error("{0:?} is not allowed (only ASCII letters, digits, '.', '_' and '-')")]
+    Character(char),
+}
+
 /// Kafka's rule for a `group.instance.id` (as for topic names): 1 to 249 of
 /// `[a-zA-Z0-9._-]`.
-fn check_group_instance_id(id: &str) -> std::result::Result<(), String> {
+fn check_group_instance_id(id: &str) -> std::result::Result<(), BadInstanceId> {
     if id.is_empty() || id.len() > 249 {
-        return Err(format!("must be 1 to 249 characters, got {}", id.len()));
+        return Err(BadInstanceId::Length(id.len()));
     }
-    if let Some(c) = id
+    match id
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     {
-        return Err(format!(
-            "{c:?} is not allowed (only ASCII letters, digits, '.', '_' and '-')"
-        ));
+        Some(c) => Err(BadInstanceId::Character(c)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 impl Config {

@@ -21,13 +21,15 @@ struct Topics {
     dlq: String,
 }
 
-/// The pipelines (customers as upsert JSON, orders dead-lettered to `topics.dlq`), with
-/// `security` in `[kafka]`.
-fn config(topics: &Topics, security: &str) -> String {
-    let dead_letters = format!("dead_letter_topic = \"{}\"", topics.dlq);
+/// The shared pipelines, orders dead-lettered to `topics.dlq`, with `properties` in
+/// `[kafka.properties]`.
+fn config(topics: &Topics, properties: &[(&str, &str)]) -> String {
     topics
         .shop
-        .config("refusals", "upsert-json", security, &dead_letters)
+        .pipelines("refusals")
+        .enrich("dead_letter_topic", topics.dlq.as_str())
+        .kafka_properties(properties)
+        .build()
 }
 
 fn topics(out_limit: Option<&str>, dlq_limit: Option<&str>) -> Topics {
@@ -71,7 +73,7 @@ fn order(producer: &TestProducer, topics: &Topics, id: i64, customer: i64, note:
 #[test]
 fn oversized_records_are_dead_lettered_and_the_pipeline_goes_on() {
     let topics = topics(Some("2000"), Some("1500"));
-    let deployment = Deployment::new(&config(&topics, ""));
+    let deployment = Deployment::new(&config(&topics, &[]));
     let mut process = deployment.start();
     let producer = TestProducer::new();
     let long_name = incompressible(4000, 1);
@@ -172,11 +174,12 @@ fn a_pipeline_denied_its_output_topic_stops_alone() {
         "--topic",
         &topics.shop.enriched,
     ]);
-    let security = format!(
-        "[kafka.properties]\n\"security.protocol\" = \"SASL_PLAINTEXT\"\n\
-         \"sasl.mechanism\" = \"PLAIN\"\n\"sasl.username\" = \"{user}\"\n\
-         \"sasl.password\" = \"{password}\""
-    );
+    let security = [
+        ("security.protocol", "SASL_PLAINTEXT"),
+        ("sasl.mechanism", "PLAIN"),
+        ("sasl.username", &user),
+        ("sasl.password", &password),
+    ];
     let deployment = Deployment::on(&plain, &config(&topics, &security));
     let mut process = deployment.start();
     let producer = TestProducer::new();
@@ -223,10 +226,7 @@ fn a_pipeline_denied_its_output_topic_stops_alone() {
 #[test]
 fn a_full_producer_queue_is_backpressure() {
     let topics = topics(None, None);
-    let deployment = Deployment::new(&config(
-        &topics,
-        r#"properties = { "queue.buffering.max.messages" = "4" }"#,
-    ));
+    let deployment = Deployment::new(&config(&topics, &[("queue.buffering.max.messages", "4")]));
     let mut process = deployment.start();
     let producer = TestProducer::new();
     producer.send(&topics.shop.customers, "1", r#"{"id": 1, "name": "ada"}"#);

@@ -11,9 +11,15 @@ use serde_json::{Value, json};
 use support::broker::{self, Deployment, TestProducer, TopicReader, unique, wait_until};
 use support::shop::ShopTopics;
 
-/// The pipelines on `topics` (customers as upsert JSON), with `membership` in `[kafka]`.
-fn deployment(topics: &ShopTopics, membership: &str) -> Deployment {
-    Deployment::new(&topics.config("restart", "upsert-json", membership, ""))
+/// The shared pipelines on `topics`, as a static member `instance_id` of the group when
+/// given (`[kafka] group_instance_id`).
+fn deployment(topics: &ShopTopics, instance_id: Option<&str>) -> Deployment {
+    let config = topics.pipelines("restart");
+    let config = match instance_id {
+        Some(id) => config.kafka("group_instance_id", id),
+        None => config,
+    };
+    Deployment::new(&config.build())
 }
 
 fn order(producer: &TestProducer, topic: &str, id: i64) {
@@ -33,9 +39,9 @@ fn has_order(records: &[broker::Record], id: i64) -> bool {
 
 /// Starts lakejoin, enriches one order, kills it with SIGKILL and starts it again at once;
 /// returns the time from the restart to the output of an order produced right then.
-fn restart_to_first_output(membership: &str) -> Duration {
+fn restart_to_first_output(instance_id: Option<&str>) -> Duration {
     let topics = ShopTopics::create(1, 2);
-    let deployment = deployment(&topics, membership);
+    let deployment = deployment(&topics, instance_id);
     let producer = TestProducer::new();
     producer.send(&topics.customers, "1", r#"{"id": 1, "name": "ada"}"#);
     producer.flush();
@@ -80,8 +86,8 @@ fn restart_to_first_output(membership: &str) -> Duration {
 #[test]
 fn a_killed_static_member_enriches_again_within_seconds() {
     let member = unique("lakejoin");
-    let with_static = restart_to_first_output(&format!("group_instance_id = \"{member}\""));
-    let with_dynamic = restart_to_first_output("");
+    let with_static = restart_to_first_output(Some(&member));
+    let with_dynamic = restart_to_first_output(None);
     eprintln!(
         "restart after kill -9 to the first enriched output: static membership {:.1} s, \
          dynamic membership {:.1} s",
@@ -104,7 +110,7 @@ fn a_killed_static_member_enriches_again_within_seconds() {
 #[test]
 fn consumed_topics_deleted_and_created_again_are_consumed_again() {
     let topics = ShopTopics::create(1, 2);
-    let deployment = deployment(&topics, "");
+    let deployment = deployment(&topics, None);
     let producer = TestProducer::new();
     for id in 1..=30 {
         producer.send(

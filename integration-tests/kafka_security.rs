@@ -44,15 +44,6 @@ fn tls_file(name: &str) -> String {
     PathBuf::from(dir).join(name).display().to_string()
 }
 
-/// A TOML `[kafka.properties]` table from pairs.
-fn properties_toml(properties: &[(&str, String)]) -> String {
-    let mut text = String::from("[kafka.properties]\n");
-    for (key, value) in properties {
-        text.push_str(&format!("{key:?} = {value:?}\n"));
-    }
-    text
-}
-
 /// The README's SASL_SSL example (its `[kafka.properties]` block), with the test broker's
 /// password and CA filled in: the keys and the other values are the README's own.
 fn readme_sasl_ssl_properties() -> Vec<(String, String)> {
@@ -149,10 +140,14 @@ fn debezium(id: i64, name: &str) -> String {
     json!({"op": "c", "ts_ms": 1, "before": null, "after": {"id": id, "name": name}}).to_string()
 }
 
-/// The pipelines on `topics`, with `extra` (a `[kafka.properties]` block) for lakejoin's
-/// clients.
-fn config(topics: &ShopTopics, extra: &str) -> String {
-    topics.config("secure", "debezium-json", extra, "")
+/// The shared pipelines on `topics` (customers as Debezium JSON), with `properties` in
+/// `[kafka.properties]` for lakejoin's clients.
+fn config(topics: &ShopTopics, properties: &[(&str, String)]) -> String {
+    topics
+        .pipelines("secure")
+        .cdc("format", "debezium-json")
+        .kafka_properties(properties)
+        .build()
 }
 
 /// Customers through CDC, then orders through the join: both pipelines consumed and the
@@ -212,10 +207,7 @@ fn secured_listener_runs_both_pipelines(listener: Option<Listener>) {
         .iter()
         .map(|(k, v)| (k.as_str(), v.clone()))
         .collect();
-    let deployment = Deployment::on(
-        &listener.bootstrap,
-        &config(&topics, &properties_toml(&properties)),
-    );
+    let deployment = Deployment::on(&listener.bootstrap, &config(&topics, &properties));
     let mut process = deployment.start();
     let address = process.endpoint();
     customers_then_orders(&deployment, &topics, &TestProducer::new(), &mut process);
@@ -314,10 +306,7 @@ fn batch_codecs(topic: &str) -> Option<BTreeSet<String>> {
 /// lakejoin's own output compressed with `codec` too (`compression.type`).
 fn codec_round_trip(codec: &str) {
     let topics = ShopTopics::create(2, 2);
-    let deployment = Deployment::new(&config(
-        &topics,
-        &properties_toml(&[("compression.type", codec.to_owned())]),
-    ));
+    let deployment = Deployment::new(&config(&topics, &[("compression.type", codec.to_owned())]));
     let producer = TestProducer::with_properties(&[("compression.type", codec)]);
     let mut process = deployment.start();
     customers_then_orders(&deployment, &topics, &producer, &mut process);
@@ -364,7 +353,7 @@ fn refused(
     secrets: &[String],
 ) {
     let topics = ShopTopics::create(2, 2);
-    let deployment = Deployment::on(&bootstrap, &config(&topics, &properties_toml(&properties)));
+    let deployment = Deployment::on(&bootstrap, &config(&topics, &properties));
     let mut process = deployment.start();
     let address = process.endpoint();
     let line = process.wait_for_log("Kafka refused the connection");
@@ -502,7 +491,7 @@ fn a_topic_that_cannot_be_decoded_makes_the_pipeline_unready() {
     )
     .expect("patch the segment");
 
-    let deployment = Deployment::new(&config(&topics, ""));
+    let deployment = Deployment::new(&config(&topics, &[]));
     let mut process = deployment.start();
     let address = process.endpoint();
     let line = process.wait_for_log("Kafka records cannot be decoded");

@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 use support::broker::{
     self, Deployment, LakejoinProcess, TestProducer, TopicReader, tail, unique, wait_until,
 };
+use support::fixture::{Config, toml_value};
+use support::shop::{ShopConfig, ShopTopics};
 
 fn debezium(op: &str, id: i64, name: &str, country: &str, ts: i64) -> String {
     let row = json!({"id": id, "name": name, "country": country, "updated_at": ts});
@@ -30,46 +32,17 @@ fn customer_row(id: i64, name: &str, country: &str, ts: i64) -> Value {
     json!({"id": id, "name": name, "country": country, "updated_at": ts})
 }
 
-const SCENARIO: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-
-[warehouse]
-uri = "{warehouse}"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-  { name = "country", type = "STRING" },
-  { name = "updated_at", type = "BIGINT" },
-]
-primary_key = ["id"]
-buckets = 2
-sequence_field = ["updated_at"]
-
-[[cdc]]
-name = "customers-cdc"
-topics = ["{customers}"]
-format = "debezium-json"
-table = "shop.customers"
-commit_interval = "200ms"
-dead_letter_topic = "{customers_dlq}"
-
-[[enrich]]
-name = "orders-enriched"
-topics = ["{orders}"]
-output = { topic = "{enriched}", key = "order_id" }
-dead_letter_topic = "{orders_dlq}"
-
-[[enrich.join]]
-table = "shop.customers"
-on = { customer_id = "id" }
-select = ["name", "country"]
-prefix = "customer_"
-"#;
+/// The Debezium customers of these tests (see `debezium`): the shared pipelines with
+/// `country` and `updated_at` too, the newest `updated_at` winning, in two buckets.
+fn debezium_customers(topics: &ShopTopics, group: &str) -> ShopConfig {
+    topics
+        .pipelines(group)
+        .customer_column("country", "STRING")
+        .customer_column("updated_at", "BIGINT")
+        .customers("buckets", 2)
+        .customers("sequence_field", vec!["updated_at"])
+        .cdc("format", "debezium-json")
+}
 
 /// Orders are enriched from a Debezium customers topic through the table: the expected
 /// join, nulls for unknown or missing customers, an older change arriving late does not
@@ -77,27 +50,22 @@ prefix = "customer_"
 /// with their reasons, and SIGTERM stops the process cleanly.
 #[test]
 fn orders_are_enriched_from_debezium_customers() {
-    let customers = unique("customers");
+    let topics = ShopTopics::create(2, 2);
     let customers_dlq = unique("customers-dlq");
-    let orders = unique("orders");
-    let enriched = unique("orders-enriched");
     let orders_dlq = unique("orders-dlq");
-    broker::create_topics(&[
-        (&customers, 2),
-        (&customers_dlq, 1),
-        (&orders, 2),
-        (&enriched, 2),
-        (&orders_dlq, 1),
-    ]);
+    broker::create_topics(&[(&customers_dlq, 1), (&orders_dlq, 1)]);
     let deployment = Deployment::new(
-        &SCENARIO
-            .replace("{group}", &unique("scenario"))
-            .replace("{customers}", &customers)
-            .replace("{customers_dlq}", &customers_dlq)
-            .replace("{orders}", &orders)
-            .replace("{enriched}", &enriched)
-            .replace("{orders_dlq}", &orders_dlq),
+        &debezium_customers(&topics, "scenario")
+            .cdc("dead_letter_topic", customers_dlq.as_str())
+            .enrich("dead_letter_topic", orders_dlq.as_str())
+            .join("select", vec!["name", "country"])
+            .build(),
     );
+    let ShopTopics {
+        customers,
+        orders,
+        enriched,
+    } = topics;
     let producer = TestProducer::new();
     producer.send(&customers, "1", &debezium("c", 1, "ada", "ch", 10));
     producer.send(&customers, "2", &debezium("c", 2, "bob", "de", 10));
@@ -252,49 +220,6 @@ fn orders_are_enriched_from_debezium_customers() {
     );
 }
 
-const WIDE: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-
-[warehouse]
-uri = "{warehouse}"
-
-[[table]]
-name = "shop.profile"
-columns = [
-  { name = "customer_id", type = "INT" },
-  { name = "email", type = "STRING" },
-  { name = "tier", type = "STRING" },
-  { name = "lifetime_value", type = "DECIMAL(12, 2)" },
-  { name = "updated_at", type = "TIMESTAMP(3)" },
-]
-primary_key = ["customer_id"]
-buckets = 2
-merge_engine = "partial-update"
-
-[[cdc]]
-name = "emails"
-topics = ["{emails}"]
-format = "upsert-json"
-table = "shop.profile"
-commit_interval = "300ms"
-
-[[cdc]]
-name = "tiers"
-topics = ["{tiers}"]
-format = "debezium-json"
-table = "shop.profile"
-commit_interval = "300ms"
-
-[[cdc]]
-name = "values"
-topics = ["{values}"]
-format = "json"
-table = "shop.profile"
-commit_interval = "300ms"
-"#;
-
 /// Three topics in three formats fill the columns of one partial-update table; pypaimon
 /// reads the merged rows. A Debezium update reaches the table as its after image alone
 /// (the default `upsert` update mode for partial-update tables without sequence groups).
@@ -305,11 +230,12 @@ fn three_topics_fill_a_wide_table_that_pypaimon_reads() {
     let values = unique("values");
     broker::create_topics(&[(&emails, 2), (&tiers, 1), (&values, 2)]);
     let deployment = Deployment::new(
-        &WIDE
-            .replace("{group}", &unique("wide"))
-            .replace("{emails}", &emails)
-            .replace("{tiers}", &tiers)
-            .replace("{values}", &values),
+        &Config::fixture(include_str!("fixtures/profile_three_topics.toml"))
+            .name("group", &unique("wide"))
+            .name("emails", &emails)
+            .name("tiers", &tiers)
+            .name("values", &values)
+            .build(),
     );
     let producer = TestProducer::new();
     for id in 1..=20 {
@@ -496,26 +422,9 @@ impl Model {
     }
 }
 
-const CRASH: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-# Static membership: a restart takes the killed process's partitions back at once.
-group_instance_id = "{group}-0"
-
-[warehouse]
-uri = "{warehouse}"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-  { name = "version", type = "BIGINT" },
-]
-primary_key = ["id"]
-buckets = 2
-
+/// Payments summed per customer, besides the shared customers table: the table the
+/// kill and disk tests check for changes applied twice or lost.
+const TOTALS: &str = r#"
 [[table]]
 name = "shop.totals"
 columns = [
@@ -532,31 +441,28 @@ merge_engine = "aggregation"
 "fields.payments.aggregate-function" = "sum"
 
 [[cdc]]
-name = "customers-cdc"
-topics = ["{customers}"]
-format = "upsert-json"
-table = "shop.customers"
-commit_interval = "250ms"
-
-[[cdc]]
 name = "payments-cdc"
 topics = ["{payments}"]
 format = "json"
 table = "shop.totals"
 commit_interval = "250ms"
 commit_max_rows = 700
-
-[[enrich]]
-name = "orders-enriched"
-topics = ["{orders}"]
-output = { topic = "{enriched}", key = "order_id" }
-
-[[enrich.join]]
-table = "shop.customers"
-on = { customer_id = "id" }
-select = ["name"]
-prefix = "customer_"
 "#;
+
+/// The shared pipelines with customers versioned (`Model`), and `TOTALS` fed by
+/// `payments`, in consumer group `group` exactly (the tests read its offsets).
+fn totals_config(topics: &ShopTopics, payments: &str, group: &str) -> ShopConfig {
+    topics
+        .pipelines(group)
+        .kafka("group_id", group)
+        // Static membership: a restart takes the killed process's partitions back at once.
+        .kafka("group_instance_id", format!("{group}-0"))
+        .customer_column("version", "BIGINT")
+        .customers("buckets", 2)
+        .cdc("commit_interval", "250ms")
+        .merge(TOTALS)
+        .name("payments", payments)
+}
 
 /// `kill -9` at random moments while changes and facts stream in, restarting each time.
 /// The sum-aggregation table would count a change applied twice (or lost) in its totals,
@@ -573,24 +479,15 @@ fn kill_9_mid_stream_loses_nothing_and_applies_nothing_twice() {
     let started = Instant::now();
     let group = unique("crash");
     let enrich_group = format!("{group}-orders-enriched");
-    let customers = unique("customers");
+    let topics = ShopTopics::create(2, 2);
     let payments = unique("payments");
-    let orders = unique("orders");
-    let enriched = unique("orders-enriched");
-    broker::create_topics(&[
-        (&customers, 2),
-        (&payments, 2),
-        (&orders, 2),
-        (&enriched, 2),
-    ]);
-    let deployment = Deployment::new(
-        &CRASH
-            .replace("{group}", &group)
-            .replace("{customers}", &customers)
-            .replace("{payments}", &payments)
-            .replace("{orders}", &orders)
-            .replace("{enriched}", &enriched),
-    );
+    broker::create_topics(&[(&payments, 2)]);
+    let deployment = Deployment::new(&totals_config(&topics, &payments, &group).build());
+    let ShopTopics {
+        customers,
+        orders,
+        enriched,
+    } = topics;
 
     // The model, computed before anything is produced; the producer thread streams it.
     let mut rng = StdRng::seed_from_u64(0x1a4e_7015);
@@ -875,25 +772,19 @@ shutdown_timeout = "60s"
 fn sigterm_commits_so_a_restart_replays_nothing_and_loses_nothing() {
     const CUSTOMERS: i64 = 100;
     const STOPS: usize = 3;
-    let customers = unique("customers");
+    let topics = ShopTopics::create(2, 2);
     let payments = unique("payments");
-    let orders = unique("orders");
-    let enriched = unique("orders-enriched");
-    broker::create_topics(&[
-        (&customers, 2),
-        (&payments, 2),
-        (&orders, 2),
-        (&enriched, 2),
-    ]);
+    broker::create_topics(&[(&payments, 2)]);
     let deployment = Deployment::new(
-        &(CRASH
-            .replace("{group}", &unique("graceful"))
-            .replace("{customers}", &customers)
-            .replace("{payments}", &payments)
-            .replace("{orders}", &orders)
-            .replace("{enriched}", &enriched)
-            + GRACEFUL),
+        &totals_config(&topics, &payments, &unique("graceful"))
+            .merge(GRACEFUL)
+            .build(),
     );
+    let ShopTopics {
+        customers,
+        orders,
+        enriched,
+    } = topics;
     let mut rng = StdRng::seed_from_u64(0x5167_7e12);
     let model = Model::generate(&mut rng, 12_000, CUSTOMERS, &customers, &payments, &orders);
     let (producer_thread, producing) = model.stream();
@@ -1028,54 +919,16 @@ fn check_endpoint_and_progress(process: &mut LakejoinProcess) {
     );
 }
 
-/// A config whose broker is not up yet, with JSON logs.
-const LATE_BROKER: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-
-[kafka.properties]
-# Find the broker and the topics soon after they appear.
-"reconnect.backoff.max.ms" = "1000"
-"topic.metadata.refresh.interval.ms" = "1000"
-
-[warehouse]
-uri = "{warehouse}"
-
-[observe]
-listen = "127.0.0.1:0"
-log_format = "json"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-  { name = "country", type = "STRING" },
-  { name = "updated_at", type = "BIGINT" },
-]
-primary_key = ["id"]
-buckets = 2
-sequence_field = ["updated_at"]
-
-[[cdc]]
-name = "customers-cdc"
-topics = ["{customers}"]
-format = "debezium-json"
-table = "shop.customers"
-commit_interval = "200ms"
-
-[[enrich]]
-name = "orders-enriched"
-topics = ["{orders}"]
-output = { topic = "{enriched}", key = "order_id" }
-
-[[enrich.join]]
-table = "shop.customers"
-on = { customer_id = "id" }
-select = ["name"]
-prefix = "customer_"
-"#;
+/// The Debezium customers' pipelines for a broker that is not up yet, with JSON logs.
+fn late_broker_config(topics: &ShopTopics, group: &str) -> String {
+    debezium_customers(topics, group)
+        // Find the broker and the topics soon after they appear.
+        .kafka_property("reconnect.backoff.max.ms", "1000")
+        .kafka_property("topic.metadata.refresh.interval.ms", "1000")
+        .set("observe", "listen", "127.0.0.1:0")
+        .set("observe", "log_format", "json")
+        .build()
+}
 
 /// `lakejoin run` started while no broker listens keeps running: it logs (as JSON) that
 /// the broker is unavailable, retries, stays live but not ready, and starts working once a
@@ -1086,17 +939,13 @@ fn a_broker_that_is_down_at_start_is_waited_for() {
     let broker_dir = tempfile::tempdir().expect("broker dir");
     let mut kafka = broker::KafkaBroker::set_up(broker_dir.path());
     let bootstrap = kafka.bootstrap.clone();
-    let customers = unique("customers");
-    let orders = unique("orders");
-    let enriched = unique("orders-enriched");
-    let deployment = Deployment::on(
-        &bootstrap,
-        &LATE_BROKER
-            .replace("{group}", &unique("late"))
-            .replace("{customers}", &customers)
-            .replace("{orders}", &orders)
-            .replace("{enriched}", &enriched),
-    );
+    let topics = ShopTopics::named();
+    let deployment = Deployment::on(&bootstrap, &late_broker_config(&topics, "late"));
+    let ShopTopics {
+        customers,
+        orders,
+        enriched,
+    } = topics;
     let mut process = deployment.start();
     let address = process.endpoint();
 
@@ -1186,17 +1035,13 @@ fn a_broker_restart_mid_run_is_survived() {
     let broker_dir = tempfile::tempdir().expect("broker dir");
     let mut kafka = broker::KafkaBroker::start_in(broker_dir.path());
     let bootstrap = kafka.bootstrap.clone();
-    let customers = unique("customers");
-    let orders = unique("orders");
-    let enriched = unique("orders-enriched");
-    let deployment = Deployment::on(
-        &bootstrap,
-        &LATE_BROKER
-            .replace("{group}", &unique("restart"))
-            .replace("{customers}", &customers)
-            .replace("{orders}", &orders)
-            .replace("{enriched}", &enriched),
-    );
+    let topics = ShopTopics::named();
+    let deployment = Deployment::on(&bootstrap, &late_broker_config(&topics, "restart"));
+    let ShopTopics {
+        customers,
+        orders,
+        enriched,
+    } = topics;
     broker::create_topics_on(&bootstrap, &[(&customers, 2), (&orders, 2), (&enriched, 2)]);
     let mut process = deployment.start();
     let address = process.endpoint();
@@ -1298,72 +1143,32 @@ fn a_broker_restart_mid_run_is_survived() {
     );
 }
 
-/// A join that retries a miss for a long time, so a fact for an unknown customer keeps
-/// the shutdown waiting for its lookup.
-const STUCK: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-
-[kafka.properties]
-# A process that exits at once does not leave the group; restarts rejoin sooner.
-"session.timeout.ms" = "6000"
-"heartbeat.interval.ms" = "500"
-
-[warehouse]
-uri = "{warehouse}"
-
-[run]
-shutdown_timeout = "120s"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-  { name = "country", type = "STRING" },
-  { name = "updated_at", type = "BIGINT" },
-]
-primary_key = ["id"]
-buckets = 1
-sequence_field = ["updated_at"]
-
-[[cdc]]
-name = "customers-cdc"
-topics = ["{customers}"]
-format = "debezium-json"
-table = "shop.customers"
-commit_interval = "200ms"
-
-[[enrich]]
-name = "orders-enriched"
-topics = ["{orders}"]
-output = { topic = "{enriched}", key = "order_id" }
-
-[[enrich.join]]
-table = "shop.customers"
-on = { customer_id = "id" }
-select = ["name"]
-prefix = "customer_"
-retry = { on = "miss", delay = "1s", max_attempts = 100000 }
-"#;
-
 /// A graceful stop waits for the lookup in hand; a second SIGTERM exits at once (130),
 /// and `run.shutdown_timeout` bounds the wait (exit 2). Neither loses the fact: its offset
 /// was never committed, so it is enriched once its customer arrives.
 #[test]
 fn a_second_signal_or_the_shutdown_timeout_ends_a_stuck_shutdown() {
-    let customers = unique("customers");
-    let orders = unique("orders");
-    let enriched = unique("orders-enriched");
-    broker::create_topics(&[(&customers, 1), (&orders, 1), (&enriched, 1)]);
+    let topics = ShopTopics::create(1, 1);
     let deployment = Deployment::new(
-        &STUCK
-            .replace("{group}", &unique("stuck"))
-            .replace("{customers}", &customers)
-            .replace("{orders}", &orders)
-            .replace("{enriched}", &enriched),
+        &debezium_customers(&topics, "stuck")
+            .customers("buckets", 1)
+            // A process that exits at once does not leave the group; restarts rejoin sooner.
+            .kafka_property("session.timeout.ms", "6000")
+            .kafka_property("heartbeat.interval.ms", "500")
+            .set("run", "shutdown_timeout", "120s")
+            // Retries a miss for a long time, so a fact for an unknown customer keeps the
+            // shutdown waiting for its lookup.
+            .join(
+                "retry",
+                toml_value(r#"{ on = "miss", delay = "1s", max_attempts = 100000 }"#),
+            )
+            .build(),
     );
+    let ShopTopics {
+        customers,
+        orders,
+        enriched,
+    } = topics;
     let producer = TestProducer::new();
     producer.send(
         &orders,
@@ -1525,18 +1330,14 @@ fn a_full_then_read_only_warehouse_stalls_cdc_cleanly_and_it_recovers_by_itself(
     const CUSTOMERS: i64 = 60;
     const PARTS: usize = 3;
     let group = unique("diskfull");
-    let customers = unique("customers");
+    let topics = ShopTopics::named();
     let payments = unique("payments");
-    let orders = unique("orders");
-    let enriched = unique("orders-enriched");
-    let deployment = Deployment::new(
-        &CRASH
-            .replace("{group}", &group)
-            .replace("{customers}", &customers)
-            .replace("{payments}", &payments)
-            .replace("{orders}", &orders)
-            .replace("{enriched}", &enriched),
-    );
+    let deployment = Deployment::new(&totals_config(&topics, &payments, &group).build());
+    let ShopTopics {
+        customers,
+        orders,
+        enriched,
+    } = topics;
     let mount = match TmpfsMount::new(&deployment.dir.path().join("wh"), "48m") {
         Ok(mount) => mount,
         Err(reason) => {

@@ -11,46 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::broker::{self, Deployment, TestProducer, TopicReader, unique};
-
-const CONFIG: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-
-[warehouse]
-uri = "{warehouse}"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-  { name = "country", type = "STRING" },
-]
-primary_key = ["id"]
-buckets = 2
-
-[[cdc]]
-name = "customers-cdc"
-topics = ["{customers}"]
-format = "upsert-json"
-table = "shop.customers"
-commit_interval = "{commit_interval}"
-
-[[enrich]]
-name = "orders-enriched"
-topics = ["{orders}"]
-output = { topic = "{enriched}", key = "order_id" }
-ordered = {ordered}
-
-[[enrich.join]]
-table = "shop.customers"
-on = { customer_id = "id" }
-select = ["name", "country"]
-prefix = "customer_"
-refresh_interval = "2s"
-{join_options}
-"#;
+use support::fixture::{Config, toml_value};
+use support::shop::{ShopConfig, ShopTopics};
 
 /// Topics and a running `lakejoin run` for one test.
 struct Scenario {
@@ -64,26 +26,24 @@ struct Scenario {
 }
 
 impl Scenario {
-    fn new(commit_interval: &str, ordered: bool, join_options: &str) -> Scenario {
-        let customers = unique("customers");
-        let orders = unique("orders");
-        let enriched = unique("orders-enriched");
-        broker::create_topics(&[(&customers, 2), (&orders, 2), (&enriched, 2)]);
-        let deployment = Deployment::new(
-            &CONFIG
-                .replace("{group}", &unique("lookups"))
-                .replace("{customers}", &customers)
-                .replace("{orders}", &orders)
-                .replace("{enriched}", &enriched)
-                .replace("{commit_interval}", commit_interval)
-                .replace("{ordered}", &ordered.to_string())
-                .replace("{join_options}", join_options),
-        );
-        let output = TopicReader::new(&enriched);
+    /// The shared pipelines on new topics, customers with a `country` in two buckets, orders
+    /// enriched in order with name and country by a join that refreshes every 2 s, and
+    /// `options`, the test's own overrides.
+    fn new(options: impl FnOnce(ShopConfig) -> ShopConfig) -> Scenario {
+        let topics = ShopTopics::create(2, 2);
+        let config = topics
+            .pipelines("lookups")
+            .customer_column("country", "STRING")
+            .customers("buckets", 2)
+            .enrich("ordered", true)
+            .join("select", vec!["name", "country"])
+            .join("refresh_interval", "2s");
+        let deployment = Deployment::new(&options(config).build());
+        let output = TopicReader::new(&topics.enriched);
         Scenario {
-            customers,
-            orders,
-            enriched,
+            customers: topics.customers,
+            orders: topics.orders,
+            enriched: topics.enriched,
             deployment,
             producer: TestProducer::new(),
             output,
@@ -154,7 +114,7 @@ fn seed(scenario: &Scenario) {
 
 /// The orders/customers scenario with one cache strategy.
 fn strategy_scenario(cache: &str) {
-    let mut s = Scenario::new("200ms", true, &format!("cache = \"{cache}\""));
+    let mut s = Scenario::new(|config| config.join("cache", cache));
     seed(&s);
     let process = s.deployment.start();
     s.deployment.wait_for_table(
@@ -230,11 +190,12 @@ fn no_cache_enriches_and_stays_fresh() {
 /// arrives; with `ordered = false` later orders pass it.
 #[test]
 fn retry_matches_a_fact_that_arrives_before_its_customer() {
-    let mut s = Scenario::new(
-        "200ms",
-        false,
-        "retry = { on = \"miss\", delay = \"500ms\", max_attempts = 60 }",
-    );
+    let mut s = Scenario::new(|config| {
+        config.enrich("ordered", false).join(
+            "retry",
+            toml_value(r#"{ on = "miss", delay = "500ms", max_attempts = 60 }"#),
+        )
+    });
     seed(&s);
     let process = s.deployment.start();
     let early = s.order(50);
@@ -260,11 +221,13 @@ fn retry_matches_a_fact_that_arrives_before_its_customer() {
 /// it is visible, although the table commits only every 3 s.
 #[test]
 fn wait_for_cdc_matches_a_fact_whose_customer_is_not_committed_yet() {
-    let mut s = Scenario::new(
-        "3s",
-        true,
-        "cache = \"partial\"\nwait_for_cdc = true\nmax_wait = \"60s\"",
-    );
+    let mut s = Scenario::new(|config| {
+        config
+            .cdc("commit_interval", "3s")
+            .join("cache", "partial")
+            .join("wait_for_cdc", true)
+            .join("max_wait", "60s")
+    });
     seed(&s);
     let process = s.deployment.start();
     s.deployment.wait_for_table(
@@ -290,60 +253,19 @@ fn wait_for_cdc_matches_a_fact_whose_customer_is_not_committed_yet() {
     process.terminate();
 }
 
-const PARTITIONED: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-
-[warehouse]
-uri = "{warehouse}"
-
-[[table]]
-name = "shop.prices"
-columns = [
-  { name = "dt", type = "STRING" },
-  { name = "sku", type = "STRING" },
-  { name = "price", type = "DECIMAL(10, 2)" },
-]
-primary_key = ["dt", "sku"]
-partition_by = ["dt"]
-buckets = 1
-
-[[cdc]]
-name = "prices-cdc"
-topics = ["{prices}"]
-format = "json"
-table = "shop.prices"
-commit_interval = "200ms"
-
-[[enrich]]
-name = "sales-priced"
-topics = ["{sales}"]
-output = { topic = "{priced}" }
-
-[[enrich.join]]
-table = "shop.prices"
-on = { sku = "sku" }
-select = ["price", "dt"]
-prefix = "price_"
-cache = "{cache}"
-refresh_interval = "1s"
-partition = "max_pt()"
-partition_refresh_interval = "1s"
-"#;
-
 fn max_pt_scenario(cache: &str) {
     let prices = unique("prices");
     let sales = unique("sales");
     let priced = unique("priced");
     broker::create_topics(&[(&prices, 1), (&sales, 1), (&priced, 1)]);
     let deployment = Deployment::new(
-        &PARTITIONED
-            .replace("{group}", &unique("max-pt"))
-            .replace("{prices}", &prices)
-            .replace("{sales}", &sales)
-            .replace("{priced}", &priced)
-            .replace("{cache}", cache),
+        &Config::fixture(include_str!("fixtures/prices_by_day.toml"))
+            .name("group", &unique("max-pt"))
+            .name("prices", &prices)
+            .name("sales", &sales)
+            .name("priced", &priced)
+            .name("cache", cache)
+            .build(),
     );
     let producer = TestProducer::new();
     let price = |dt: &str, sku: &str, price: &str| {
@@ -432,31 +354,9 @@ fn max_pt_follows_a_new_partition_with_a_full_cache() {
     max_pt_scenario("full");
 }
 
-const BY_COUNTRY: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-
-[warehouse]
-uri = "{warehouse}"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-  { name = "country", type = "STRING" },
-]
-primary_key = ["id"]
-buckets = 2
-
-[[cdc]]
-name = "customers-cdc"
-topics = ["{customers}"]
-format = "upsert-json"
-table = "shop.customers"
-commit_interval = "200ms"
-
+/// Visits joined with every customer of their country, instead of the shared orders
+/// pipeline.
+const VISITS: &str = r#"
 [[enrich]]
 name = "visits"
 topics = ["{visits}"]
@@ -475,17 +375,23 @@ cache = "full"
 /// the index follows updates that move a row to another value.
 #[test]
 fn full_cache_joins_on_a_non_key_column() {
-    let customers = unique("customers");
+    let topics = ShopTopics::named();
     let visits = unique("visits");
-    let enriched = unique("visits-enriched");
-    broker::create_topics(&[(&customers, 2), (&visits, 1), (&enriched, 1)]);
+    broker::create_topics(&[(&topics.customers, 2), (&visits, 1), (&topics.enriched, 1)]);
     let deployment = Deployment::new(
-        &BY_COUNTRY
-            .replace("{group}", &unique("by-country"))
-            .replace("{customers}", &customers)
-            .replace("{visits}", &visits)
-            .replace("{enriched}", &enriched),
+        &topics
+            .pipelines("by-country")
+            .customer_column("country", "STRING")
+            .customers("buckets", 2)
+            .replace(VISITS)
+            .name("visits", &visits)
+            .build(),
     );
+    let ShopTopics {
+        customers,
+        enriched,
+        ..
+    } = topics;
     let producer = TestProducer::new();
     let customer = |id: i64, name: &str, country: &str| {
         producer.send(

@@ -35,46 +35,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::broker::{self, Deployment, TestProducer, TopicReader, unique};
 use support::flink::{FlinkJob, LookupJoin};
-
-const CONFIG: &str = r#"
-[kafka]
-bootstrap_servers = "{bootstrap}"
-group_id = "{group}"
-
-[warehouse]
-uri = "{warehouse}"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-  { name = "country", type = "STRING" },
-  { name = "zip", type = "STRING" },
-]
-primary_key = ["id"]
-buckets = 2
-
-[[cdc]]
-name = "customers-cdc"
-topics = ["{customers}"]
-format = "debezium-json"
-table = "shop.customers"
-commit_interval = "200ms"
-
-[[enrich]]
-name = "orders-enriched"
-topics = ["{orders}"]
-output = { topic = "{enriched}", key = "order_id" }
-
-[[enrich.join]]
-table = "shop.customers"
-kind = "left"
-on = { customer_id = "id" }
-select = ["country", "zip"]
-prefix = "customer_"
-cache = "{cache}"
-"#;
+use support::shop::ShopTopics;
 
 /// Order ids from here on are probes of lakejoin's visibility, not compared.
 const PROBE_BASE: i64 = 1_000_000;
@@ -284,24 +245,27 @@ fn by_order_id(
 /// The whole comparison with one cache strategy on both sides.
 fn flink_and_lakejoin_agree(cache: &str) {
     support::flink::install();
-    let customers_topic = unique("customers");
-    let orders_topic = unique("orders");
-    let enriched = unique("orders-enriched");
+    let topics = ShopTopics::create(2, 2);
     let flink_topic = unique("orders-flink");
-    broker::create_topics(&[
-        (&customers_topic, 2),
-        (&orders_topic, 2),
-        (&enriched, 2),
-        (&flink_topic, 1),
-    ]);
+    broker::create_topics(&[(&flink_topic, 1)]);
+    // Flink's query selects `country` and `zip` with a LEFT JOIN, so lakejoin's does too.
     let deployment = Deployment::new(
-        &CONFIG
-            .replace("{group}", &unique("flink-lookup"))
-            .replace("{customers}", &customers_topic)
-            .replace("{orders}", &orders_topic)
-            .replace("{enriched}", &enriched)
-            .replace("{cache}", cache),
+        &topics
+            .pipelines("flink-lookup")
+            .customer_column("country", "STRING")
+            .customer_column("zip", "STRING")
+            .customers("buckets", 2)
+            .cdc("format", "debezium-json")
+            .join("kind", "left")
+            .join("select", vec!["country", "zip"])
+            .join("cache", cache)
+            .build(),
     );
+    let ShopTopics {
+        customers: customers_topic,
+        orders: orders_topic,
+        enriched,
+    } = topics;
     let mut s = Scenario {
         customers_topic,
         orders_topic: orders_topic.clone(),

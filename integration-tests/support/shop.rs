@@ -115,7 +115,7 @@ impl ShopConfig {
         )
     }
 
-    /// A key of any other section (`observe`, `run`).
+    /// A key of any other section (`observe`, `run`; paths as `Config::set` takes them).
     pub fn set(self, path: &str, key: &str, value: impl Into<Value>) -> Self {
         ShopConfig(self.0.set(path, key, value))
     }

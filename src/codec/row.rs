@@ -138,11 +138,7 @@ impl RowBuilder {
         if !problems.is_empty() {
             return Err(problems);
         }
-        let key_indices = schema
-            .primary_keys
-            .iter()
-            .filter_map(|k| schema.field_index(k))
-            .collect();
+        let key_indices = schema.primary_key_indices();
         Ok(RowBuilder {
             key_indices,
             schema,

@@ -524,6 +524,7 @@ pub(crate) fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Dat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::testkit::keyed_schema;
     use std::collections::BTreeMap;
 
     fn every_type_schema() -> TableSchema {
@@ -642,16 +643,7 @@ mod tests {
             ("TIMESTAMP(9)", i64::MIN / 1_000_000 - 1),
         ] {
             let (data_type, _) = DataType::parse(ty).unwrap();
-            let schema = TableSchema::new(
-                vec![
-                    ("id".into(), DataType::Int, false),
-                    ("t".into(), data_type, true),
-                ],
-                vec![],
-                vec!["id".into()],
-                BTreeMap::new(),
-            )
-            .unwrap();
+            let schema = keyed_schema(&[("id", DataType::Int), ("t", data_type)], &["id"], &[]);
             let rows = vec![KeyValue {
                 sequence_number: 0,
                 kind: RowKind::Insert,

@@ -23,10 +23,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 
-use super::{Table, read_bytes};
+use super::{Table, create_object, list_dir, read_bytes};
 use crate::error::{Error, Result};
 
 /// Directory of the epoch files, relative to the table.
@@ -174,13 +174,8 @@ impl WriterFence {
                 instance: instance.map(str::to_string),
             };
             let location = dir.clone().join(format!("epoch-{next}"));
-            let put = store
-                .put_opts(
-                    &location,
-                    PutPayload::from(record_json(&record)),
-                    PutOptions::from(PutMode::Create),
-                )
-                .await;
+            let put =
+                create_object(&*store, &location, PutPayload::from(record_json(&record))).await;
             let claimed = match put {
                 Ok(_) => true,
                 Err(object_store::Error::AlreadyExists { .. }) => {
@@ -312,13 +307,8 @@ async fn read_record(store: &dyn ObjectStore, location: &Path) -> Result<EpochRe
 
 /// The newest epoch file and how long ago it was last written.
 async fn newest_claim(store: &dyn ObjectStore, dir: &Path) -> Result<Option<Newest>> {
-    let listing = match store.list_with_delimiter(Some(dir)).await {
-        Ok(l) => l,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(Error::store(format!("listing {dir}"), e)),
-    };
-    let newest = listing
-        .objects
+    let newest = list_dir(store, dir)
+        .await?
         .iter()
         .filter_map(|o| {
             let n = o.location.filename()?.strip_prefix("epoch-")?;
@@ -344,19 +334,12 @@ async fn newest_claim(store: &dyn ObjectStore, dir: &Path) -> Result<Option<Newe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::schema::TableSchema;
+    use crate::table::testkit::keyed_schema;
     use crate::table::types::DataType;
     use crate::table::{TableIdentifier, Warehouse};
-    use std::collections::BTreeMap;
 
     async fn table() -> Table {
-        let schema = TableSchema::new(
-            vec![("id".into(), DataType::Int, false)],
-            vec![],
-            vec!["id".into()],
-            BTreeMap::from([("bucket".to_string(), "1".to_string())]),
-        )
-        .unwrap();
+        let schema = keyed_schema(&[("id", DataType::Int)], &["id"], &[("bucket", "1")]);
         let id = TableIdentifier::parse("db.t").unwrap();
         Table::create(&Warehouse::in_memory(), &id, schema)
             .await

@@ -505,10 +505,7 @@ pub(crate) fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Dat
                 }))
             }
             TimeUnit::Millisecond => convert!(TimestampMillisecondArray, |v: i64| {
-                Datum::Timestamp(Timestamp {
-                    millis: v,
-                    nanos_of_milli: 0,
-                })
+                Datum::Timestamp(Timestamp::from_millis(v))
             }),
             TimeUnit::Microsecond => convert!(TimestampMicrosecondArray, |v: i64| {
                 Datum::Timestamp(Timestamp::from_micros(v))
@@ -556,17 +553,23 @@ mod tests {
         TableSchema::new(columns, vec![], vec!["id".into()], BTreeMap::new()).unwrap()
     }
 
+    /// Decodes a crash input of the `data_file` fuzz target, which reads every input as
+    /// a file of the pypaimon fixture table `orders`.
+    fn decode_fuzz_input(bytes: &'static [u8]) -> Result<Vec<KeyValue>> {
+        let schema = TableSchema::from_json(include_str!(
+            "../../tests/fixtures/pypaimon/db.db/orders/schema/schema-0"
+        ))
+        .unwrap();
+        decode_data_file(Bytes::from_static(bytes), &schema, &schema)
+    }
+
     #[test]
     fn corrupt_definition_levels_are_an_error() {
         // Found by the `data_file` fuzz target: the parquet reader panics on this page.
         let bytes = include_bytes!(
             "../../fuzz/regressions/data_file/crash-abc26effde9d5ebe2f5a94d03e3ab90b88427cc3"
         );
-        let schema = TableSchema::from_json(include_str!(
-            "../../tests/fixtures/pypaimon/db.db/orders/schema/schema-0"
-        ))
-        .unwrap();
-        assert!(decode_data_file(Bytes::from_static(bytes), &schema, &schema).is_err());
+        assert!(decode_fuzz_input(bytes).is_err());
     }
 
     #[test]
@@ -575,11 +578,7 @@ mod tests {
         let bytes = include_bytes!(
             "../../fuzz/regressions/data_file/crash-c4540f6c0ecb3ce991d6a1d80b2c002c068f283d"
         );
-        let schema = TableSchema::from_json(include_str!(
-            "../../tests/fixtures/pypaimon/db.db/orders/schema/schema-0"
-        ))
-        .unwrap();
-        let err = decode_data_file(Bytes::from_static(bytes), &schema, &schema).unwrap_err();
+        let err = decode_fuzz_input(bytes).unwrap_err();
         assert!(err.to_string().contains("column chunk"), "{err}");
     }
 

@@ -346,6 +346,11 @@ mod tests {
             .unwrap()
     }
 
+    /// Claims the table as `instance`, failing at once on a live claim of another one.
+    async fn fail_fast_as(table: &Table, holder: &str, instance: &str) -> Result<WriterFence> {
+        WriterFence::acquire_as(table, holder, instance, options(OnConflict::Fail)).await
+    }
+
     fn options(on_conflict: OnConflict) -> FenceOptions {
         FenceOptions {
             on_conflict,
@@ -384,24 +389,14 @@ mod tests {
     #[tokio::test]
     async fn a_restart_of_the_same_instance_takes_over_at_once_and_fences_the_old_run() {
         let table = table().await;
-        let first = WriterFence::acquire_as(
-            &table,
-            "run 1",
-            "group g on host h",
-            options(OnConflict::Fail),
-        )
-        .await
-        .unwrap();
+        let first = fail_fast_as(&table, "run 1", "group g on host h")
+            .await
+            .unwrap();
         first.heartbeat().await.unwrap();
         // Another deployment still waits out the lease (here: fails fast)...
-        let other = WriterFence::acquire_as(
-            &table,
-            "run x",
-            "group g on host k",
-            options(OnConflict::Fail),
-        )
-        .await
-        .unwrap_err();
+        let other = fail_fast_as(&table, "run x", "group g on host k")
+            .await
+            .unwrap_err();
         assert!(other.to_string().contains("run 1"), "{other}");
         // ...a plain writer too; the restarted instance does not.
         assert!(
@@ -409,14 +404,9 @@ mod tests {
                 .await
                 .is_err()
         );
-        let second = WriterFence::acquire_as(
-            &table,
-            "run 2",
-            "group g on host h",
-            options(OnConflict::Fail),
-        )
-        .await
-        .unwrap();
+        let second = fail_fast_as(&table, "run 2", "group g on host h")
+            .await
+            .unwrap();
         assert_eq!(second.epoch(), 2);
         second.check().await.unwrap();
         let fenced = first.check().await.unwrap_err();

@@ -322,6 +322,23 @@ pub fn file_column_names(
         .collect()
 }
 
+/// The system column `name` (`_SEQUENCE_NUMBER`, `_VALUE_KIND`) of a batch, read through
+/// `column`, cast to the Arrow type of `data_type` and downcast to its array type `A`.
+fn system_column<A: Array + Clone + 'static>(
+    column: &impl Fn(&str) -> Option<ArrayRef>,
+    name: &str,
+    data_type: DataType,
+) -> Result<A> {
+    let array =
+        column(name).ok_or_else(|| Error::format(format!("data file has no {name} column")))?;
+    let array = cast(&array, &data_type.to_arrow()).map_err(|e| Error::arrow(name, e))?;
+    array
+        .as_any()
+        .downcast_ref::<A>()
+        .cloned()
+        .ok_or_else(|| Error::format(format!("{name} is not {data_type}")))
+}
+
 /// Decodes a data file written with `file_schema` into rows of `table_schema` (columns
 /// matched by field id, then by name in the file; columns the file lacks are null).
 pub fn decode_data_file(
@@ -369,20 +386,8 @@ fn decode_rows(
         let column = |name: &str| -> Option<ArrayRef> {
             schema.index_of(name).ok().map(|i| batch.column(i).clone())
         };
-        let seq = column(SEQUENCE_NUMBER_COLUMN)
-            .ok_or_else(|| Error::format("data file has no _SEQUENCE_NUMBER column"))?;
-        let seq = cast(&seq, &ArrowType::Int64).map_err(|e| Error::arrow("_SEQUENCE_NUMBER", e))?;
-        let seq = seq
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| Error::format("_SEQUENCE_NUMBER is not BIGINT"))?;
-        let kind = column(VALUE_KIND_COLUMN)
-            .ok_or_else(|| Error::format("data file has no _VALUE_KIND column"))?;
-        let kind = cast(&kind, &ArrowType::Int8).map_err(|e| Error::arrow("_VALUE_KIND", e))?;
-        let kind = kind
-            .as_any()
-            .downcast_ref::<Int8Array>()
-            .ok_or_else(|| Error::format("_VALUE_KIND is not TINYINT"))?;
+        let seq: Int64Array = system_column(&column, SEQUENCE_NUMBER_COLUMN, DataType::BigInt)?;
+        let kind: Int8Array = system_column(&column, VALUE_KIND_COLUMN, DataType::TinyInt)?;
         let mut value_columns: Vec<Option<Vec<Datum>>> =
             Vec::with_capacity(table_schema.fields.len());
         for (field, file_name) in table_schema.fields.iter().zip(&file_names) {

@@ -346,6 +346,20 @@ mod tests {
             .unwrap()
     }
 
+    /// Claims the table, failing at once on a live claim.
+    async fn fail_fast(table: &Table, holder: &str) -> Result<WriterFence> {
+        WriterFence::acquire(table, holder, options(OnConflict::Fail)).await
+    }
+
+    /// `second` holds the table at epoch 2 and `first`, the earlier holder, finds itself
+    /// fenced by `second_holder`.
+    async fn assert_taken_over(first: &WriterFence, second: &WriterFence, second_holder: &str) {
+        assert_eq!(second.epoch(), 2);
+        second.check().await.unwrap();
+        let fenced = first.check().await.unwrap_err();
+        assert!(fenced.to_string().contains(second_holder), "{fenced}");
+    }
+
     /// Claims the table as `instance`, failing at once on a live claim of another one.
     async fn fail_fast_as(table: &Table, holder: &str, instance: &str) -> Result<WriterFence> {
         WriterFence::acquire_as(table, holder, instance, options(OnConflict::Fail)).await
@@ -362,24 +376,15 @@ mod tests {
     #[tokio::test]
     async fn a_second_writer_fails_naming_the_holder_until_the_first_releases() {
         let table = table().await;
-        let first = WriterFence::acquire(&table, "writer-a", options(OnConflict::Fail))
-            .await
-            .unwrap();
+        let first = fail_fast(&table, "writer-a").await.unwrap();
         assert_eq!(first.epoch(), 1);
-        let err = WriterFence::acquire(&table, "writer-b", options(OnConflict::Fail))
-            .await
-            .unwrap_err();
+        let err = fail_fast(&table, "writer-b").await.unwrap_err();
         let text = err.to_string();
         assert!(text.contains("db.t") && text.contains("writer-a"), "{text}");
         first.heartbeat().await.unwrap();
         first.release().await.unwrap();
-        let second = WriterFence::acquire(&table, "writer-b", options(OnConflict::Fail))
-            .await
-            .unwrap();
-        assert_eq!(second.epoch(), 2);
-        second.check().await.unwrap();
-        let fenced = first.check().await.unwrap_err();
-        assert!(fenced.to_string().contains("writer-b"), "{fenced}");
+        let second = fail_fast(&table, "writer-b").await.unwrap();
+        assert_taken_over(&first, &second, "writer-b").await;
         assert!(matches!(
             first.heartbeat().await,
             Err(Error::WriterFenced { epoch: 2, .. })
@@ -399,17 +404,10 @@ mod tests {
             .unwrap_err();
         assert!(other.to_string().contains("run 1"), "{other}");
         // ...a plain writer too; the restarted instance does not.
-        assert!(
-            WriterFence::acquire(&table, "plain", options(OnConflict::Fail))
-                .await
-                .is_err()
-        );
+        assert!(fail_fast(&table, "plain").await.is_err());
         let second = fail_fast_as(&table, "run 2", "group g on host h")
             .await
             .unwrap();
-        assert_eq!(second.epoch(), 2);
-        second.check().await.unwrap();
-        let fenced = first.check().await.unwrap_err();
-        assert!(fenced.to_string().contains("run 2"), "{fenced}");
+        assert_taken_over(&first, &second, "run 2").await;
     }
 }

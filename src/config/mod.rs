@@ -287,6 +287,15 @@ enum BadInstanceId {
     Character(char),
 }
 
+/// Adds `{at}.{key}: must be greater than zero` for each `(key, is_zero)` that is zero.
+fn check_nonzero(at: &str, keys: &[(&str, bool)], problems: &mut Vec<String>) {
+    for (key, is_zero) in keys {
+        if *is_zero {
+            problems.push(format!("{at}.{key}: must be greater than zero"));
+        }
+    }
+}
+
 /// Adds a problem at `at` (`cdc[0] (name).format`) unless `format` is one of `formats`.
 fn check_format(at: &str, format: &str, formats: &[&str], problems: &mut Vec<String>) {
     if !formats.contains(&format) {
@@ -431,17 +440,18 @@ impl Config {
                     c.format
                 ));
             }
-            if c.commit_interval.is_zero() {
-                problems.push(format!("{at}.commit_interval: must be greater than zero"));
-            }
-            if c.partition_discovery_interval.is_zero() {
-                problems.push(format!(
-                    "{at}.partition_discovery_interval: must be greater than zero"
-                ));
-            }
-            if c.commit_max_rows == 0 {
-                problems.push(format!("{at}.commit_max_rows: must be greater than zero"));
-            }
+            check_nonzero(
+                &at,
+                &[
+                    ("commit_interval", c.commit_interval.is_zero()),
+                    (
+                        "partition_discovery_interval",
+                        c.partition_discovery_interval.is_zero(),
+                    ),
+                    ("commit_max_rows", c.commit_max_rows == 0),
+                ],
+                &mut problems,
+            );
             let Some(schema) = schemas.get(&c.table) else {
                 problems.push(format!(
                     "{at}.table: `{}` is not defined by any [[table]]",
@@ -593,17 +603,18 @@ impl Config {
                         join.table
                     ));
                 }
-                if join.refresh_interval.is_zero() {
-                    problems.push(format!("{at}.refresh_interval: must be greater than zero"));
-                }
-                if join.partition_refresh_interval.is_zero() {
-                    problems.push(format!(
-                        "{at}.partition_refresh_interval: must be greater than zero"
-                    ));
-                }
-                if join.cache_max_bytes == Some(0) {
-                    problems.push(format!("{at}.cache_max_bytes: must be greater than zero"));
-                }
+                check_nonzero(
+                    &at,
+                    &[
+                        ("refresh_interval", join.refresh_interval.is_zero()),
+                        (
+                            "partition_refresh_interval",
+                            join.partition_refresh_interval.is_zero(),
+                        ),
+                        ("cache_max_bytes", join.cache_max_bytes == Some(0)),
+                    ],
+                    &mut problems,
+                );
                 if !is_point
                     && join.cache != CacheKind::Full
                     && join.on.values().all(|c| schema.field(c).is_some())
@@ -666,5 +677,7 @@ impl Config {
     }
 }
 
+#[cfg(test)]
+pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;

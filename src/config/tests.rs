@@ -1,46 +1,5 @@
+use super::testkit::GOOD;
 use super::*;
-
-const GOOD: &str = r#"
-[kafka]
-bootstrap_servers = "localhost:9092"
-[kafka.properties]
-"security.protocol" = "plaintext"
-
-[warehouse]
-uri = "file:///tmp/wh"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-  { name = "updated_at", type = "TIMESTAMP(3)" },
-]
-primary_key = ["id"]
-buckets = 4
-sequence_field = ["updated_at"]
-
-[[cdc]]
-name = "customers-cdc"
-topics = ["dbserver1.shop.customers"]
-format = "debezium-json"
-table = "shop.customers"
-commit_interval = "2s"
-
-[[enrich]]
-name = "orders-enriched"
-topics = ["orders"]
-output = { topic = "orders_enriched", key = "order_id" }
-dead_letter_topic = "orders_dlq"
-
-[[enrich.join]]
-table = "shop.customers"
-on = { customer_id = "id" }
-select = ["name"]
-prefix = "customer_"
-cache_expire_after_write = "30m"
-retry = { on = "miss", delay = "1s", max_attempts = 10 }
-"#;
 
 /// Asserts that `text` does not load (as `c.toml`) and that its error names each of
 /// `needles`.

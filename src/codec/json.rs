@@ -188,21 +188,16 @@ pub fn row_to_json(schema: &TableSchema, row: &Row) -> Value {
 mod tests {
     use super::*;
     use crate::table::datum::Datum;
+    use crate::table::testkit::keyed_schema;
     use crate::table::types::DataType;
     use serde_json::json;
-    use std::collections::BTreeMap;
 
     fn schema() -> TableSchema {
-        TableSchema::new(
-            vec![
-                ("id".into(), DataType::Int, false),
-                ("name".into(), DataType::Varchar(10), true),
-            ],
-            vec![],
-            vec!["id".into()],
-            BTreeMap::new(),
+        keyed_schema(
+            &[("id", DataType::Int), ("name", DataType::Varchar(10))],
+            &["id"],
+            &[],
         )
-        .unwrap()
     }
 
     #[test]

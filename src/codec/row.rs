@@ -138,11 +138,7 @@ impl RowBuilder {
         if !problems.is_empty() {
             return Err(problems);
         }
-        let key_indices = schema
-            .primary_keys
-            .iter()
-            .filter_map(|k| schema.field_index(k))
-            .collect();
+        let key_indices = schema.primary_key_indices();
         Ok(RowBuilder {
             key_indices,
             schema,
@@ -264,10 +260,7 @@ fn meta_datum(
         match (ms, ty) {
             (None, _) => Ok(Datum::Null),
             (Some(ms), DataType::Timestamp(p) | DataType::TimestampLtz(p)) => {
-                let ts = Timestamp {
-                    millis: ms,
-                    nanos_of_milli: 0,
-                };
+                let ts = Timestamp::from_millis(ms);
                 Ok(Datum::Timestamp(ts.truncate(*p)))
             }
             (Some(ms), _) => from_json(Value::from(ms)),
@@ -311,10 +304,7 @@ pub(crate) fn coerce(value: &Value, ty: &DataType, unit: EpochUnit) -> Result<Da
                 got: value.clone(),
             })?;
             let ts = match unit {
-                EpochUnit::Millis => Timestamp {
-                    millis: v,
-                    nanos_of_milli: 0,
-                },
+                EpochUnit::Millis => Timestamp::from_millis(v),
                 EpochUnit::Micros => Timestamp::from_micros(v),
                 EpochUnit::Nanos => Timestamp::from_nanos(v),
             };

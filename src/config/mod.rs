@@ -287,6 +287,25 @@ enum BadInstanceId {
     Character(char),
 }
 
+/// Adds `{at}.{key}: must be greater than zero` for each `(key, is_zero)` that is zero.
+fn check_nonzero(at: &str, keys: &[(&str, bool)], problems: &mut Vec<String>) {
+    for (key, is_zero) in keys {
+        if *is_zero {
+            problems.push(format!("{at}.{key}: must be greater than zero"));
+        }
+    }
+}
+
+/// Adds a problem at `at` (`cdc[0] (name).format`) unless `format` is one of `formats`.
+fn check_format(at: &str, format: &str, formats: &[&str], problems: &mut Vec<String>) {
+    if !formats.contains(&format) {
+        problems.push(format!(
+            "{at}: `{format}` is not one of {}",
+            formats.join(", ")
+        ));
+    }
+}
+
 /// Kafka's rule for a `group.instance.id` (as for topic names): 1 to 249 of
 /// `[a-zA-Z0-9._-]`.
 fn check_group_instance_id(id: &str) -> std::result::Result<(), BadInstanceId> {
@@ -387,28 +406,31 @@ impl Config {
             }
         }
         let mut names = HashSet::new();
-        let mut check_name = |kind: &str, i: usize, name: &str, problems: &mut Vec<String>| {
-            if name.trim().is_empty() {
-                problems.push(format!("{kind}[{i}].name: must not be empty"));
-            } else if !names.insert(name.to_string()) {
-                problems.push(format!(
-                    "{kind}[{i}] ({name}).name: pipeline name `{name}` is used twice"
-                ));
-            }
-        };
+        // What every pipeline needs: a unique name and topics. Returns how problems name
+        // the pipeline.
+        let mut check_pipeline =
+            |kind: &str, i: usize, name: &str, topics: &[String], problems: &mut Vec<String>| {
+                if name.trim().is_empty() {
+                    problems.push(format!("{kind}[{i}].name: must not be empty"));
+                } else if !names.insert(name.to_string()) {
+                    problems.push(format!(
+                        "{kind}[{i}] ({name}).name: pipeline name `{name}` is used twice"
+                    ));
+                }
+                let at = format!("{kind}[{i}] ({name})");
+                if topics.is_empty() {
+                    problems.push(format!("{at}.topics: at least one topic is required"));
+                }
+                at
+            };
         for (i, c) in self.cdc.iter().enumerate() {
-            check_name("cdc", i, &c.name, &mut problems);
-            let at = format!("cdc[{i}] ({})", c.name);
-            if c.topics.is_empty() {
-                problems.push(format!("{at}.topics: at least one topic is required"));
-            }
-            if !CDC_FORMATS.contains(&c.format.as_str()) {
-                problems.push(format!(
-                    "{at}.format: `{}` is not one of {}",
-                    c.format,
-                    CDC_FORMATS.join(", ")
-                ));
-            }
+            let at = check_pipeline("cdc", i, &c.name, &c.topics, &mut problems);
+            check_format(
+                &format!("{at}.format"),
+                &c.format,
+                &CDC_FORMATS,
+                &mut problems,
+            );
             if (c.format == "avro" || c.format == "debezium-avro")
                 && c.schema_file.is_none()
                 && c.schema_registry.is_none()
@@ -418,17 +440,18 @@ impl Config {
                     c.format
                 ));
             }
-            if c.commit_interval.is_zero() {
-                problems.push(format!("{at}.commit_interval: must be greater than zero"));
-            }
-            if c.partition_discovery_interval.is_zero() {
-                problems.push(format!(
-                    "{at}.partition_discovery_interval: must be greater than zero"
-                ));
-            }
-            if c.commit_max_rows == 0 {
-                problems.push(format!("{at}.commit_max_rows: must be greater than zero"));
-            }
+            check_nonzero(
+                &at,
+                &[
+                    ("commit_interval", c.commit_interval.is_zero()),
+                    (
+                        "partition_discovery_interval",
+                        c.partition_discovery_interval.is_zero(),
+                    ),
+                    ("commit_max_rows", c.commit_max_rows == 0),
+                ],
+                &mut problems,
+            );
             let Some(schema) = schemas.get(&c.table) else {
                 problems.push(format!(
                     "{at}.table: `{}` is not defined by any [[table]]",
@@ -472,24 +495,9 @@ impl Config {
             }
         }
         for (i, e) in self.enrich.iter().enumerate() {
-            check_name("enrich", i, &e.name, &mut problems);
-            let at = format!("enrich[{i}] ({})", e.name);
-            if e.topics.is_empty() {
-                problems.push(format!("{at}.topics: at least one topic is required"));
-            }
-            if !FACT_FORMATS.contains(&e.format.as_str()) {
-                problems.push(format!(
-                    "{at}.format: `{}` is not one of {}",
-                    e.format,
-                    FACT_FORMATS.join(", ")
-                ));
-            }
-            if !FACT_FORMATS.contains(&e.output.format.as_str()) {
-                problems.push(format!(
-                    "{at}.output.format: `{}` is not one of {}",
-                    e.output.format,
-                    FACT_FORMATS.join(", ")
-                ));
+            let at = check_pipeline("enrich", i, &e.name, &e.topics, &mut problems);
+            for (key, format) in [("format", &e.format), ("output.format", &e.output.format)] {
+                check_format(&format!("{at}.{key}"), format, &FACT_FORMATS, &mut problems);
             }
             if e.output.format == "avro" && e.output.schema_file.is_none() {
                 problems.push(format!("{at}.output: format `avro` needs schema_file"));
@@ -595,17 +603,18 @@ impl Config {
                         join.table
                     ));
                 }
-                if join.refresh_interval.is_zero() {
-                    problems.push(format!("{at}.refresh_interval: must be greater than zero"));
-                }
-                if join.partition_refresh_interval.is_zero() {
-                    problems.push(format!(
-                        "{at}.partition_refresh_interval: must be greater than zero"
-                    ));
-                }
-                if join.cache_max_bytes == Some(0) {
-                    problems.push(format!("{at}.cache_max_bytes: must be greater than zero"));
-                }
+                check_nonzero(
+                    &at,
+                    &[
+                        ("refresh_interval", join.refresh_interval.is_zero()),
+                        (
+                            "partition_refresh_interval",
+                            join.partition_refresh_interval.is_zero(),
+                        ),
+                        ("cache_max_bytes", join.cache_max_bytes == Some(0)),
+                    ],
+                    &mut problems,
+                );
                 if !is_point
                     && join.cache != CacheKind::Full
                     && join.on.values().all(|c| schema.field(c).is_some())
@@ -668,5 +677,7 @@ impl Config {
     }
 }
 
+#[cfg(test)]
+pub(crate) mod testkit;
 #[cfg(test)]
 mod tests;

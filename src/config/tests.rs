@@ -1,46 +1,26 @@
+use super::testkit::GOOD;
 use super::*;
 
-const GOOD: &str = r#"
-[kafka]
-bootstrap_servers = "localhost:9092"
-[kafka.properties]
-"security.protocol" = "plaintext"
+/// Asserts that `text` does not load (as `c.toml`) and that its error names each of
+/// `needles`.
+fn assert_rejected(text: &str, needles: &[&str]) {
+    let err = from_toml("c.toml", text).unwrap_err().to_string();
+    for needle in needles {
+        assert!(err.contains(needle), "missing {needle:?} in {err}");
+    }
+}
 
-[warehouse]
-uri = "file:///tmp/wh"
-
-[[table]]
-name = "shop.customers"
-columns = [
-  { name = "id", type = "INT" },
-  { name = "name", type = "STRING" },
-  { name = "updated_at", type = "TIMESTAMP(3)" },
-]
-primary_key = ["id"]
-buckets = 4
-sequence_field = ["updated_at"]
-
-[[cdc]]
-name = "customers-cdc"
-topics = ["dbserver1.shop.customers"]
-format = "debezium-json"
-table = "shop.customers"
-commit_interval = "2s"
-
-[[enrich]]
-name = "orders-enriched"
-topics = ["orders"]
-output = { topic = "orders_enriched", key = "order_id" }
-dead_letter_topic = "orders_dlq"
-
-[[enrich.join]]
-table = "shop.customers"
-on = { customer_id = "id" }
-select = ["name"]
-prefix = "customer_"
-cache_expire_after_write = "30m"
-retry = { on = "miss", delay = "1s", max_attempts = 10 }
-"#;
+/// Loads `text` from a file `connectors.toml` with the environment variables `env`.
+fn load_file_with_env(text: &str, env: &[(&str, &str)]) -> Result<Config> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("connectors.toml");
+    std::fs::write(&path, text).unwrap();
+    let env = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    load_with_env(&path, Some(env))
+}
 
 #[test]
 fn a_good_file_loads_with_defaults() {
@@ -125,25 +105,19 @@ fn references_and_join_keys_are_checked() {
             "[kafka]\nbootstrap_servers = \"localhost:9092\"",
             "[kafka]\nbootstrap_servers = \"\"",
         );
-    let err = from_toml("c.toml", &bad).unwrap_err().to_string();
-    assert!(
-        err.contains("enrich[0] (orders-enriched).join[0].table: `shop.missing` is not defined"),
-        "{err}"
-    );
-    assert!(
-        err.contains("cdc[0] (customers-cdc).format: `xml` is not one of"),
-        "{err}"
-    );
-    assert!(
-        err.contains("kafka.bootstrap_servers: must not be empty"),
-        "{err}"
+    assert_rejected(
+        &bad,
+        &[
+            "enrich[0] (orders-enriched).join[0].table: `shop.missing` is not defined",
+            "cdc[0] (customers-cdc).format: `xml` is not one of",
+            "kafka.bootstrap_servers: must not be empty",
+        ],
     );
     let non_key = GOOD.replace(
         "on = { customer_id = \"id\" }",
         "on = { customer_name = \"name\" }",
     );
-    let err = from_toml("c.toml", &non_key).unwrap_err().to_string();
-    assert!(err.contains("need cache = \"full\""), "{err}");
+    assert_rejected(&non_key, &["need cache = \"full\""]);
 }
 
 #[test]
@@ -157,24 +131,19 @@ fn missing_sections_and_wrong_types_are_reported() {
 
 #[test]
 fn environment_overrides_file_values() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("connectors.toml");
-    std::fs::write(&path, GOOD).unwrap();
-    let env = config::Map::from([
-        ("LAKEJOIN__KAFKA__GROUP_ID".to_string(), "blue".to_string()),
-        (
-            "LAKEJOIN__WAREHOUSE__URI".to_string(),
-            "s3://lake/wh".to_string(),
-        ),
-    ]);
-    let c = load_with_env(&path, Some(env)).unwrap();
+    let c = load_file_with_env(
+        GOOD,
+        &[
+            ("LAKEJOIN__KAFKA__GROUP_ID", "blue"),
+            ("LAKEJOIN__WAREHOUSE__URI", "s3://lake/wh"),
+        ],
+    )
+    .unwrap();
     assert_eq!(c.kafka.group_id, "blue");
     assert_eq!(c.warehouse.uri, "s3://lake/wh");
-    let empty = config::Map::from([(
-        "LAKEJOIN__KAFKA__BOOTSTRAP_SERVERS".to_string(),
-        String::new(),
-    )]);
-    let err = load_with_env(&path, Some(empty)).unwrap_err().to_string();
+    let err = load_file_with_env(GOOD, &[("LAKEJOIN__KAFKA__BOOTSTRAP_SERVERS", "")])
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("connectors.toml: kafka.bootstrap_servers: must not be empty"),
         "{err}"
@@ -187,18 +156,13 @@ fn cdc_metadata_and_update_mode_are_validated() {
         "commit_interval = \"2s\"",
         "commit_interval = \"2s\"\nmetadata = { nope = \"ingestion-timestamp\", name = \"moon\" }\nupdate_mode = \"sideways\"",
     );
-    let err = from_toml("c.toml", &bad).unwrap_err().to_string();
-    assert!(
-        err.contains("cdc[0] (customers-cdc).metadata.nope: `nope` is not a column"),
-        "{err}"
-    );
-    assert!(
-        err.contains("cdc[0] (customers-cdc).metadata.name: unknown metadata `moon`"),
-        "{err}"
-    );
-    assert!(
-        err.contains("cdc[0] (customers-cdc).update_mode: must be"),
-        "{err}"
+    assert_rejected(
+        &bad,
+        &[
+            "cdc[0] (customers-cdc).metadata.nope: `nope` is not a column",
+            "cdc[0] (customers-cdc).metadata.name: unknown metadata `moon`",
+            "cdc[0] (customers-cdc).update_mode: must be",
+        ],
     );
 }
 
@@ -254,26 +218,25 @@ fn lookup_options_have_defaults_and_are_validated() {
         "prefix = \"customer_\"",
         "prefix = \"customer_\"\npartition = { day = \"x\" }",
     );
-    let err = from_toml("c.toml", &bad).unwrap_err().to_string();
-    assert!(
-        err.contains("join[0].partition.day: not a partition column"),
-        "{err}"
+    assert_rejected(
+        &bad,
+        &[
+            "join[0].partition.day: not a partition column",
+            "partition column `dt` has no value",
+        ],
     );
-    assert!(err.contains("partition column `dt` has no value"), "{err}");
     // Without a partition selection, a partitioned table's join must give the partition.
-    let err = from_toml("c.toml", &partitioned).unwrap_err().to_string();
-    assert!(
-        err.contains("join[0].on: joins on columns other than the primary key"),
-        "{err}"
+    assert_rejected(
+        &partitioned,
+        &["join[0].on: joins on columns other than the primary key"],
     );
     let unpartitioned = GOOD.replace(
         "prefix = \"customer_\"",
         "prefix = \"customer_\"\npartition = \"max_pt()\"",
     );
-    let err = from_toml("c.toml", &unpartitioned).unwrap_err().to_string();
-    assert!(
-        err.contains("join[0].partition: shop.customers is not partitioned"),
-        "{err}"
+    assert_rejected(
+        &unpartitioned,
+        &["join[0].partition: shop.customers is not partitioned"],
     );
     let no_cdc = GOOD
         .replace(
@@ -284,10 +247,9 @@ fn lookup_options_have_defaults_and_are_validated() {
             "table = \"shop.customers\"\ncommit_interval",
             "table = \"shop.other\"\ncommit_interval",
         );
-    let err = from_toml("c.toml", &no_cdc).unwrap_err().to_string();
-    assert!(
-        err.contains("join[0].wait_for_cdc: no [[cdc]] pipeline writes shop.customers"),
-        "{err}"
+    assert_rejected(
+        &no_cdc,
+        &["join[0].wait_for_cdc: no [[cdc]] pipeline writes shop.customers"],
     );
 }
 
@@ -361,24 +323,15 @@ fn observe_and_run_problems_name_their_keys() {
 
 #[test]
 fn observe_listen_is_overridden_from_the_environment() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("connectors.toml");
-    std::fs::write(&path, GOOD).unwrap();
-    let env = config::Map::from([
-        (
-            "LAKEJOIN__OBSERVE__LISTEN".to_string(),
-            "0.0.0.0:9464".to_string(),
-        ),
-        (
-            "LAKEJOIN__OBSERVE__LOG_FORMAT".to_string(),
-            "json".to_string(),
-        ),
-        (
-            "LAKEJOIN__RUN__SHUTDOWN_TIMEOUT".to_string(),
-            "45s".to_string(),
-        ),
-    ]);
-    let c = load_with_env(&path, Some(env)).unwrap();
+    let c = load_file_with_env(
+        GOOD,
+        &[
+            ("LAKEJOIN__OBSERVE__LISTEN", "0.0.0.0:9464"),
+            ("LAKEJOIN__OBSERVE__LOG_FORMAT", "json"),
+            ("LAKEJOIN__RUN__SHUTDOWN_TIMEOUT", "45s"),
+        ],
+    )
+    .unwrap();
     assert_eq!(c.observe.listen, "0.0.0.0:9464");
     assert_eq!(c.observe.log_format, LogFormat::Json);
     assert_eq!(c.run.shutdown_timeout, std::time::Duration::from_secs(45));
@@ -408,28 +361,21 @@ fn writer_fencing_defaults_to_fail_and_tables_can_stand_by() {
 #[test]
 fn writer_problems_name_their_keys() {
     let text = format!("{GOOD}\n[writer]\non_conflict = \"wait\"\n");
-    let err = from_toml("c.toml", &text).unwrap_err().to_string();
-    assert!(
-        err.contains("writer.on_conflict: unknown variant `wait`"),
-        "{err}"
-    );
+    assert_rejected(&text, &["writer.on_conflict: unknown variant `wait`"]);
     let text = format!("{GOOD}\n[writer]\ninstance = \" \"\n");
-    let err = from_toml("c.toml", &text).unwrap_err().to_string();
-    assert!(
-        err.contains("c.toml: writer.instance: must not be empty when set"),
-        "{err}"
+    assert_rejected(
+        &text,
+        &["c.toml: writer.instance: must not be empty when set"],
     );
     let text = format!("{GOOD}\n[writer]\nlease_timeout = \"5s\"\nheartbeat_interval = \"0s\"\n");
-    let err = from_toml("c.toml", &text).unwrap_err().to_string();
-    assert!(
-        err.contains("c.toml: writer.heartbeat_interval: must be greater than zero"),
-        "{err}"
+    assert_rejected(
+        &text,
+        &["c.toml: writer.heartbeat_interval: must be greater than zero"],
     );
     let text = format!("{GOOD}\n[writer]\nlease_timeout = \"5s\"\nheartbeat_interval = \"3s\"\n");
-    let err = from_toml("c.toml", &text).unwrap_err().to_string();
-    assert!(
-        err.contains("c.toml: writer.lease_timeout: must be at least twice"),
-        "{err}"
+    assert_rejected(
+        &text,
+        &["c.toml: writer.lease_timeout: must be at least twice"],
     );
 }
 
@@ -462,10 +408,7 @@ fn secrets_are_masked_in_config_errors() {
         assert!(!err.contains(secret), "{secret} in {err}");
     }
     // Loading from a file goes through the same masking (`lakejoin validate`, `run`).
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("connectors.toml");
-    std::fs::write(&path, WITH_SECRETS).unwrap();
-    let err = load_with_env(&path, Some(config::Map::new()))
+    let err = load_file_with_env(WITH_SECRETS, &[])
         .unwrap_err()
         .to_string();
     assert!(
@@ -543,10 +486,9 @@ fn static_membership_comes_from_its_key_or_the_writer_instance() {
         "bootstrap_servers = \"localhost:9092\"",
         "bootstrap_servers = \"localhost:9092\"\ngroup_instance_id = \"pod 0\"",
     );
-    let err = from_toml("c.toml", &bad).unwrap_err().to_string();
-    assert!(
-        err.contains("c.toml: kafka.group_instance_id: ' ' is not allowed"),
-        "{err}"
+    assert_rejected(
+        &bad,
+        &["c.toml: kafka.group_instance_id: ' ' is not allowed"],
     );
 }
 

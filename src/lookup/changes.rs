@@ -27,11 +27,7 @@ pub async fn changed_keys(
     deletions: &DeletionFiles,
 ) -> Result<ChangedKeys> {
     let schema = table.schema();
-    let key_indices: Vec<usize> = schema
-        .primary_keys
-        .iter()
-        .filter_map(|k| schema.field_index(k))
-        .collect();
+    let key_indices = schema.primary_key_indices();
     let key_types = schema.types_of(&key_indices);
     let partition_indices = schema.partition_indices();
     let reads: Vec<_> = files

@@ -138,11 +138,7 @@ impl LookupTable {
                 table.identifier()
             )));
         }
-        let key_indices: Vec<usize> = schema
-            .primary_keys
-            .iter()
-            .filter_map(|k| schema.field_index(k))
-            .collect();
+        let key_indices = schema.primary_key_indices();
         let partition = match &spec.partition {
             Some(PartitionChoice::Fixed(values)) => Some(Arc::new(values.clone())),
             _ => None,

@@ -29,14 +29,14 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
 use object_store::path::Path;
-use object_store::{ObjectStoreExt, PutPayload};
 
 use crate::error::{Error, Result};
 use crate::table::manifest::{FileKind, ManifestEntry, ManifestFileMeta};
 use crate::table::options::MaintenanceOptions;
 use crate::table::snapshot::Snapshot;
-use crate::table::{IO_CONCURRENCY, Table, read_text};
+use crate::table::{IO_CONCURRENCY, Table, list_dir, read_text};
 
 /// Retention for one expiry run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -379,13 +379,8 @@ async fn min_consumer_snapshot(table: &Table) -> Result<Option<i64>> {
 
 /// Objects directly under `dir` whose names start with `prefix`.
 async fn list_files(table: &Table, dir: &Path, prefix: &str) -> Result<Vec<Path>> {
-    let listing = match table.store().list_with_delimiter(Some(dir)).await {
-        Ok(l) => l,
-        Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
-        Err(e) => return Err(Error::store(format!("listing {dir}"), e)),
-    };
-    Ok(listing
-        .objects
+    Ok(list_dir(&**table.store(), dir)
+        .await?
         .into_iter()
         .map(|o| o.location)
         .filter(|p| p.filename().is_some_and(|n| n.starts_with(prefix)))
@@ -411,15 +406,7 @@ async fn delete_all(table: &Table, paths: Vec<Path>) -> Result<usize> {
 }
 
 async fn write_earliest(table: &Table, id: i64) {
-    let location = table.snapshot_dir().join("EARLIEST");
-    if let Err(e) = table
-        .store()
-        .put(&location, PutPayload::from(id.to_string().into_bytes()))
-        .await
-    {
-        // Only a hint: readers fall back to listing the directory.
-        tracing::warn!(table = %table.identifier(), error = %e, "could not write snapshot/EARLIEST");
-    }
+    table.write_snapshot_hint("EARLIEST", id).await;
 }
 
 async fn write_earliest_if_missing(table: &Table, id: i64) {

@@ -33,34 +33,25 @@ pub async fn create_table(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
     use crate::error::Error;
+    use crate::table::testkit::keyed_schema;
     use crate::table::types::DataType;
 
     #[tokio::test]
     async fn a_table_no_reader_could_merge_is_not_created() {
         let warehouse = Warehouse::in_memory();
         let id = TableIdentifier::parse("db.t").unwrap();
-        let options = BTreeMap::from([
-            ("bucket".to_string(), "1".to_string()),
-            ("merge-engine".to_string(), "aggregation".to_string()),
-            (
-                "fields.name.aggregate-function".to_string(),
-                "sum".to_string(),
-            ),
-        ]);
-        let schema = TableSchema::new(
-            vec![
-                ("id".into(), DataType::Int, false),
-                ("name".into(), DataType::Varchar(100), true),
+        let schema = keyed_schema(
+            &[("id", DataType::Int), ("name", DataType::Varchar(100))],
+            &["id"],
+            &[
+                ("bucket", "1"),
+                ("merge-engine", "aggregation"),
+                ("fields.name.aggregate-function", "sum"),
             ],
-            vec![],
-            vec!["id".into()],
-            options,
-        )
-        .unwrap();
+        );
         let err = create_table(&warehouse, &id, schema).await.unwrap_err();
         assert!(err.to_string().contains("name"), "{err}");
         assert!(matches!(

@@ -73,11 +73,7 @@ pub async fn scan(
         .try_collect()
         .await?;
     let schema = table.schema();
-    let pk: Vec<usize> = schema
-        .primary_keys
-        .iter()
-        .filter_map(|k| schema.field_index(k))
-        .collect();
+    let pk = schema.primary_key_indices();
     let mut rows: Vec<Row> = per_bucket.into_iter().flatten().collect();
     rows.sort_by(|a, b| {
         pk.iter()

@@ -209,23 +209,14 @@ fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<(), RowReje
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
     use crate::table::datum::Timestamp;
+    use crate::table::testkit::keyed_schema;
 
     fn table_with(ty: &str) -> TableSchema {
         let (data_type, _) = DataType::parse(ty).unwrap();
-        TableSchema::new(
-            vec![
-                ("id".into(), DataType::Int, false),
-                ("t".into(), data_type, true),
-            ],
-            vec![],
-            vec!["id".into()],
-            BTreeMap::new(),
-        )
-        .unwrap()
+        keyed_schema(&[("id", DataType::Int), ("t", data_type)], &["id"], &[])
     }
 
     fn ts_row(millis: i64, nanos_of_milli: u32) -> Row {

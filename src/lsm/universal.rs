@@ -191,58 +191,54 @@ mod tests {
         (unit.output_level, unit.runs)
     }
 
+    /// (output level, runs) of what `strategy(trigger)` picks from `shape` in a table of
+    /// 6 levels.
+    fn pick(trigger: usize, shape: &[(i32, i64)]) -> Option<(i32, usize)> {
+        strategy(trigger).pick(5, &runs(shape)).map(|u| picked(&u))
+    }
+
     #[test]
     fn nothing_below_the_trigger() {
-        assert!(
-            strategy(5)
-                .pick(5, &runs(&[(0, 1), (0, 1), (0, 1), (0, 1)]))
-                .is_none()
-        );
+        assert_eq!(pick(5, &[(0, 1), (0, 1), (0, 1), (0, 1)]), None);
     }
 
     #[test]
     fn size_amplification_merges_everything_to_the_top() {
-        let unit = strategy(5)
-            .pick(5, &runs(&[(0, 60), (0, 60), (0, 60), (1, 50), (5, 100)]))
-            .unwrap();
-        assert_eq!(picked(&unit), (5, 5));
+        assert_eq!(
+            pick(5, &[(0, 60), (0, 60), (0, 60), (1, 50), (5, 100)]),
+            Some((5, 5))
+        );
     }
 
     #[test]
     fn size_ratio_merges_similar_newest_runs_below_the_next_level() {
         // 10 ≥ 10 → take it (20); 20.2 ≥ 10 → take it (30); 30.3 < 100 → stop before L3.
-        let unit = strategy(5)
-            .pick(5, &runs(&[(0, 10), (0, 10), (0, 10), (3, 100), (5, 100)]))
-            .unwrap();
-        assert_eq!(picked(&unit), (2, 3));
+        assert_eq!(
+            pick(5, &[(0, 10), (0, 10), (0, 10), (3, 100), (5, 100)]),
+            Some((2, 3))
+        );
     }
 
     #[test]
     fn run_count_forces_a_merge_and_never_outputs_level_0() {
         // Ratio fails at once (1.01 < 5); 6 runs > 5 → merge the newest 2 (6); the ratio
         // stops before 20, a level-0 run, so runs are taken in up to and including L2.
-        let unit = strategy(5)
-            .pick(
+        assert_eq!(
+            pick(5, &[(0, 1), (0, 5), (0, 20), (2, 80), (3, 300), (5, 1000)]),
+            Some((2, 4))
+        );
+        assert_eq!(
+            pick(
                 5,
-                &runs(&[(0, 1), (0, 5), (0, 20), (2, 80), (3, 300), (5, 1000)]),
-            )
-            .unwrap();
-        assert_eq!(picked(&unit), (2, 4));
-        let unit = strategy(5)
-            .pick(
-                5,
-                &runs(&[(0, 1), (0, 5), (0, 2000), (0, 20), (3, 300), (5, 100_000)]),
-            )
-            .unwrap();
-        assert_eq!(picked(&unit), (3, 5));
+                &[(0, 1), (0, 5), (0, 2000), (0, 20), (3, 300), (5, 100_000)]
+            ),
+            Some((3, 5))
+        );
     }
 
     #[test]
     fn all_level0_merges_to_the_top_level() {
-        let unit = strategy(3)
-            .pick(5, &runs(&[(0, 1), (0, 1), (0, 1), (0, 1)]))
-            .unwrap();
-        assert_eq!(picked(&unit), (5, 4));
+        assert_eq!(pick(3, &[(0, 1), (0, 1), (0, 1), (0, 1)]), Some((5, 4)));
     }
 
     #[test]
@@ -265,10 +261,10 @@ mod tests {
 
     #[test]
     fn huge_sizes_do_not_overflow() {
-        let unit = strategy(2)
-            .pick(5, &runs(&[(0, i64::MAX), (0, i64::MAX), (5, 1)]))
-            .unwrap();
-        assert_eq!(picked(&unit), (5, 3));
-        assert!(strategy(2).pick(5, &runs(&[(0, -5), (5, -1)])).is_some());
+        assert_eq!(
+            pick(2, &[(0, i64::MAX), (0, i64::MAX), (5, 1)]),
+            Some((5, 3))
+        );
+        assert!(pick(2, &[(0, -5), (5, -1)]).is_some());
     }
 }

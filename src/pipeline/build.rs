@@ -362,25 +362,17 @@ pub async fn lookups(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::testkit::GOOD;
+    use crate::table::datum::{Datum, Timestamp};
 
-    const CONFIG: &str = r#"
-[kafka]
-bootstrap_servers = "localhost:9092"
-[warehouse]
-uri = "memory://"
-[[table]]
-name = "shop.customers"
-columns = [{ name = "id", type = "INT" }, { name = "name", type = "STRING" }, { name = "ts", type = "BIGINT" }]
-primary_key = ["id"]
-buckets = 1
-sequence_field = ["ts"]
-[[cdc]]
-name = "c"
-topics = ["t"]
-format = "debezium-json"
-table = "shop.customers"
-metadata = { ts = "ingestion-timestamp" }
-"#;
+    /// The config tests' sample, its CDC pipeline filling `updated_at` from the record's
+    /// ingestion timestamp.
+    fn config_text() -> String {
+        GOOD.replace(
+            "commit_interval = \"2s\"",
+            "commit_interval = \"2s\"\nmetadata = { updated_at = \"ingestion-timestamp\" }",
+        )
+    }
 
     async fn table(config: &Config) -> Arc<Table> {
         let warehouse = Warehouse::in_memory();
@@ -395,7 +387,7 @@ metadata = { ts = "ingestion-timestamp" }
 
     #[tokio::test]
     async fn cdc_decoders_follow_the_pipeline_config() {
-        let config = crate::config::from_toml("test", CONFIG).unwrap();
+        let config = crate::config::from_toml("test", &config_text()).unwrap();
         let t = table(&config).await;
         let decoder = cdc_decoder(&config.cdc[0], &t).unwrap();
         let record = crate::codec::KafkaRecord {
@@ -410,8 +402,8 @@ metadata = { ts = "ingestion-timestamp" }
             crate::codec::Decoded::Changes(changes) => {
                 assert_eq!(
                     changes[0].row[2],
-                    crate::table::datum::Datum::BigInt(42),
-                    "ts_ms fills `ts`"
+                    Datum::Timestamp(Timestamp::from_millis(42)),
+                    "ts_ms fills `updated_at`"
                 );
             }
             other => panic!("unexpected {other:?}"),
@@ -436,7 +428,7 @@ metadata = { ts = "ingestion-timestamp" }
 
     #[tokio::test]
     async fn an_existing_table_must_match_its_definition() {
-        let config = crate::config::from_toml("test", CONFIG).unwrap();
+        let config = crate::config::from_toml("test", &config_text()).unwrap();
         let warehouse = Warehouse::in_memory();
         let schema = config.tables[0].to_schema().unwrap();
         open_or_create(&warehouse, "shop.customers", schema.clone())
@@ -445,7 +437,7 @@ metadata = { ts = "ingestion-timestamp" }
         open_or_create(&warehouse, "shop.customers", schema)
             .await
             .unwrap();
-        let text = CONFIG.replace(
+        let text = config_text().replace(
             r#"{ name = "name", type = "STRING" }"#,
             r#"{ name = "name", type = "INT" }"#,
         );

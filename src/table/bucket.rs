@@ -82,15 +82,8 @@ pub fn bucket_of(values: &[Datum], types: &[DataType], num_buckets: i32) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::testkit::unhex;
     use crate::table::types::MAX_LENGTH;
-
-    fn unhex(text: &str) -> Vec<u8> {
-        let clean: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        clean
-            .chunks(2)
-            .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
-            .collect()
-    }
 
     #[test]
     fn format_doc_table_6_1() {

@@ -5,9 +5,8 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStoreExt, PutPayload};
 
-use super::Table;
 use super::binary_row;
 use super::datum::{Datum, compare_datums, compare_rows};
 use super::manifest::{
@@ -15,6 +14,7 @@ use super::manifest::{
     SimpleStats,
 };
 use super::snapshot::{CommitKind, Snapshot};
+use super::{Table, create_object};
 use crate::error::{Error, Result};
 
 /// Base manifests are merged into one once a snapshot references this many
@@ -324,14 +324,12 @@ impl Table {
             fence.check().await?;
         }
         let location = self.snapshot_dir().join(format!("snapshot-{id}"));
-        let put = self
-            .store()
-            .put_opts(
-                &location,
-                PutPayload::from(snapshot.to_json().into_bytes()),
-                PutOptions::from(PutMode::Create),
-            )
-            .await;
+        let put = create_object(
+            &**self.store(),
+            &location,
+            PutPayload::from(snapshot.to_json().into_bytes()),
+        )
+        .await;
         match put {
             Ok(_) => {
                 self.write_latest_hint(id).await;
@@ -476,14 +474,20 @@ impl Table {
     }
 
     async fn write_latest_hint(&self, id: i64) {
-        let location = self.snapshot_dir().join("LATEST");
+        self.write_snapshot_hint("LATEST", id).await;
+    }
+
+    /// Writes `id` to the hint file `snapshot/<name>` (`LATEST`, `EARLIEST`). Readers
+    /// validate a hint and fall back to listing the directory, so a failed or stale write
+    /// only costs them a listing: it is logged, not returned.
+    pub(crate) async fn write_snapshot_hint(&self, name: &str, id: i64) {
+        let location = self.snapshot_dir().join(name);
         if let Err(e) = self
             .store()
             .put(&location, PutPayload::from(id.to_string().into_bytes()))
             .await
         {
-            // Readers validate the hint, so a stale one only costs them a listing.
-            tracing::warn!(table = %self.identifier(), error = %e, "could not update snapshot/LATEST");
+            tracing::warn!(table = %self.identifier(), error = %e, "could not write snapshot/{name}");
         }
     }
 

@@ -322,6 +322,23 @@ pub fn file_column_names(
         .collect()
 }
 
+/// The system column `name` (`_SEQUENCE_NUMBER`, `_VALUE_KIND`) of a batch, read through
+/// `column`, cast to the Arrow type of `data_type` and downcast to its array type `A`.
+fn system_column<A: Array + Clone + 'static>(
+    column: &impl Fn(&str) -> Option<ArrayRef>,
+    name: &str,
+    data_type: DataType,
+) -> Result<A> {
+    let array =
+        column(name).ok_or_else(|| Error::format(format!("data file has no {name} column")))?;
+    let array = cast(&array, &data_type.to_arrow()).map_err(|e| Error::arrow(name, e))?;
+    array
+        .as_any()
+        .downcast_ref::<A>()
+        .cloned()
+        .ok_or_else(|| Error::format(format!("{name} is not {data_type}")))
+}
+
 /// Decodes a data file written with `file_schema` into rows of `table_schema` (columns
 /// matched by field id, then by name in the file; columns the file lacks are null).
 pub fn decode_data_file(
@@ -369,20 +386,8 @@ fn decode_rows(
         let column = |name: &str| -> Option<ArrayRef> {
             schema.index_of(name).ok().map(|i| batch.column(i).clone())
         };
-        let seq = column(SEQUENCE_NUMBER_COLUMN)
-            .ok_or_else(|| Error::format("data file has no _SEQUENCE_NUMBER column"))?;
-        let seq = cast(&seq, &ArrowType::Int64).map_err(|e| Error::arrow("_SEQUENCE_NUMBER", e))?;
-        let seq = seq
-            .as_any()
-            .downcast_ref::<Int64Array>()
-            .ok_or_else(|| Error::format("_SEQUENCE_NUMBER is not BIGINT"))?;
-        let kind = column(VALUE_KIND_COLUMN)
-            .ok_or_else(|| Error::format("data file has no _VALUE_KIND column"))?;
-        let kind = cast(&kind, &ArrowType::Int8).map_err(|e| Error::arrow("_VALUE_KIND", e))?;
-        let kind = kind
-            .as_any()
-            .downcast_ref::<Int8Array>()
-            .ok_or_else(|| Error::format("_VALUE_KIND is not TINYINT"))?;
+        let seq: Int64Array = system_column(&column, SEQUENCE_NUMBER_COLUMN, DataType::BigInt)?;
+        let kind: Int8Array = system_column(&column, VALUE_KIND_COLUMN, DataType::TinyInt)?;
         let mut value_columns: Vec<Option<Vec<Datum>>> =
             Vec::with_capacity(table_schema.fields.len());
         for (field, file_name) in table_schema.fields.iter().zip(&file_names) {
@@ -505,10 +510,7 @@ pub(crate) fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Dat
                 }))
             }
             TimeUnit::Millisecond => convert!(TimestampMillisecondArray, |v: i64| {
-                Datum::Timestamp(Timestamp {
-                    millis: v,
-                    nanos_of_milli: 0,
-                })
+                Datum::Timestamp(Timestamp::from_millis(v))
             }),
             TimeUnit::Microsecond => convert!(TimestampMicrosecondArray, |v: i64| {
                 Datum::Timestamp(Timestamp::from_micros(v))
@@ -524,6 +526,7 @@ pub(crate) fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Dat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::testkit::keyed_schema;
     use std::collections::BTreeMap;
 
     fn every_type_schema() -> TableSchema {
@@ -555,17 +558,23 @@ mod tests {
         TableSchema::new(columns, vec![], vec!["id".into()], BTreeMap::new()).unwrap()
     }
 
+    /// Decodes a crash input of the `data_file` fuzz target, which reads every input as
+    /// a file of the pypaimon fixture table `orders`.
+    fn decode_fuzz_input(bytes: &'static [u8]) -> Result<Vec<KeyValue>> {
+        let schema = TableSchema::from_json(include_str!(
+            "../../tests/fixtures/pypaimon/db.db/orders/schema/schema-0"
+        ))
+        .unwrap();
+        decode_data_file(Bytes::from_static(bytes), &schema, &schema)
+    }
+
     #[test]
     fn corrupt_definition_levels_are_an_error() {
         // Found by the `data_file` fuzz target: the parquet reader panics on this page.
         let bytes = include_bytes!(
             "../../fuzz/regressions/data_file/crash-abc26effde9d5ebe2f5a94d03e3ab90b88427cc3"
         );
-        let schema = TableSchema::from_json(include_str!(
-            "../../tests/fixtures/pypaimon/db.db/orders/schema/schema-0"
-        ))
-        .unwrap();
-        assert!(decode_data_file(Bytes::from_static(bytes), &schema, &schema).is_err());
+        assert!(decode_fuzz_input(bytes).is_err());
     }
 
     #[test]
@@ -574,11 +583,7 @@ mod tests {
         let bytes = include_bytes!(
             "../../fuzz/regressions/data_file/crash-c4540f6c0ecb3ce991d6a1d80b2c002c068f283d"
         );
-        let schema = TableSchema::from_json(include_str!(
-            "../../tests/fixtures/pypaimon/db.db/orders/schema/schema-0"
-        ))
-        .unwrap();
-        let err = decode_data_file(Bytes::from_static(bytes), &schema, &schema).unwrap_err();
+        let err = decode_fuzz_input(bytes).unwrap_err();
         assert!(err.to_string().contains("column chunk"), "{err}");
     }
 
@@ -642,16 +647,7 @@ mod tests {
             ("TIMESTAMP(9)", i64::MIN / 1_000_000 - 1),
         ] {
             let (data_type, _) = DataType::parse(ty).unwrap();
-            let schema = TableSchema::new(
-                vec![
-                    ("id".into(), DataType::Int, false),
-                    ("t".into(), data_type, true),
-                ],
-                vec![],
-                vec!["id".into()],
-                BTreeMap::new(),
-            )
-            .unwrap();
+            let schema = keyed_schema(&[("id", DataType::Int), ("t", data_type)], &["id"], &[]);
             let rows = vec![KeyValue {
                 sequence_number: 0,
                 kind: RowKind::Insert,

@@ -24,6 +24,13 @@ pub struct Timestamp {
 }
 
 impl Timestamp {
+    pub fn from_millis(millis: i64) -> Self {
+        Timestamp {
+            millis,
+            nanos_of_milli: 0,
+        }
+    }
+
     pub fn from_micros(micros: i64) -> Self {
         Timestamp {
             millis: micros.div_euclid(1000),
@@ -481,10 +488,7 @@ pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, ValueError
                     .ok_or_else(|| ValueError::NotATimestamp { got: value.clone() })?
                     .truncate(*p),
                 // A JSON number is epoch milliseconds.
-                Value::Number(_) => Timestamp {
-                    millis: as_i64()?,
-                    nanos_of_milli: 0,
-                },
+                Value::Number(_) => Timestamp::from_millis(as_i64()?),
                 _ => return Err(wrong()),
             };
             if !ts.fits_precision(*p) {

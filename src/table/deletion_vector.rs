@@ -242,15 +242,20 @@ fn vector_bytes(offset: i64, length: i64, file_size: u64) -> Result<std::ops::Ra
 mod tests {
     use super::*;
 
+    /// `data` framed as Java's `serializeTo` writes it: big-endian length, data, CRC32.
+    fn java_framed(data: &[u8]) -> Vec<u8> {
+        let mut out = (data.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(data);
+        out.extend_from_slice(&crc32fast::hash(data).to_be_bytes());
+        out
+    }
+
     /// A vector as Java's `BitmapDeletionVector.serializeTo` lays it out.
     fn java_32(positions: &[u32]) -> (Vec<u8>, i64) {
         let bitmap: RoaringBitmap = positions.iter().copied().collect();
         let mut data = MAGIC_32.to_be_bytes().to_vec();
         bitmap.serialize_into(&mut data).unwrap();
-        let mut out = (data.len() as i32).to_be_bytes().to_vec();
-        out.extend_from_slice(&data);
-        out.extend_from_slice(&crc32fast::hash(&data).to_be_bytes());
-        (out, data.len() as i64)
+        (java_framed(&data), data.len() as i64)
     }
 
     /// A vector as Java's `Bitmap64DeletionVector.serializeTo` lays it out.
@@ -258,9 +263,7 @@ mod tests {
         let bitmap: RoaringTreemap = positions.iter().copied().collect();
         let mut data = MAGIC_64.to_le_bytes().to_vec();
         bitmap.serialize_into(&mut data).unwrap();
-        let mut out = (data.len() as i32).to_be_bytes().to_vec();
-        out.extend_from_slice(&data);
-        out.extend_from_slice(&crc32fast::hash(&data).to_be_bytes());
+        let out = java_framed(&data);
         let total = out.len() as i64;
         (out, total)
     }

@@ -23,10 +23,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 
-use super::{Table, read_bytes};
+use super::{Table, create_object, list_dir, read_bytes};
 use crate::error::{Error, Result};
 
 /// Directory of the epoch files, relative to the table.
@@ -174,13 +174,8 @@ impl WriterFence {
                 instance: instance.map(str::to_string),
             };
             let location = dir.clone().join(format!("epoch-{next}"));
-            let put = store
-                .put_opts(
-                    &location,
-                    PutPayload::from(record_json(&record)),
-                    PutOptions::from(PutMode::Create),
-                )
-                .await;
+            let put =
+                create_object(&*store, &location, PutPayload::from(record_json(&record))).await;
             let claimed = match put {
                 Ok(_) => true,
                 Err(object_store::Error::AlreadyExists { .. }) => {
@@ -312,13 +307,8 @@ async fn read_record(store: &dyn ObjectStore, location: &Path) -> Result<EpochRe
 
 /// The newest epoch file and how long ago it was last written.
 async fn newest_claim(store: &dyn ObjectStore, dir: &Path) -> Result<Option<Newest>> {
-    let listing = match store.list_with_delimiter(Some(dir)).await {
-        Ok(l) => l,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(Error::store(format!("listing {dir}"), e)),
-    };
-    let newest = listing
-        .objects
+    let newest = list_dir(store, dir)
+        .await?
         .iter()
         .filter_map(|o| {
             let n = o.location.filename()?.strip_prefix("epoch-")?;
@@ -344,23 +334,35 @@ async fn newest_claim(store: &dyn ObjectStore, dir: &Path) -> Result<Option<Newe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::schema::TableSchema;
+    use crate::table::testkit::keyed_schema;
     use crate::table::types::DataType;
     use crate::table::{TableIdentifier, Warehouse};
-    use std::collections::BTreeMap;
 
     async fn table() -> Table {
-        let schema = TableSchema::new(
-            vec![("id".into(), DataType::Int, false)],
-            vec![],
-            vec!["id".into()],
-            BTreeMap::from([("bucket".to_string(), "1".to_string())]),
-        )
-        .unwrap();
+        let schema = keyed_schema(&[("id", DataType::Int)], &["id"], &[("bucket", "1")]);
         let id = TableIdentifier::parse("db.t").unwrap();
         Table::create(&Warehouse::in_memory(), &id, schema)
             .await
             .unwrap()
+    }
+
+    /// Claims the table, failing at once on a live claim.
+    async fn fail_fast(table: &Table, holder: &str) -> Result<WriterFence> {
+        WriterFence::acquire(table, holder, options(OnConflict::Fail)).await
+    }
+
+    /// `second` holds the table at epoch 2 and `first`, the earlier holder, finds itself
+    /// fenced by `second_holder`.
+    async fn assert_taken_over(first: &WriterFence, second: &WriterFence, second_holder: &str) {
+        assert_eq!(second.epoch(), 2);
+        second.check().await.unwrap();
+        let fenced = first.check().await.unwrap_err();
+        assert!(fenced.to_string().contains(second_holder), "{fenced}");
+    }
+
+    /// Claims the table as `instance`, failing at once on a live claim of another one.
+    async fn fail_fast_as(table: &Table, holder: &str, instance: &str) -> Result<WriterFence> {
+        WriterFence::acquire_as(table, holder, instance, options(OnConflict::Fail)).await
     }
 
     fn options(on_conflict: OnConflict) -> FenceOptions {
@@ -374,24 +376,15 @@ mod tests {
     #[tokio::test]
     async fn a_second_writer_fails_naming_the_holder_until_the_first_releases() {
         let table = table().await;
-        let first = WriterFence::acquire(&table, "writer-a", options(OnConflict::Fail))
-            .await
-            .unwrap();
+        let first = fail_fast(&table, "writer-a").await.unwrap();
         assert_eq!(first.epoch(), 1);
-        let err = WriterFence::acquire(&table, "writer-b", options(OnConflict::Fail))
-            .await
-            .unwrap_err();
+        let err = fail_fast(&table, "writer-b").await.unwrap_err();
         let text = err.to_string();
         assert!(text.contains("db.t") && text.contains("writer-a"), "{text}");
         first.heartbeat().await.unwrap();
         first.release().await.unwrap();
-        let second = WriterFence::acquire(&table, "writer-b", options(OnConflict::Fail))
-            .await
-            .unwrap();
-        assert_eq!(second.epoch(), 2);
-        second.check().await.unwrap();
-        let fenced = first.check().await.unwrap_err();
-        assert!(fenced.to_string().contains("writer-b"), "{fenced}");
+        let second = fail_fast(&table, "writer-b").await.unwrap();
+        assert_taken_over(&first, &second, "writer-b").await;
         assert!(matches!(
             first.heartbeat().await,
             Err(Error::WriterFenced { epoch: 2, .. })
@@ -401,42 +394,20 @@ mod tests {
     #[tokio::test]
     async fn a_restart_of_the_same_instance_takes_over_at_once_and_fences_the_old_run() {
         let table = table().await;
-        let first = WriterFence::acquire_as(
-            &table,
-            "run 1",
-            "group g on host h",
-            options(OnConflict::Fail),
-        )
-        .await
-        .unwrap();
+        let first = fail_fast_as(&table, "run 1", "group g on host h")
+            .await
+            .unwrap();
         first.heartbeat().await.unwrap();
         // Another deployment still waits out the lease (here: fails fast)...
-        let other = WriterFence::acquire_as(
-            &table,
-            "run x",
-            "group g on host k",
-            options(OnConflict::Fail),
-        )
-        .await
-        .unwrap_err();
+        let other = fail_fast_as(&table, "run x", "group g on host k")
+            .await
+            .unwrap_err();
         assert!(other.to_string().contains("run 1"), "{other}");
         // ...a plain writer too; the restarted instance does not.
-        assert!(
-            WriterFence::acquire(&table, "plain", options(OnConflict::Fail))
-                .await
-                .is_err()
-        );
-        let second = WriterFence::acquire_as(
-            &table,
-            "run 2",
-            "group g on host h",
-            options(OnConflict::Fail),
-        )
-        .await
-        .unwrap();
-        assert_eq!(second.epoch(), 2);
-        second.check().await.unwrap();
-        let fenced = first.check().await.unwrap_err();
-        assert!(fenced.to_string().contains("run 2"), "{fenced}");
+        assert!(fail_fast(&table, "plain").await.is_err());
+        let second = fail_fast_as(&table, "run 2", "group g on host h")
+            .await
+            .unwrap();
+        assert_taken_over(&first, &second, "run 2").await;
     }
 }

@@ -17,6 +17,8 @@ pub mod path;
 pub mod row_kind;
 pub mod schema;
 pub mod snapshot;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod types;
 pub mod warehouse;
 
@@ -26,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::{Error, Result};
 use data_file::KeyValue;
@@ -77,14 +79,12 @@ impl Table {
         schema.validate()?;
         let path = warehouse.table_path(identifier);
         let location = path.clone().join("schema").join("schema-0");
-        let put = warehouse
-            .store
-            .put_opts(
-                &location,
-                PutPayload::from(schema.to_json().into_bytes()),
-                PutOptions::from(PutMode::Create),
-            )
-            .await;
+        let put = create_object(
+            &*warehouse.store,
+            &location,
+            PutPayload::from(schema.to_json().into_bytes()),
+        )
+        .await;
         match put {
             Ok(_) => {}
             Err(object_store::Error::AlreadyExists { .. }) => {
@@ -427,15 +427,33 @@ pub fn live_entries(entries: Vec<ManifestEntry>) -> Vec<ManifestEntry> {
         .collect()
 }
 
+/// The objects directly under `dir`; a directory that does not exist holds none.
+pub(crate) async fn list_dir(store: &dyn ObjectStore, dir: &Path) -> Result<Vec<ObjectMeta>> {
+    match store.list_with_delimiter(Some(dir)).await {
+        Ok(listing) => Ok(listing.objects),
+        Err(object_store::Error::NotFound { .. }) => Ok(Vec::new()),
+        Err(e) => Err(Error::store(format!("listing {dir}"), e)),
+    }
+}
+
+/// Writes `payload` to `location` only if no object is there yet: the store's atomic
+/// create, which is how schema, snapshot and epoch files are claimed. The caller decides
+/// what `AlreadyExists` means.
+pub(crate) async fn create_object(
+    store: &dyn ObjectStore,
+    location: &Path,
+    payload: PutPayload,
+) -> object_store::Result<()> {
+    store
+        .put_opts(location, payload, PutOptions::from(PutMode::Create))
+        .await
+        .map(|_| ())
+}
+
 /// The numbers `N` of the objects named `<prefix>N` directly under `dir`.
 async fn list_numbered(store: &dyn ObjectStore, dir: &Path, prefix: &str) -> Result<Vec<i64>> {
-    let listing = match store.list_with_delimiter(Some(dir)).await {
-        Ok(l) => l,
-        Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
-        Err(e) => return Err(Error::store(format!("listing {dir}"), e)),
-    };
-    Ok(listing
-        .objects
+    Ok(list_dir(store, dir)
+        .await?
         .iter()
         .filter_map(|o| o.location.filename())
         .filter_map(|name| name.strip_prefix(prefix))

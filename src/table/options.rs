@@ -140,17 +140,7 @@ impl TableOptions {
     pub fn from_map(options: &BTreeMap<String, String>) -> Result<Self> {
         let mut problems = Vec::new();
         let get = |k: &str| options.get(k).map(|s| s.trim());
-        let parse_bool = |k: &str, problems: &mut Vec<String>| -> bool {
-            match get(k) {
-                None => false,
-                Some(v) if v.eq_ignore_ascii_case("true") => true,
-                Some(v) if v.eq_ignore_ascii_case("false") => false,
-                Some(v) => {
-                    problems.push(format!("option `{k}` must be true or false, got `{v}`"));
-                    false
-                }
-            }
-        };
+        let parse_bool = |k: &str, problems: &mut Vec<String>| parse_flag(k, get(k), problems);
         let ignore_delete = parse_bool("partial-update.ignore-delete", &mut problems)
             | parse_bool("ignore-delete", &mut problems)
             | parse_bool("first-row.ignore-delete", &mut problems)
@@ -344,14 +334,7 @@ fn parse_field_options(
         };
         let names = split_names(field_part);
         parsed.names.push((key.clone(), names.clone()));
-        let bool_value = |problems: &mut Vec<String>| match value.trim() {
-            v if v.eq_ignore_ascii_case("true") => true,
-            v if v.eq_ignore_ascii_case("false") => false,
-            v => {
-                problems.push(format!("option `{key}` must be true or false, got `{v}`"));
-                false
-            }
-        };
+        let bool_value = |problems: &mut Vec<String>| parse_flag(key, Some(value.trim()), problems);
         match suffix {
             ".sequence-group" => parsed.groups.push(SequenceGroupOption {
                 key: key.clone(),
@@ -373,6 +356,20 @@ fn parse_field_options(
         }
     }
     parsed
+}
+
+/// The trimmed `value` of the boolean option `key`: `true` or `false` in any case, false
+/// when absent; anything else is added to `problems` (and read as false).
+fn parse_flag(key: &str, value: Option<&str>, problems: &mut Vec<String>) -> bool {
+    match value {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("true") => true,
+        Some(v) if v.eq_ignore_ascii_case("false") => false,
+        Some(v) => {
+            problems.push(format!("option `{key}` must be true or false, got `{v}`"));
+            false
+        }
+    }
 }
 
 /// Reads the compaction and retention options, adding any invalid value to `problems`.
@@ -424,15 +421,7 @@ fn parse_maintenance(
             Duration::from_secs(3600)
         }),
     };
-    let mut flag = |k: &str| match get(k) {
-        None => false,
-        Some(v) if v.eq_ignore_ascii_case("true") => true,
-        Some(v) if v.eq_ignore_ascii_case("false") => false,
-        Some(v) => {
-            problems.push(format!("option `{k}` must be true or false, got `{v}`"));
-            false
-        }
-    };
+    let mut flag = |k: &str| parse_flag(k, get(k), problems);
     MaintenanceOptions {
         compaction_trigger: trigger,
         stop_trigger: stop,
@@ -556,6 +545,16 @@ mod tests {
             .collect()
     }
 
+    /// Asserts that `options` are refused with one error naming each of `needles`.
+    fn assert_refused(options: &[(&str, &str)], needles: &[&str]) {
+        let err = TableOptions::from_map(&map(options))
+            .unwrap_err()
+            .to_string();
+        for needle in needles {
+            assert!(err.contains(needle), "missing {needle:?} in {err}");
+        }
+    }
+
     #[test]
     fn defaults_are_paimons() {
         let o = TableOptions::from_map(&map(&[("bucket", "4")])).unwrap();
@@ -568,16 +567,14 @@ mod tests {
 
     #[test]
     fn reports_every_bad_option() {
-        let err = TableOptions::from_map(&map(&[
-            ("bucket", "x"),
-            ("merge-engine", "newest"),
-            ("partial-update.ignore-delete", "maybe"),
-        ]))
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("`bucket`"), "{err}");
-        assert!(err.contains("`merge-engine`"), "{err}");
-        assert!(err.contains("ignore-delete"), "{err}");
+        assert_refused(
+            &[
+                ("bucket", "x"),
+                ("merge-engine", "newest"),
+                ("partial-update.ignore-delete", "maybe"),
+            ],
+            &["`bucket`", "`merge-engine`", "ignore-delete"],
+        );
         assert_eq!(parse_size("128 mb"), Some(128 << 20));
     }
 
@@ -668,15 +665,12 @@ mod tests {
                 .iter()
                 .any(|(k, n)| k == "fields.c.nested-key" && n == &["c"])
         );
-        let err = TableOptions::from_map(&map(&[
-            ("fields.a.ignore-retract", "yes"),
-            ("fields.b.distinct", "1"),
-        ]))
-        .unwrap_err()
-        .to_string();
-        assert!(
-            err.contains("fields.a.ignore-retract") && err.contains("fields.b.distinct"),
-            "{err}"
+        assert_refused(
+            &[
+                ("fields.a.ignore-retract", "yes"),
+                ("fields.b.distinct", "1"),
+            ],
+            &["fields.a.ignore-retract", "fields.b.distinct"],
         );
     }
 
@@ -710,31 +704,35 @@ mod tests {
         );
         assert_eq!(m.snapshot_time_retained, Duration::from_secs(1800));
         assert!(o.batch_scan_skips_level0() && o.force_up_level0());
-        let err = TableOptions::from_map(&map(&[
-            ("bucket", "1"),
-            ("num-levels", "1"),
-            ("snapshot.num-retained.min", "5"),
-            ("snapshot.num-retained.max", "2"),
-            ("snapshot.time-retained", "soon"),
-        ]))
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("num-levels"), "{err}");
-        assert!(err.contains("num-retained.max"), "{err}");
-        assert!(err.contains("time-retained"), "{err}");
+        assert_refused(
+            &[
+                ("bucket", "1"),
+                ("num-levels", "1"),
+                ("snapshot.num-retained.min", "5"),
+                ("snapshot.num-retained.max", "2"),
+                ("snapshot.time-retained", "soon"),
+            ],
+            &["num-levels", "num-retained.max", "time-retained"],
+        );
     }
 
     #[test]
     fn durations_parse_like_paimon() {
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("5 min"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("2 d"), Ok(Duration::from_secs(172_800)));
-        assert_eq!(parse_duration("1 day"), Ok(Duration::from_secs(86_400)));
-        assert_eq!(parse_duration("250"), Ok(Duration::from_millis(250)));
-        assert!(parse_duration("h").is_err());
-        assert!(parse_duration("5 fortnights").is_err());
-        assert!(parse_duration("99999999999999999999 d").is_err());
-        assert!(parse_duration("").is_err());
+        let secs = |n| Some(Duration::from_secs(n));
+        for (text, expected) in [
+            ("30s", secs(30)),
+            ("5 min", secs(300)),
+            ("1h", secs(3600)),
+            ("2 d", secs(172_800)),
+            ("1 day", secs(86_400)),
+            // A bare number is milliseconds, as in Paimon.
+            ("250", Some(Duration::from_millis(250))),
+            ("h", None),
+            ("5 fortnights", None),
+            ("99999999999999999999 d", None),
+            ("", None),
+        ] {
+            assert_eq!(parse_duration(text).ok(), expected, "{text:?}");
+        }
     }
 }

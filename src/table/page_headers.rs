@@ -397,18 +397,13 @@ mod tests {
         use crate::table::data_file::{DataFileWriteOptions, KeyValue, encode_data_file};
         use crate::table::datum::Datum;
         use crate::table::row_kind::RowKind;
-        use crate::table::schema::TableSchema;
+        use crate::table::testkit::keyed_schema;
         use crate::table::types::DataType;
-        let schema = TableSchema::new(
-            vec![
-                ("k".into(), DataType::Int, false),
-                ("v".into(), DataType::Varchar(20), true),
-            ],
-            vec![],
-            vec!["k".into()],
-            Default::default(),
-        )
-        .unwrap();
+        let schema = keyed_schema(
+            &[("k", DataType::Int), ("v", DataType::Varchar(20))],
+            &["k"],
+            &[],
+        );
         let rows: Vec<KeyValue> = (0..1000)
             .map(|i| KeyValue {
                 sequence_number: i,

@@ -305,6 +305,7 @@ fn python_bytes_repr(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
     use crate::table::datum::parse_timestamp;
+    use crate::table::testkit::example_partition;
     use crate::table::types::MAX_LENGTH;
 
     const STRING: DataType = DataType::Varchar(MAX_LENGTH);
@@ -317,13 +318,7 @@ mod tests {
     #[test]
     fn format_doc_directories() {
         let keys = names(&["p_int", "p_date", "p_str", "p_bool"]);
-        let types = [DataType::Int, DataType::Date, STRING, DataType::Boolean];
-        let values = [
-            Datum::Int(7),
-            Datum::Date(19723),
-            Datum::String("a b/c=d".into()),
-            Datum::Boolean(true),
-        ];
+        let (types, values) = example_partition();
         let path = partition_path(&keys, &values, &types, DEFAULT);
         assert_eq!(path, "p_int=7/p_date=19723/p_str=a b%2Fc%3Dd/p_bool=true/");
         assert_eq!(

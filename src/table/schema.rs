@@ -205,6 +205,11 @@ impl TableSchema {
         names.iter().filter_map(|n| self.field_index(n)).collect()
     }
 
+    /// Index of each primary-key column, in primary-key order.
+    pub fn primary_key_indices(&self) -> Vec<usize> {
+        self.indices(&self.primary_keys)
+    }
+
     /// Primary key minus partition keys, in primary-key order.
     pub fn trimmed_primary_keys(&self) -> Vec<String> {
         self.primary_keys

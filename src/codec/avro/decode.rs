@@ -69,10 +69,7 @@ fn logical_value(logical: &Logical, inner: &Node, cur: &mut Cursor<'_>) -> Resul
         Logical::Timestamp(unit) => {
             let v = cur.long()?;
             let ts = match unit {
-                TsUnit::Millis => Timestamp {
-                    millis: v,
-                    nanos_of_milli: 0,
-                },
+                TsUnit::Millis => Timestamp::from_millis(v),
                 TsUnit::Micros => Timestamp::from_micros(v),
                 TsUnit::Nanos => Timestamp::from_nanos(v),
             };

@@ -7,23 +7,13 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::table::datum::Timestamp;
+use crate::table::testkit::keyed_schema;
 use crate::table::types::MAX_LENGTH;
 
 const STRING: DataType = DataType::Varchar(MAX_LENGTH);
 
 fn schema(columns: &[(&str, DataType)], primary_key: &[&str]) -> Arc<TableSchema> {
-    Arc::new(
-        TableSchema::new(
-            columns
-                .iter()
-                .map(|(name, ty)| (name.to_string(), *ty, true))
-                .collect(),
-            vec![],
-            primary_key.iter().map(|k| k.to_string()).collect(),
-            BTreeMap::new(),
-        )
-        .unwrap(),
-    )
+    Arc::new(keyed_schema(columns, primary_key, &[]))
 }
 
 fn s(text: &str) -> Datum {
@@ -32,6 +22,11 @@ fn s(text: &str) -> Datum {
 
 /// id INT (key), name STRING, country STRING, score BIGINT; secondary index on country.
 fn customers() -> FullCache {
+    customers_indexed_by(vec![vec![2]])
+}
+
+/// The customers table with the secondary indexes `secondary` (column positions each).
+fn customers_indexed_by(secondary: Vec<Vec<usize>>) -> FullCache {
     let schema = schema(
         &[
             ("id", DataType::Int),
@@ -41,11 +36,16 @@ fn customers() -> FullCache {
         ],
         &["id"],
     );
-    FullCache::new(schema, vec![vec![2]]).unwrap()
+    FullCache::new(schema, secondary).unwrap()
 }
 
 fn customer(id: i32, name: &str, country: &str, score: i64) -> Row {
     vec![Datum::Int(id), s(name), s(country), Datum::BigInt(score)]
+}
+
+/// The whole row of customer `id`, if cached.
+fn customer_by_id(cache: &FullCache, id: i32) -> Option<Row> {
+    cache.get(&[Datum::Int(id)], &[0, 1, 2, 3]).unwrap()
 }
 
 fn encoded_len(cache: &FullCache, row: &[Datum]) -> usize {
@@ -56,30 +56,20 @@ fn encoded_len(cache: &FullCache, row: &[Datum]) -> usize {
 fn upsert_replace_remove_get() {
     let cache = customers();
     assert!(cache.is_empty());
-    let all = [0, 1, 2, 3];
-    assert_eq!(cache.get(&[Datum::Int(1)], &all).unwrap(), None);
+    assert_eq!(customer_by_id(&cache, 1), None);
     let alice = customer(1, "Alice", "NL", 10);
     let bob = customer(2, "Bob with a long name", "DE", 20);
     cache.upsert(&alice).unwrap();
     cache.upsert(&bob).unwrap();
     assert_eq!(cache.len(), 2);
-    assert_eq!(
-        cache.get(&[Datum::Int(1)], &all).unwrap(),
-        Some(alice.clone())
-    );
-    assert_eq!(
-        cache.get(&[Datum::Int(2)], &all).unwrap(),
-        Some(bob.clone())
-    );
-    assert_eq!(cache.get(&[Datum::Int(3)], &all).unwrap(), None);
+    assert_eq!(customer_by_id(&cache, 1), Some(alice.clone()));
+    assert_eq!(customer_by_id(&cache, 2), Some(bob.clone()));
+    assert_eq!(customer_by_id(&cache, 3), None);
 
     let alice2 = customer(1, "Alice Smith-Jones", "BE", 11);
     cache.upsert(&alice2).unwrap();
     assert_eq!(cache.len(), 2);
-    assert_eq!(
-        cache.get(&[Datum::Int(1)], &all).unwrap(),
-        Some(alice2.clone())
-    );
+    assert_eq!(customer_by_id(&cache, 1), Some(alice2.clone()));
     assert_eq!(
         cache.binary_row_bytes(),
         encoded_len(&cache, &alice2) + encoded_len(&cache, &bob)
@@ -88,7 +78,7 @@ fn upsert_replace_remove_get() {
     cache.remove(&[Datum::Int(1)]).unwrap();
     cache.remove(&[Datum::Int(1)]).unwrap(); // absent: no-op
     cache.remove(&[Datum::Int(99)]).unwrap();
-    assert_eq!(cache.get(&[Datum::Int(1)], &all).unwrap(), None);
+    assert_eq!(customer_by_id(&cache, 1), None);
     assert_eq!(cache.len(), 1);
     assert_eq!(cache.binary_row_bytes(), encoded_len(&cache, &bob));
     assert!(cache.memory_bytes() > 0);
@@ -128,10 +118,7 @@ fn null_keys_match_nothing_and_are_not_stored() {
     // Nulls in non-key columns are stored and read back.
     let with_nulls = vec![Datum::Int(2), Datum::Null, Datum::Null, Datum::Null];
     cache.upsert(&with_nulls).unwrap();
-    assert_eq!(
-        cache.get(&[Datum::Int(2)], &[0, 1, 2, 3]).unwrap(),
-        Some(with_nulls)
-    );
+    assert_eq!(customer_by_id(&cache, 2), Some(with_nulls));
     assert_eq!(
         cache.get_by(0, &[Datum::Null], &[0]).unwrap(),
         Vec::<Row>::new()
@@ -222,33 +209,16 @@ fn composite_keys_with_strings() {
         );
     }
     // Prefixes and near misses of string key parts do not match.
-    assert_eq!(
-        cache
-            .get(&[s("abcdef"), Datum::BigInt(0), s("eu")], &[0])
-            .unwrap(),
-        None
-    );
-    assert_eq!(
-        cache
-            .get(&[s("a"), Datum::BigInt(0), s("eu-west-1")], &[0])
-            .unwrap(),
-        None
-    );
-    assert_eq!(
-        cache
-            .get(&[s("a"), Datum::BigInt(2), s("eu")], &[0])
-            .unwrap(),
-        None
-    );
-    cache
-        .remove(&[s("abcdefgh"), Datum::BigInt(0), s("")])
-        .unwrap();
-    assert_eq!(
-        cache
-            .get(&[s("abcdefgh"), Datum::BigInt(0), s("")], &[0])
-            .unwrap(),
-        None
-    );
+    for near_miss in [
+        [s("abcdef"), Datum::BigInt(0), s("eu")],
+        [s("a"), Datum::BigInt(0), s("eu-west-1")],
+        [s("a"), Datum::BigInt(2), s("eu")],
+    ] {
+        assert_eq!(cache.get(&near_miss, &[0]).unwrap(), None, "{near_miss:?}");
+    }
+    let removed = [s("abcdefgh"), Datum::BigInt(0), s("")];
+    cache.remove(&removed).unwrap();
+    assert_eq!(cache.get(&removed, &[0]).unwrap(), None);
     assert_eq!(
         cache
             .get(&[s("abcdefg"), Datum::BigInt(0), s("")], &[3])
@@ -260,17 +230,8 @@ fn composite_keys_with_strings() {
 
 #[test]
 fn secondary_index_follows_updates_and_deletes() {
-    let schema = schema(
-        &[
-            ("id", DataType::Int),
-            ("name", STRING),
-            ("country", STRING),
-            ("score", DataType::BigInt),
-        ],
-        &["id"],
-    );
     // Index 0: country; index 1: (score, country).
-    let cache = FullCache::new(schema, vec![vec![2], vec![3, 2]]).unwrap();
+    let cache = customers_indexed_by(vec![vec![2], vec![3, 2]]);
     let nl = || [s("Netherlands (long)")];
     for id in [5, 3, 9, 1] {
         cache

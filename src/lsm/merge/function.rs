@@ -192,6 +192,29 @@ impl Arith {
             Arith::Div => x.checked_div(y),
         }
     }
+
+    /// [`exact`](Self::exact) on two integers of one width: `None` when the result does
+    /// not fit that width.
+    fn exact_in<T: Copy + Into<i128> + TryFrom<i128>>(self, x: T, y: T) -> Option<T> {
+        self.exact(x.into(), y.into())
+            .and_then(|v| T::try_from(v).ok())
+    }
+
+    /// IEEE arithmetic (`f32` or `f64`): never fails, overflow gives infinity.
+    fn ieee<T>(self, x: T, y: T) -> T
+    where
+        T: std::ops::Add<Output = T>
+            + std::ops::Sub<Output = T>
+            + std::ops::Mul<Output = T>
+            + std::ops::Div<Output = T>,
+    {
+        match self {
+            Arith::Add => x + y,
+            Arith::Sub => x - y,
+            Arith::Mul => x * y,
+            Arith::Div => x / y,
+        }
+    }
 }
 
 /// One column's aggregate function with its options.
@@ -396,32 +419,13 @@ impl FieldAggregator {
                 self.fail(format!("overflow: {a:?} {} {b:?}", op.symbol()))
             }
         };
-        let int = |x: i128, y: i128| op.exact(x, y);
         let value = match (a, b) {
-            (Datum::TinyInt(x), Datum::TinyInt(y)) => int((*x).into(), (*y).into())
-                .and_then(|v| i8::try_from(v).ok())
-                .map(Datum::TinyInt),
-            (Datum::SmallInt(x), Datum::SmallInt(y)) => int((*x).into(), (*y).into())
-                .and_then(|v| i16::try_from(v).ok())
-                .map(Datum::SmallInt),
-            (Datum::Int(x), Datum::Int(y)) => int((*x).into(), (*y).into())
-                .and_then(|v| i32::try_from(v).ok())
-                .map(Datum::Int),
-            (Datum::BigInt(x), Datum::BigInt(y)) => int((*x).into(), (*y).into())
-                .and_then(|v| i64::try_from(v).ok())
-                .map(Datum::BigInt),
-            (Datum::Float(x), Datum::Float(y)) => Some(Datum::Float(match op {
-                Arith::Add => x + y,
-                Arith::Sub => x - y,
-                Arith::Mul => x * y,
-                Arith::Div => x / y,
-            })),
-            (Datum::Double(x), Datum::Double(y)) => Some(Datum::Double(match op {
-                Arith::Add => x + y,
-                Arith::Sub => x - y,
-                Arith::Mul => x * y,
-                Arith::Div => x / y,
-            })),
+            (Datum::TinyInt(x), Datum::TinyInt(y)) => op.exact_in(*x, *y).map(Datum::TinyInt),
+            (Datum::SmallInt(x), Datum::SmallInt(y)) => op.exact_in(*x, *y).map(Datum::SmallInt),
+            (Datum::Int(x), Datum::Int(y)) => op.exact_in(*x, *y).map(Datum::Int),
+            (Datum::BigInt(x), Datum::BigInt(y)) => op.exact_in(*x, *y).map(Datum::BigInt),
+            (Datum::Float(x), Datum::Float(y)) => Some(Datum::Float(op.ieee(*x, *y))),
+            (Datum::Double(x), Datum::Double(y)) => Some(Datum::Double(op.ieee(*x, *y))),
             (Datum::Decimal(x), Datum::Decimal(y)) => {
                 let DataType::Decimal { precision, scale } = self.data_type else {
                     return Err(self.fail(format!("decimal value in a {} column", self.data_type)));

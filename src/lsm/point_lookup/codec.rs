@@ -87,21 +87,12 @@ impl RowCodec {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
+    use crate::table::testkit::keyed_schema;
 
     fn codec(key_type: DataType) -> RowCodec {
-        let schema = TableSchema::new(
-            vec![
-                ("k".into(), key_type, false),
-                ("v".into(), DataType::Int, true),
-            ],
-            vec![],
-            vec!["k".into()],
-            BTreeMap::new(),
-        )
-        .unwrap();
+        let schema = keyed_schema(&[("k", key_type), ("v", DataType::Int)], &["k"], &[]);
         RowCodec::new(&schema)
     }
 

@@ -1,6 +1,9 @@
 use super::*;
 
-fn write(dir: &Path, hash: KeyHash, records: &[(Vec<u8>, i64, RowKind, Vec<u8>)]) -> PathBuf {
+/// Key, sequence number, row kind, value.
+type Record = (Vec<u8>, i64, RowKind, Vec<u8>);
+
+fn write(dir: &Path, hash: KeyHash, records: &[Record]) -> PathBuf {
     let target = dir.join("file.lookup");
     let mut w = LookupFileWriter::create_with(&target, hash).unwrap();
     for (k, s, kind, v) in records {
@@ -21,7 +24,16 @@ fn get(file: &LookupFile, key: &[u8]) -> Result<Vec<(i64, RowKind, Vec<u8>)>> {
     Ok(out)
 }
 
-fn sample(n: usize) -> Vec<(Vec<u8>, i64, RowKind, Vec<u8>)> {
+/// `sample(n)` written with the real key hash in a new temporary directory (dropped with
+/// the returned guard).
+fn sample_file(n: usize) -> (tempfile::TempDir, Vec<Record>, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let records = sample(n);
+    let path = write(dir.path(), key_hash, &records);
+    (dir, records, path)
+}
+
+fn sample(n: usize) -> Vec<Record> {
     (0..n)
         .map(|i| {
             let kind = if i % 7 == 3 {
@@ -38,9 +50,7 @@ fn sample(n: usize) -> Vec<(Vec<u8>, i64, RowKind, Vec<u8>)> {
 
 #[test]
 fn round_trip() {
-    let dir = tempfile::tempdir().unwrap();
-    let records = sample(300);
-    let path = write(dir.path(), key_hash, &records);
+    let (dir, records, path) = sample_file(300);
     assert!(!dir.path().join("file.lookup.tmp").exists());
     let file = LookupFile::open(&path).unwrap();
     assert_eq!(file.len(), 300);
@@ -84,9 +94,7 @@ fn hash_collisions_compare_key_bytes() {
 
 #[test]
 fn truncated_files_are_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let records = sample(20);
-    let path = write(dir.path(), key_hash, &records);
+    let (_dir, _, path) = sample_file(20);
     let bytes = std::fs::read(&path).unwrap();
     for len in [0, 1, 31, 32, bytes.len() / 2, bytes.len() - 1] {
         std::fs::write(&path, &bytes[..len]).unwrap();
@@ -99,9 +107,7 @@ fn truncated_files_are_errors() {
 
 #[test]
 fn corrupt_bytes_are_errors_or_misses_never_wrong_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let records = sample(40);
-    let path = write(dir.path(), key_hash, &records);
+    let (_dir, records, path) = sample_file(40);
     let pristine = std::fs::read(&path).unwrap();
     // Every byte, flipped: the file does not open, or every lookup gives the true record
     // or an error.

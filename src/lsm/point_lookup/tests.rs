@@ -200,6 +200,18 @@ async fn three_commits() -> Arc<Table> {
     table
 }
 
+/// A lookup of [`three_commits`] that keeps its local files in `dir`, with `options`
+/// otherwise.
+async fn three_commits_cached_in(dir: &std::path::Path, options: LookupOptions) -> PointLookup {
+    let options = LookupOptions {
+        local_cache_dir: Some(dir.to_path_buf()),
+        ..options
+    };
+    PointLookup::open(three_commits().await, options)
+        .await
+        .unwrap()
+}
+
 async fn assert_all_found(lookup: &PointLookup) {
     for id in 0..100 {
         let want = row(id, Some(&format!("v{id}")));
@@ -209,15 +221,13 @@ async fn assert_all_found(lookup: &PointLookup) {
 
 #[tokio::test]
 async fn damaged_local_files_are_built_again() {
-    let table = three_commits().await;
     let dir = tempfile::tempdir().unwrap();
     let options = LookupOptions {
-        local_cache_dir: Some(dir.path().to_path_buf()),
         // Files are opened again for every lookup in another file.
         max_open_files: 1,
         ..LookupOptions::default()
     };
-    let lookup = PointLookup::open(table, options).await.unwrap();
+    let lookup = three_commits_cached_in(dir.path(), options).await;
     assert_all_found(&lookup).await;
     let files = local_files(dir.path());
     assert_eq!(files.len(), 6, "{files:?}");
@@ -248,13 +258,8 @@ async fn damaged_local_files_are_built_again() {
 
 #[tokio::test]
 async fn bytes_flipped_in_open_files_are_rebuilt_not_returned() {
-    let table = three_commits().await;
     let dir = tempfile::tempdir().unwrap();
-    let options = LookupOptions {
-        local_cache_dir: Some(dir.path().to_path_buf()),
-        ..LookupOptions::default()
-    };
-    let lookup = PointLookup::open(table, options).await.unwrap();
+    let lookup = three_commits_cached_in(dir.path(), LookupOptions::default()).await;
     assert_all_found(&lookup).await;
     // Every record region corrupted in place while the files are open.
     for file in local_files(dir.path()) {
@@ -270,15 +275,13 @@ async fn bytes_flipped_in_open_files_are_rebuilt_not_returned() {
 
 #[tokio::test]
 async fn local_files_stay_within_their_bound() {
-    let table = three_commits().await;
     let dir = tempfile::tempdir().unwrap();
     let options = LookupOptions {
-        local_cache_dir: Some(dir.path().to_path_buf()),
         // About one file (each is a few KiB).
         local_cache_max_bytes: 4 * 1024,
         ..LookupOptions::default()
     };
-    let lookup = PointLookup::open(table, options).await.unwrap();
+    let lookup = three_commits_cached_in(dir.path(), options).await;
     for _ in 0..3 {
         assert_all_found(&lookup).await;
     }

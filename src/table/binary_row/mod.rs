@@ -292,10 +292,7 @@ fn decode_field(body: &[u8], slot_at: usize, ty: &DataType, field: usize) -> Res
         }
         DataType::Timestamp(p) | DataType::TimestampLtz(p) => {
             if *p <= MAX_COMPACT_TIMESTAMP_PRECISION {
-                Datum::Timestamp(Timestamp {
-                    millis: slot as i64,
-                    nanos_of_milli: 0,
-                })
+                Datum::Timestamp(Timestamp::from_millis(slot as i64))
             } else {
                 let nanos = slot & 0xFFFF_FFFF;
                 if nanos > 999_999 {

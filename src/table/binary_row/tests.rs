@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::table::datum::compare_datums;
+use crate::table::testkit::{example_partition, unhex};
 use crate::table::types::MAX_LENGTH;
 use proptest::prelude::*;
 use std::cmp::Ordering;
@@ -11,14 +12,6 @@ const STRING: DataType = DataType::Varchar(MAX_LENGTH);
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Vec<u8> {
-    let clean: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    clean
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
-        .collect()
 }
 
 #[test]
@@ -50,13 +43,7 @@ fn example_b_long_string_partition() {
 
 #[test]
 fn example_c_four_partition_values() {
-    let types = [DataType::Int, DataType::Date, STRING, DataType::Boolean];
-    let values = [
-        Datum::Int(7),
-        Datum::Date(19723),
-        Datum::String("a b/c=d".into()),
-        Datum::Boolean(true),
-    ];
+    let (types, values) = example_partition();
     let bytes = serialize(&values, &types).unwrap();
     assert_eq!(
         hex(&bytes),

@@ -261,18 +261,23 @@ fn writer_schemas_equal_the_ones_java_writes() {
     assert_eq!(metas.len(), 1);
 }
 
+/// The names of an Avro record schema's fields, in order.
+fn field_names(record: &serde_json::Value) -> Vec<&str> {
+    record["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect()
+}
+
 #[test]
 fn writer_schemas_are_java_style() {
     let schema: serde_json::Value = serde_json::from_str(&MANIFEST_ENTRY_SCHEMA).unwrap();
     let record = &schema;
     assert_eq!(record["name"], "record");
     assert_eq!(record["namespace"], "org.apache.paimon.avro.generated");
-    let names: Vec<&str> = record["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["name"].as_str().unwrap())
-        .collect();
+    let names = field_names(record);
     assert_eq!(
         names,
         [
@@ -290,12 +295,7 @@ fn writer_schemas_are_java_style() {
         "_FILE must be a plain record for Java"
     );
     assert_eq!(file["name"], "record__FILE");
-    let file_fields: Vec<&str> = file["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["name"].as_str().unwrap())
-        .collect();
+    let file_fields = field_names(file);
     assert_eq!(
         file_fields,
         [

@@ -2,8 +2,9 @@
 
 use super::{try_engine, version};
 use crate::lsm::merge::{Admission, MergeEngine, RetractionRefused};
+use crate::table::data_file::KeyValue;
 use crate::table::datum::Datum;
-use crate::table::row_kind::RowKind;
+use crate::table::row_kind::RowKind::{self, Delete, Insert, UpdateBefore};
 use crate::table::types::DataType;
 
 /// k, a, b (group of s1), c (group of s2), s1, s2, free (no group).
@@ -34,38 +35,23 @@ fn row(values: [Option<i32>; 6]) -> Vec<Datum> {
         .collect()
 }
 
+/// A version of key 1 with [a, b, c, s1, s2, free] = `values`.
+fn kv(seq: i64, kind: RowKind, values: [Option<i32>; 6]) -> KeyValue {
+    version(seq, kind, row(values))
+}
+
 #[test]
 fn each_group_follows_its_own_sequence() {
     let merged = engine(&[])
         .merge(&[
-            version(
-                0,
-                RowKind::Insert,
-                row([Some(1), Some(1), None, Some(5), None, None]),
-            ),
-            version(
-                1,
-                RowKind::Insert,
-                row([None, None, Some(10), None, Some(3), None]),
-            ),
+            kv(0, Insert, [Some(1), Some(1), None, Some(5), None, None]),
+            kv(1, Insert, [None, None, Some(10), None, Some(3), None]),
             // Older for group s1: ignored, although it arrives later.
-            version(
-                2,
-                RowKind::Insert,
-                row([Some(2), None, None, Some(4), None, None]),
-            ),
+            kv(2, Insert, [Some(2), None, None, Some(4), None, None]),
             // Newer for s1: the group takes all its values, nulls included.
-            version(
-                3,
-                RowKind::Insert,
-                row([Some(3), None, None, Some(6), None, Some(7)]),
-            ),
+            kv(3, Insert, [Some(3), None, None, Some(6), None, Some(7)]),
             // Equal sequence for s2 also wins.
-            version(
-                4,
-                RowKind::Insert,
-                row([None, None, None, None, Some(3), None]),
-            ),
+            kv(4, Insert, [None, None, None, None, Some(3), None]),
         ])
         .unwrap()
         .unwrap();
@@ -73,7 +59,7 @@ fn each_group_follows_its_own_sequence() {
         merged.row,
         row([Some(3), None, None, Some(6), Some(3), Some(7)])
     );
-    assert_eq!(merged.kind, RowKind::Insert);
+    assert_eq!(merged.kind, Insert);
     assert_eq!(merged.sequence_number, 4);
 }
 
@@ -91,21 +77,9 @@ fn several_sequence_fields_compare_in_order() {
     .unwrap();
     let merged = engine
         .merge(&[
-            version(
-                0,
-                RowKind::Insert,
-                row([Some(1), None, None, Some(1), Some(5), None]),
-            ),
-            version(
-                1,
-                RowKind::Insert,
-                row([Some(2), None, None, Some(1), Some(4), None]),
-            ),
-            version(
-                2,
-                RowKind::Insert,
-                row([Some(3), None, None, Some(2), None, None]),
-            ),
+            kv(0, Insert, [Some(1), None, None, Some(1), Some(5), None]),
+            kv(1, Insert, [Some(2), None, None, Some(1), Some(4), None]),
+            kv(2, Insert, [Some(3), None, None, Some(2), None, None]),
         ])
         .unwrap()
         .unwrap();
@@ -115,51 +89,39 @@ fn several_sequence_fields_compare_in_order() {
 #[test]
 fn a_retraction_clears_the_groups_it_wins() {
     let engine = engine(&[]);
-    assert_eq!(engine.admit(RowKind::Delete), Ok(Admission::Keep));
-    assert_eq!(engine.admit(RowKind::UpdateBefore), Ok(Admission::Keep));
+    assert_eq!(engine.admit(Delete), Ok(Admission::Keep));
+    assert_eq!(engine.admit(UpdateBefore), Ok(Admission::Keep));
     let merged = engine
         .merge(&[
-            version(
+            kv(
                 0,
-                RowKind::Insert,
-                row([Some(1), Some(2), Some(9), Some(5), Some(1), Some(4)]),
+                Insert,
+                [Some(1), Some(2), Some(9), Some(5), Some(1), Some(4)],
             ),
             // Older than s1 = 5: nothing happens.
-            version(
+            kv(
                 1,
-                RowKind::UpdateBefore,
-                row([Some(1), Some(2), None, Some(4), None, None]),
+                UpdateBefore,
+                [Some(1), Some(2), None, Some(4), None, None],
             ),
             // Wins group s1 only (s2 is null in it); `free` is outside any group.
-            version(
-                2,
-                RowKind::Delete,
-                row([Some(1), Some(2), None, Some(6), None, Some(4)]),
-            ),
+            kv(2, Delete, [Some(1), Some(2), None, Some(6), None, Some(4)]),
             // A late insert older than the retraction stays out.
-            version(
-                3,
-                RowKind::Insert,
-                row([Some(8), None, None, Some(5), None, None]),
-            ),
+            kv(3, Insert, [Some(8), None, None, Some(5), None, None]),
         ])
         .unwrap()
         .unwrap();
-    assert_eq!(merged.kind, RowKind::Insert);
+    assert_eq!(merged.kind, Insert);
     assert_eq!(
         merged.row,
         row([None, None, Some(9), Some(6), Some(1), Some(4)])
     );
     // Only retractions: the fold is a retraction itself.
     let merged = engine
-        .merge(&[version(
-            7,
-            RowKind::Delete,
-            row([Some(1), None, None, Some(6), None, None]),
-        )])
+        .merge(&[kv(7, Delete, [Some(1), None, None, Some(6), None, None])])
         .unwrap()
         .unwrap();
-    assert_eq!(merged.kind, RowKind::Delete);
+    assert_eq!(merged.kind, Delete);
     assert_eq!(merged.sequence_number, 7);
 }
 
@@ -167,46 +129,34 @@ fn a_retraction_clears_the_groups_it_wins() {
 fn remove_record_on_sequence_group_deletes_the_row() {
     let engine = engine(&[("partial-update.remove-record-on-sequence-group", "s1")]);
     let versions = [
-        version(
+        kv(
             0,
-            RowKind::Insert,
-            row([Some(1), Some(2), Some(9), Some(5), Some(1), Some(4)]),
+            Insert,
+            [Some(1), Some(2), Some(9), Some(5), Some(1), Some(4)],
         ),
-        version(
-            1,
-            RowKind::Delete,
-            row([None, None, None, Some(6), None, None]),
-        ),
+        kv(1, Delete, [None, None, None, Some(6), None, None]),
     ];
     let merged = engine.merge(&versions).unwrap().unwrap();
-    assert_eq!(merged.kind, RowKind::Delete);
+    assert_eq!(merged.kind, Delete);
     // A later insert starts from an empty row.
     let mut more = versions.to_vec();
-    more.push(version(
-        2,
-        RowKind::Insert,
-        row([None, None, Some(3), None, Some(2), None]),
-    ));
+    more.push(kv(2, Insert, [None, None, Some(3), None, Some(2), None]));
     let merged = engine.merge(&more).unwrap().unwrap();
-    assert_eq!(merged.kind, RowKind::Insert);
+    assert_eq!(merged.kind, Insert);
     assert_eq!(merged.row, row([None, None, Some(3), None, Some(2), None]));
     // A -D of the other group only clears that group.
     let merged = engine
         .merge(&[
-            version(
+            kv(
                 0,
-                RowKind::Insert,
-                row([Some(1), Some(2), Some(9), Some(5), Some(1), None]),
+                Insert,
+                [Some(1), Some(2), Some(9), Some(5), Some(1), None],
             ),
-            version(
-                1,
-                RowKind::Delete,
-                row([None, None, Some(9), None, Some(2), None]),
-            ),
+            kv(1, Delete, [None, None, Some(9), None, Some(2), None]),
         ])
         .unwrap()
         .unwrap();
-    assert_eq!(merged.kind, RowKind::Insert);
+    assert_eq!(merged.kind, Insert);
     assert_eq!(
         merged.row,
         row([Some(1), Some(2), None, Some(5), Some(2), None])
@@ -218,26 +168,14 @@ fn aggregate_functions_inside_a_group() {
     let engine = engine(&[("fields.b.aggregate-function", "sum")]);
     let merged = engine
         .merge(&[
-            version(
-                0,
-                RowKind::Insert,
-                row([Some(1), Some(1), None, Some(5), None, None]),
-            ),
+            kv(0, Insert, [Some(1), Some(1), None, Some(5), None, None]),
             // Older: `a` is not taken, but the sum still counts `b`.
-            version(
-                1,
-                RowKind::Insert,
-                row([Some(9), Some(2), None, Some(3), None, None]),
-            ),
-            version(
-                2,
-                RowKind::Insert,
-                row([Some(4), Some(4), None, Some(6), None, None]),
-            ),
-            version(
+            kv(1, Insert, [Some(9), Some(2), None, Some(3), None, None]),
+            kv(2, Insert, [Some(4), Some(4), None, Some(6), None, None]),
+            kv(
                 3,
-                RowKind::UpdateBefore,
-                row([Some(4), Some(4), None, Some(7), None, None]),
+                UpdateBefore,
+                [Some(4), Some(4), None, Some(7), None, None],
             ),
         ])
         .unwrap()
@@ -245,7 +183,7 @@ fn aggregate_functions_inside_a_group() {
     assert_eq!(merged.row, row([None, Some(3), None, Some(7), None, None]));
     // max cannot retract: such a table refuses retractions up front.
     let engine = self::engine(&[("fields.b.aggregate-function", "max")]);
-    let err = engine.admit(RowKind::Delete).unwrap_err();
+    let err = engine.admit(Delete).unwrap_err();
     assert!(
         matches!(&err, RetractionRefused::GroupFunctions { columns, .. } if columns.len() == 1),
         "{err:?}"

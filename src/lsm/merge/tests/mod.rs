@@ -56,28 +56,33 @@ pub(super) fn version(seq: i64, kind: RowKind, row: Vec<Datum>) -> KeyValue {
     }
 }
 
+/// A table of key `k`, values `a`, `b` and `seq` (all INT) with `options`.
 fn setup(options: &[(&str, &str)]) -> (TableSchema, MergeEngine, SequenceOrder) {
-    let mut map: BTreeMap<String, String> = options
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    map.insert("bucket".into(), "1".into());
-    let schema = TableSchema::new(
-        vec![
-            ("k".into(), DataType::Int, false),
-            ("a".into(), DataType::Int, true),
-            ("b".into(), DataType::Int, true),
-            ("seq".into(), DataType::Int, true),
+    let int = DataType::Int;
+    let (schema, options) = table(
+        &[
+            ("k", int, false),
+            ("a", int, true),
+            ("b", int, true),
+            ("seq", int, true),
         ],
-        vec![],
-        vec!["k".into()],
-        map,
-    )
-    .unwrap();
-    let options = TableOptions::from_map(&schema.options).unwrap();
+        &["k"],
+        options,
+    );
     let engine = MergeEngine::new(&schema, &options).unwrap();
     let order = SequenceOrder::new(&schema, &options).unwrap();
     (schema, engine, order)
+}
+
+/// A [`setup`] table option: the partial-update engine.
+const PARTIAL_UPDATE: (&str, &str) = ("merge-engine", "partial-update");
+/// A [`setup`] table option: versions ordered by column `seq`.
+const SEQUENCE_BY_SEQ: (&str, &str) = ("sequence.field", "seq");
+
+/// `rows` written to a [`setup`] table with `options`, sorted and folded by key.
+fn fold(options: &[(&str, &str)], rows: Vec<KeyValue>) -> Vec<KeyValue> {
+    let (_, engine, order) = setup(options);
+    sort_and_fold(rows, &[0], &order, &engine).unwrap()
 }
 
 fn kv(seq: i64, kind: RowKind, values: [Option<i32>; 4]) -> KeyValue {
@@ -93,14 +98,15 @@ fn kv(seq: i64, kind: RowKind, values: [Option<i32>; 4]) -> KeyValue {
 
 #[test]
 fn deduplicate_keeps_the_newest_version_even_a_delete() {
-    let (_, engine, order) = setup(&[("sequence.field", "seq")]);
-    let rows = vec![
-        kv(0, RowKind::Insert, [Some(1), Some(10), None, Some(5)]),
-        kv(1, RowKind::Insert, [Some(1), Some(11), None, Some(3)]),
-        kv(2, RowKind::Delete, [Some(2), None, None, Some(1)]),
-        kv(3, RowKind::Insert, [Some(2), Some(20), None, Some(0)]),
-    ];
-    let folded = sort_and_fold(rows, &[0], &order, &engine).unwrap();
+    let folded = fold(
+        &[SEQUENCE_BY_SEQ],
+        vec![
+            kv(0, RowKind::Insert, [Some(1), Some(10), None, Some(5)]),
+            kv(1, RowKind::Insert, [Some(1), Some(11), None, Some(3)]),
+            kv(2, RowKind::Delete, [Some(2), None, None, Some(1)]),
+            kv(3, RowKind::Insert, [Some(2), Some(20), None, Some(0)]),
+        ],
+    );
     // Key 1: seq 5 beats the later-arriving seq 3. Key 2: the delete (seq 1) wins.
     assert_eq!(folded[0].row[1], Datum::Int(10));
     assert_eq!(folded[1].kind, RowKind::Delete);
@@ -109,16 +115,14 @@ fn deduplicate_keeps_the_newest_version_even_a_delete() {
 
 #[test]
 fn partial_update_overwrites_with_non_null_fields_in_sequence_order() {
-    let (_, engine, order) = setup(&[
-        ("merge-engine", "partial-update"),
-        ("sequence.field", "seq"),
-    ]);
-    let rows = vec![
-        kv(0, RowKind::Insert, [Some(1), Some(1), None, Some(5)]),
-        kv(1, RowKind::Insert, [Some(1), None, Some(2), Some(1)]),
-        kv(2, RowKind::Insert, [Some(1), Some(9), None, Some(3)]),
-    ];
-    let folded = sort_and_fold(rows, &[0], &order, &engine).unwrap();
+    let folded = fold(
+        &[PARTIAL_UPDATE, SEQUENCE_BY_SEQ],
+        vec![
+            kv(0, RowKind::Insert, [Some(1), Some(1), None, Some(5)]),
+            kv(1, RowKind::Insert, [Some(1), None, Some(2), Some(1)]),
+            kv(2, RowKind::Insert, [Some(1), Some(9), None, Some(3)]),
+        ],
+    );
     assert_eq!(folded.len(), 1);
     assert_eq!(
         folded[0].row,
@@ -132,7 +136,7 @@ fn partial_update_overwrites_with_non_null_fields_in_sequence_order() {
 
 #[test]
 fn partial_update_delete_needs_an_option() {
-    let (_, engine, _) = setup(&[("merge-engine", "partial-update")]);
+    let (_, engine, _) = setup(&[PARTIAL_UPDATE]);
     assert!(
         engine
             .admit(RowKind::Delete)
@@ -140,23 +144,23 @@ fn partial_update_delete_needs_an_option() {
             .to_string()
             .contains("ignore-delete")
     );
-    let (_, engine, _) = setup(&[
-        ("merge-engine", "partial-update"),
-        ("partial-update.ignore-delete", "true"),
-    ]);
+    let (_, engine, _) = setup(&[PARTIAL_UPDATE, ("partial-update.ignore-delete", "true")]);
     assert_eq!(engine.admit(RowKind::Delete), Ok(Admission::Drop));
-    let (_, engine, order) = setup(&[
-        ("merge-engine", "partial-update"),
+    let remove_on_delete = [
+        PARTIAL_UPDATE,
         ("partial-update.remove-record-on-delete", "true"),
-    ]);
+    ];
+    let (_, engine, _) = setup(&remove_on_delete);
     assert_eq!(engine.admit(RowKind::Delete), Ok(Admission::Keep));
     assert_eq!(engine.admit(RowKind::UpdateBefore), Ok(Admission::Drop));
-    let rows = vec![
-        kv(0, RowKind::Insert, [Some(1), Some(1), Some(1), None]),
-        kv(1, RowKind::Delete, [Some(1), None, None, None]),
-        kv(2, RowKind::Insert, [Some(1), None, Some(7), None]),
-    ];
-    let folded = sort_and_fold(rows, &[0], &order, &engine).unwrap();
+    let folded = fold(
+        &remove_on_delete,
+        vec![
+            kv(0, RowKind::Insert, [Some(1), Some(1), Some(1), None]),
+            kv(1, RowKind::Delete, [Some(1), None, None, None]),
+            kv(2, RowKind::Insert, [Some(1), None, Some(7), None]),
+        ],
+    );
     // After the delete the row starts empty: `a` is gone.
     assert_eq!(
         folded[0].row,
@@ -167,15 +171,13 @@ fn partial_update_delete_needs_an_option() {
 
 #[test]
 fn descending_sequence_order_lets_the_smallest_value_win() {
-    let (_, engine, order) = setup(&[
-        ("sequence.field", "seq"),
-        ("sequence.field.sort-order", "descending"),
-    ]);
-    let rows = vec![
-        kv(0, RowKind::Insert, [Some(1), Some(1), None, Some(1)]),
-        kv(1, RowKind::Insert, [Some(1), Some(2), None, Some(9)]),
-    ];
-    let folded = sort_and_fold(rows, &[0], &order, &engine).unwrap();
+    let folded = fold(
+        &[SEQUENCE_BY_SEQ, ("sequence.field.sort-order", "descending")],
+        vec![
+            kv(0, RowKind::Insert, [Some(1), Some(1), None, Some(1)]),
+            kv(1, RowKind::Insert, [Some(1), Some(2), None, Some(9)]),
+        ],
+    );
     assert_eq!(folded[0].row[1], Datum::Int(1));
 }
 

@@ -27,6 +27,11 @@ pub const PRODUCER_SETTINGS: [(&str, &str); 5] = [
     ("compression.type", "lz4"),
 ];
 
+/// The lean producer of the fastest passthrough: librdkafka's defaults (no idempotence)
+/// with a 5 ms linger and no compression.
+pub const LEAN_PRODUCER_SETTINGS: [(&str, &str); 2] =
+    [("linger.ms", "5"), ("compression.type", "none")];
+
 /// An Apache Kafka broker of the harness's own (`scripts/kafka/broker.sh`, as
 /// `scripts/test.sh` starts one), stopped when dropped.
 pub struct KafkaBroker {
@@ -34,6 +39,16 @@ pub struct KafkaBroker {
 }
 
 impl KafkaBroker {
+    /// The broker's JVM (`scripts/kafka/broker.sh` writes its pid), for its CPU time.
+    pub fn pid(&self) -> Result<u32> {
+        let path = self.dir.join("pid");
+        std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .trim()
+            .parse()
+            .with_context(|| format!("{} holds no pid", path.display()))
+    }
+
     fn script() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka/broker.sh")
     }
@@ -171,6 +186,40 @@ impl BulkProducer {
 }
 
 /// Partition ids of `topic`.
+/// Counts the records in a topic the harness created empty (the sum of its partitions'
+/// high watermarks), for cases whose process has no metrics endpoint.
+pub struct TopicCount {
+    consumer: BaseConsumer,
+    topic: String,
+    partitions: Vec<i32>,
+}
+
+impl TopicCount {
+    pub fn new(bootstrap: &str, topic: &str) -> Result<Self> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .create()?;
+        let partitions = partitions(&consumer, topic)?;
+        Ok(TopicCount {
+            consumer,
+            topic: topic.to_owned(),
+            partitions,
+        })
+    }
+
+    pub fn records(&self) -> Result<u64> {
+        let mut total = 0;
+        for &p in &self.partitions {
+            let (_, high) = self
+                .consumer
+                .fetch_watermarks(&self.topic, p, Duration::from_secs(10))
+                .with_context(|| format!("watermarks of {}/{p}", self.topic))?;
+            total += high.max(0) as u64;
+        }
+        Ok(total)
+    }
+}
+
 pub fn partitions(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
     let metadata = consumer
         .fetch_metadata(Some(topic), Duration::from_secs(30))

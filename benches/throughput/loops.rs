@@ -1,7 +1,7 @@
 //! The harness's own consume → produce loops: the plain passthrough (the machine's limit)
 //! and the Redis design (one pipelined HGET round trip per poll batch). Both consume
 //! every partition of the input from the beginning, produce with lakejoin's producer
-//! settings, and return once `n` input records were consumed and every output
+//! settings (the passthrough also with lean ones), and return once `n` input records were consumed and every output
 //! acknowledged.
 
 use std::time::{Duration, Instant};
@@ -17,6 +17,9 @@ use serde_json::{Map, Value};
 
 use crate::data::CUSTOMER_SELECT;
 use crate::kafka::{PRODUCER_SETTINGS, partitions};
+
+/// A producer's librdkafka settings.
+pub type ProducerSettings<'a> = &'a [(&'a str, &'a str)];
 use crate::redis::{Redis, Reply};
 
 /// Largest poll batch of the Redis design.
@@ -37,10 +40,10 @@ fn consumer(bootstrap: &str, topic: &str) -> Result<BaseConsumer> {
     Ok(consumer)
 }
 
-fn producer(bootstrap: &str) -> Result<BaseProducer> {
+fn producer(bootstrap: &str, settings: ProducerSettings<'_>) -> Result<BaseProducer> {
     let mut config = ClientConfig::new();
     config.set("bootstrap.servers", bootstrap);
-    for (k, v) in PRODUCER_SETTINGS {
+    for &(k, v) in settings {
         config.set(k, v);
     }
     config.create().context("creating the loop's producer")
@@ -100,10 +103,17 @@ fn finish(producer: &BaseProducer) -> Result<()> {
         .context("waiting for the outputs to be acknowledged")
 }
 
-/// Plain consume → produce of `n` records from `input` to `output`, payload and key as is.
-pub fn passthrough(bootstrap: &str, input: &str, output: &str, n: u64) -> Result<()> {
+/// Plain consume → produce of `n` records from `input` to `output`, payload and key as is,
+/// with the producer `settings`.
+pub fn passthrough(
+    bootstrap: &str,
+    input: &str,
+    output: &str,
+    n: u64,
+    settings: ProducerSettings<'_>,
+) -> Result<()> {
     let consumer = consumer(bootstrap, input)?;
-    let producer = producer(bootstrap)?;
+    let producer = producer(bootstrap, settings)?;
     let mut consumed = 0u64;
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while consumed < n {
@@ -128,7 +138,7 @@ pub fn redis_enrich(
     n: u64,
 ) -> Result<()> {
     let consumer = consumer(bootstrap, input)?;
-    let producer = producer(bootstrap)?;
+    let producer = producer(bootstrap, &PRODUCER_SETTINGS)?;
     let mut consumed = 0u64;
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut facts: Vec<Option<Map<String, Value>>> = Vec::with_capacity(MAX_BATCH);

@@ -16,7 +16,9 @@
 //! `cargo bench --bench throughput`. Scale with ORDERS, CUSTOMERS, RSS_ROWS; run a subset
 //! with CASES (comma-separated case names, or prefixes such as `lakejoin`).
 
+mod cpu;
 mod data;
+mod flink;
 mod kafka;
 mod lakejoin;
 mod loops;
@@ -30,12 +32,22 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
+use cpu::CpuMeter;
 use kafka::{BulkProducer, OutputScan, create_topics, scan_output};
 use lakejoin::{Lakejoin, config_head, covers, metric, snapshots, table};
-use report::{CaseResult, Report};
+use report::{BROKER_PROCESS, CASE_PROCESS, CaseResult, Report};
 use util::{proc_status_kib, wait_for};
 
 const REDIS_CASE: &str = "redis 1 join";
+/// Flink + Paimon's lookup join: (case name, topic/dir name, `flink_enrich.py --cache`).
+const FLINK_CASES: [(&str, &str, &str); 2] = [
+    ("flink + paimon, FULL cache, 1 join", "flink-full", "full"),
+    (
+        "flink + paimon, default cache, 1 join",
+        "flink-default",
+        "default",
+    ),
+];
 
 /// How long a case may go without producing (or committing) anything before it fails.
 const STALL: Duration = Duration::from_secs(120);
@@ -103,6 +115,8 @@ struct Bench {
     regions_topic: String,
     /// Orders naming a known customer: the exact number of matched facts expected.
     expected_hits: u64,
+    /// The broker's JVM when the harness started it (its CPU is reported per case).
+    broker_pid: Option<u32>,
 }
 
 fn now_ms() -> i64 {
@@ -114,6 +128,15 @@ fn now_ms() -> i64 {
 impl Bench {
     fn topic(&self, base: &str) -> String {
         format!("{base}-{}", self.run_id)
+    }
+
+    /// Starts counting the CPU of a case's own process `pid`, of the broker, and of
+    /// `others` (label, pid).
+    fn meter(&self, pid: u32, others: &[(&'static str, u32)]) -> Result<CpuMeter> {
+        let mut processes = vec![(CASE_PROCESS, pid)];
+        processes.extend(self.broker_pid.map(|p| (BROKER_PROCESS, p)));
+        processes.extend_from_slice(others);
+        CpuMeter::start(&processes)
     }
 
     fn new_output(&self, case: &str) -> Result<String> {
@@ -285,21 +308,40 @@ impl Bench {
         Ok(())
     }
 
-    fn passthrough(&self, case: &str) -> Result<CaseResult> {
+    /// The harness's plain loop with the producer `settings` (`lean`: the lean ones).
+    fn passthrough(&self, case: &str, lean: bool) -> Result<CaseResult> {
         let output = self.new_output(case)?;
+        let settings: loops::ProducerSettings<'_> = if lean {
+            &kafka::LEAN_PRODUCER_SETTINGS
+        } else {
+            &kafka::PRODUCER_SETTINGS
+        };
+        let meter = self.meter(std::process::id(), &[])?;
         loops::passthrough(
             &self.bootstrap,
             &self.orders_topic,
             &output,
             self.settings.orders,
+            settings,
         )?;
+        let cpu = meter.stop()?;
         let scan = self.scan(&output, |v| v.get("order_id").is_some())?;
         self.check_hits(&scan, self.settings.orders)?;
-        CaseResult::measured(&scan, "plain rdkafka loop, payload unchanged")
+        let producer = if lean {
+            "lean producer (linger.ms=5, no compression, no idempotence)"
+        } else {
+            "lakejoin's producer settings"
+        };
+        Ok(CaseResult::measured(
+            &scan,
+            &format!("plain rdkafka loop, payload unchanged, {producer}"),
+        )?
+        .with_cpu(cpu))
     }
 
-    fn redis(&self, case: &str, redis: &mut redis::Redis) -> Result<CaseResult> {
+    fn redis(&self, case: &str, redis: &mut redis::Redis, server_pid: u32) -> Result<CaseResult> {
         let output = self.new_output(case)?;
+        let meter = self.meter(std::process::id(), &[("redis-server", server_pid)])?;
         loops::redis_enrich(
             &self.bootstrap,
             redis,
@@ -307,6 +349,7 @@ impl Bench {
             &output,
             self.settings.orders,
         )?;
+        let cpu = meter.stop()?;
         let scan = self.scan(&output, |v| !v["customer_name"].is_null())?;
         self.check_hits(&scan, self.expected_hits)?;
         CaseResult::measured(
@@ -316,6 +359,7 @@ impl Bench {
                 100.0 * scan.accepted as f64 / scan.records as f64
             ),
         )
+        .map(|r| r.with_cpu(cpu))
     }
 
     fn enrich(&self, case: &str, cache: &str, joins: usize) -> Result<CaseResult> {
@@ -366,7 +410,11 @@ prefix = "region_"
         }
         let mut process = Lakejoin::start(&self.dir, case, &config)?;
         let pid = process.pid();
+        // CPU from ready (caches loaded) to the last output acknowledged.
+        process.wait_ready(STALL)?;
+        let meter = self.meter(pid, &[])?;
         self.wait_produced(&mut process, self.settings.orders)?;
+        let cpu = meter.stop()?;
         let rss_mib = proc_status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0;
         let metrics = process.metrics().unwrap_or_default();
         process.stop()?;
@@ -394,6 +442,82 @@ prefix = "region_"
                 100.0 * scan.accepted as f64 / scan.records as f64
             ),
         )
+        .map(|r| r.with_cpu(cpu).with_peak_rss(rss_mib))
+    }
+
+    /// Flink + Paimon's lookup join of the orders with the customers table lakejoin wrote
+    /// (`cache`: `full` or `default`). CPU and peak memory are those of the job's Python
+    /// process and JVM, from the first output record (the table loaded, the job warmed up)
+    /// to the last, scaled to every record.
+    fn flink(&self, case: &str, cache: &str, install: &std::path::Path) -> Result<CaseResult> {
+        let output = self.new_output(case)?;
+        let dir = self.dir.join(case);
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut job = flink::FlinkJob::start(
+            install,
+            &dir,
+            &flink::FlinkEnrich {
+                bootstrap: &self.bootstrap,
+                warehouse: &self.warehouse,
+                orders: &self.orders_topic,
+                output: &output,
+                cache,
+                group: &self.topic(case),
+            },
+        )?;
+        let count = kafka::TopicCount::new(&self.bootstrap, &output)?;
+        let n = self.settings.orders;
+        let mut first = 0;
+        wait_for("the Flink job's first output", STALL, || {
+            job.check_alive()?;
+            first = count.records()?;
+            Ok(first > 0)
+        })?;
+        let mut processes: Vec<(&'static str, u32)> =
+            job.pids().into_iter().map(|p| (CASE_PROCESS, p)).collect();
+        processes.extend(self.broker_pid.map(|p| (BROKER_PROCESS, p)));
+        let meter = CpuMeter::start(&processes)?;
+        let at_start = count.records()?;
+        let mut last = at_start;
+        let mut last_change = Instant::now();
+        loop {
+            job.check_alive()?;
+            let now = count.records()?;
+            if now >= n {
+                break;
+            }
+            if now != last {
+                last = now;
+                last_change = Instant::now();
+            } else if last_change.elapsed() > STALL {
+                bail!("Flink produced {now} of {n} records, then nothing for {STALL:?}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let measured = meter.stop()?;
+        let rss_mib = job.peak_rss_mib();
+        drop(job);
+        // The window saw n − at_start records; CPU per record scales to all n.
+        let scale = n as f64 / (n - at_start.min(n - 1)) as f64;
+        let cpu = measured.scaled(scale);
+        let scan = self.scan(&output, |v| !v["customer_name"].is_null())?;
+        self.check_hits(&scan, self.expected_hits)?;
+        CaseResult::measured(
+            &scan,
+            &format!(
+                "PyFlink {} job (parallelism 1), `lookup.cache` {}; {:.1}% with customer matched; \
+                 peak RSS {rss_mib:.0} MiB (Python process + JVM); CPU over the last {} records",
+                "2.0.2",
+                if cache == "full" {
+                    "FULL"
+                } else {
+                    "default (AUTO)"
+                },
+                100.0 * scan.accepted as f64 / scan.records as f64,
+                n - at_start,
+            ),
+        )
+        .map(|r| r.with_cpu(cpu).with_peak_rss(rss_mib))
     }
 
     /// CDC ingest of the orders as upsert-json into a 4-bucket table: rows / (commit time
@@ -417,6 +541,8 @@ prefix = "region_"
         let spawned_ms = now_ms();
         let mut process = Lakejoin::start(&self.dir, case, &config)?;
         let pid = process.pid();
+        // CPU from the endpoint's start to the covering commit (start-up included).
+        let meter = self.meter(pid, &[])?;
         let series = "lakejoin_records_consumed_total{pipeline=\"orders-cdc\",kind=\"cdc\"}";
         // The start: the last moment /metrics (sampled every 10 ms) still showed nothing
         // consumed, or the spawn when the first sample already showed records. An early
@@ -455,6 +581,7 @@ prefix = "region_"
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+        let cpu = meter.stop()?;
         let rss_mib = proc_status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0;
         process.stop()?;
         let all = snapshots(&warehouse, "shop.orders", "orders-cdc")?;
@@ -486,6 +613,8 @@ prefix = "region_"
                 "{commits} commits (commit_max_rows {commit_max_rows}), {} snapshots in all{between}; peak RSS {rss_mib:.0} MiB",
                 all.iter().filter(|s| s.id <= last.id).count()
             ),
+            cpu,
+            peak_rss_mib: Some(rss_mib),
         })
     }
 
@@ -615,7 +744,7 @@ fn run() -> Result<()> {
         "throughput benchmark; logs and warehouses in {}",
         dir.display()
     );
-    let (bootstrap, _kafka) = kafka::broker(&dir.join("kafka"))?;
+    let (bootstrap, kafka_broker) = kafka::broker(&dir.join("kafka"))?;
     println!("broker: {bootstrap}");
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let topic = |base: &str| format!("{base}-{run_id}");
@@ -630,6 +759,7 @@ fn run() -> Result<()> {
         dir,
         run_id,
         expected_hits: 0,
+        broker_pid: kafka_broker.as_ref().map(|k| k.pid()).transpose()?,
     };
     bench.produce_data()?;
 
@@ -655,9 +785,18 @@ fn run() -> Result<()> {
         redis_server = Some(server);
         redis_client = Some(client);
     }
+    let flink_install = if FLINK_CASES
+        .iter()
+        .any(|(name, ..)| bench.settings.wants(name))
+    {
+        Some(flink::install()?)
+    } else {
+        None
+    };
     if enrich_cases
         .iter()
         .any(|(name, ..)| bench.settings.wants(name))
+        || flink_install.is_some()
     {
         bench.load_dimensions()?;
     }
@@ -684,16 +823,27 @@ fn run() -> Result<()> {
         report.add(name, result);
     };
 
-    run_case("passthrough", &mut || bench.passthrough("passthrough"));
-    if let Some(client) = redis_client.as_mut() {
-        run_case(REDIS_CASE, &mut || bench.redis("redis", client));
+    run_case("passthrough, lakejoin's producer settings", &mut || {
+        bench.passthrough("passthrough", false)
+    });
+    run_case("passthrough, lean producer", &mut || {
+        bench.passthrough("passthrough-lean", true)
+    });
+    if let (Some(client), Some(server)) = (redis_client.as_mut(), redis_server.as_ref()) {
+        let pid = server.pid();
+        run_case(REDIS_CASE, &mut || bench.redis("redis", client, pid));
     }
     for (name, case, cache, joins) in &enrich_cases {
         run_case(name, &mut || bench.enrich(case, cache, *joins));
     }
     run_case("lakejoin CDC ingest", &mut || bench.ingest("ingest"));
-    run_case("passthrough again (last)", &mut || {
-        bench.passthrough("passthrough-last")
+    if let Some(install) = &flink_install {
+        for (name, case, cache) in FLINK_CASES {
+            run_case(name, &mut || bench.flink(case, cache, install));
+        }
+    }
+    run_case("passthrough, lean producer, again (last)", &mut || {
+        bench.passthrough("passthrough-last", true)
     });
     drop(redis_server);
 

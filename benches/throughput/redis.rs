@@ -27,6 +27,11 @@ impl Drop for RedisServer {
 }
 
 impl RedisServer {
+    /// redis-server's pid, for its CPU time.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn start(log: &Path) -> Result<Self> {
         let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
         let port = free_port()?;

@@ -12,7 +12,8 @@
 //! splice keeps the payload's own spelling of numbers and whitespace).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -51,9 +52,10 @@ pub enum FactValueError {
 pub struct RawFact<'a> {
     payload: &'a [u8],
     /// The payload's top-level fields, values unparsed.
-    fields: HashMap<&'a str, &'a RawValue, foldhash::fast::FixedState>,
-    /// Joined fields, in the order they were added (a name at most once).
-    added: Vec<(String, Value)>,
+    fields: RawFields<'a>,
+    /// Joined fields, in the order they were added (a name at most once). Names are
+    /// shared with the join that adds them: no copy per fact.
+    added: Vec<(Arc<str>, Value)>,
 }
 
 impl<'a> Fact<'a> {
@@ -75,7 +77,7 @@ impl<'a> Fact<'a> {
             Fact::Tree(map) => return Ok(lookup_path(map, path).map(Cow::Borrowed)),
             Fact::Raw(raw) => raw,
         };
-        if let Some((_, value)) = raw.added.iter().find(|(name, _)| name == path) {
+        if let Some((_, value)) = raw.added.iter().find(|(name, _)| &**name == path) {
             return Ok(Some(Cow::Borrowed(value)));
         }
         if let Some(value) = raw.fields.get(path) {
@@ -97,22 +99,29 @@ impl<'a> Fact<'a> {
     /// Sets a field, as inserting into the fact's tree would: a new name is appended, an
     /// existing one keeps its place. `Err` when replacing a field of a payload that cannot
     /// be read as a tree.
-    pub fn insert(&mut self, name: &str, value: Value) -> Result<(), FactValueError> {
+    pub fn insert(&mut self, name: &Arc<str>, value: Value) -> Result<(), FactValueError> {
         match self {
             Fact::Tree(map) => {
                 map.insert(name.to_string(), value);
             }
-            Fact::Raw(raw) if raw.fields.contains_key(name) => {
+            Fact::Raw(raw) if raw.fields.get(name).is_some() => {
                 let mut map = raw.to_tree()?;
                 map.insert(name.to_string(), value);
                 *self = Fact::Tree(map);
             }
             Fact::Raw(raw) => match raw.added.iter_mut().find(|(n, _)| n == name) {
                 Some((_, slot)) => *slot = value,
-                None => raw.added.push((name.to_string(), value)),
+                None => raw.added.push((name.clone(), value)),
             },
         }
         Ok(())
+    }
+
+    /// Makes room for `fields` more joined fields (a join adds all of its own at once).
+    pub fn reserve(&mut self, fields: usize) {
+        if let Fact::Raw(raw) = self {
+            raw.added.reserve(fields);
+        }
     }
 
     /// The output record's bytes.
@@ -137,13 +146,62 @@ impl<'a> Fact<'a> {
     }
 }
 
+/// A JSON object's top-level fields in payload order, values unparsed. A list, not a
+/// hash map: a fact has a handful of fields and a join asks for one or two, so a scan
+/// is cheaper than hashing every key of every fact (the map's inserts and growth were a
+/// tenth of an enrich pipeline's CPU). A repeated key reads as its last value, as in a
+/// parsed tree.
+#[derive(Debug, Clone, Default)]
+struct RawFields<'a>(Vec<(&'a str, &'a RawValue)>);
+
+impl<'a> RawFields<'a> {
+    fn get(&self, name: &str) -> Option<&'a RawValue> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| *v)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RawFields<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = RawFields<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Self::Value, M::Error> {
+                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(16).min(64));
+                // A key with escapes cannot be borrowed: the entry fails, and the fact is
+                // parsed as a tree instead.
+                while let Some(entry) = map.next_entry::<&'de str, &'de RawValue>()? {
+                    fields.push(entry);
+                }
+                Ok(RawFields(fields))
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
 impl RawFact<'_> {
     /// The payload as a tree plus the added fields. The payload is valid JSON (it parsed
     /// as a raw fact), but a number out of range does not fit a `Value`.
     fn to_tree(&self) -> Result<Map<String, Value>, FactValueError> {
         let mut map = parse_object(self.payload, Part::Payload).map_err(FactValueError::Payload)?;
         for (name, value) in &self.added {
-            map.insert(name.clone(), value.clone());
+            map.insert(name.to_string(), value.clone());
         }
         Ok(map)
     }
@@ -163,7 +221,7 @@ impl RawFact<'_> {
                 out.push(b',');
             }
             // Writing a string or a `Value` into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut out, name);
+            let _ = serde_json::to_writer(&mut out, &**name);
             out.push(b':');
             let _ = serde_json::to_writer(&mut out, value);
         }
@@ -195,9 +253,10 @@ mod tests {
         let payload = r#" {"order_id": 7, "amount": 1.50e1, "customer": {"id": 3}} "#;
         let (mut raw, mut tree) = both(payload);
         for fact in [&mut raw, &mut tree] {
-            fact.insert("customer_name", json!("ada \"the\" first"))
+            fact.insert(&"customer_name".into(), json!("ada \"the\" first"))
                 .unwrap();
-            fact.insert("customer_country", Value::Null).unwrap();
+            fact.insert(&"customer_country".into(), Value::Null)
+                .unwrap();
         }
         let bytes = raw.encode(&OutputEncoder::Json).unwrap();
         assert_eq!(
@@ -215,7 +274,7 @@ mod tests {
     #[test]
     fn an_empty_object_gets_no_leading_comma() {
         let (mut raw, _) = both("{ }");
-        raw.insert("a", json!(1)).unwrap();
+        raw.insert(&"a".into(), json!(1)).unwrap();
         assert_eq!(
             raw.encode(&OutputEncoder::Json).unwrap(),
             br#"{ "a":1}"#.to_vec()
@@ -225,8 +284,8 @@ mod tests {
     #[test]
     fn replacing_a_field_of_the_payload_turns_the_fact_into_a_tree() {
         let (mut raw, mut tree) = both(r#"{"a": 1, "b": 2}"#);
-        raw.insert("a", json!("x")).unwrap();
-        tree.insert("a", json!("x")).unwrap();
+        raw.insert(&"a".into(), json!("x")).unwrap();
+        tree.insert(&"a".into(), json!("x")).unwrap();
         assert!(matches!(raw, Fact::Tree(_)));
         assert_eq!(output(&raw), json!({"a": "x", "b": 2}));
         assert_eq!(output(&raw), output(&tree));
@@ -244,13 +303,13 @@ mod tests {
         assert!(std::error::Error::source(&err).is_some(), "{err:?}");
         // Spliced output keeps the number as written.
         let mut spliced = raw.clone();
-        spliced.insert("x", json!(2)).unwrap();
+        spliced.insert(&"x".into(), json!(2)).unwrap();
         assert_eq!(
             spliced.encode(&OutputEncoder::Json).unwrap(),
             br#"{"big": 1e400, "k": 1,"x":2}"#.to_vec()
         );
         // Replacing a field needs the tree: an error, not a silently emptied fact.
-        let err = raw.insert("k", json!(2)).unwrap_err();
+        let err = raw.insert(&"k".into(), json!(2)).unwrap_err();
         assert!(matches!(err, FactValueError::Payload(_)), "{err}");
     }
 
@@ -298,6 +357,7 @@ mod tests {
             };
             let (mut raw, mut tree) = both(&payload);
             for (name, value) in inserts {
+                let name: Arc<str> = name.into();
                 raw.insert(&name, value.clone()).unwrap();
                 tree.insert(&name, value).unwrap();
                 for path in ["a", "b", "c.a", "a.b", "e", "a.0", "f"] {

@@ -82,7 +82,8 @@ pub struct Join {
     lookup: Arc<LookupTable>,
     kind: JoinKind,
     key_fields: Vec<(String, DataType)>,
-    outputs: Vec<(String, DataType)>,
+    /// Output field names are shared with every fact they are added to.
+    outputs: Vec<(Arc<str>, DataType)>,
     retry: Option<(Duration, u32)>,
     /// `wait_for_cdc`: the table's CDC progress and `max_wait`.
     wait: Option<(Arc<CdcProgress>, Duration)>,
@@ -100,7 +101,11 @@ impl Join {
             lookup,
             kind: config.kind,
             key_fields: plan.key_fields,
-            outputs: plan.outputs,
+            outputs: plan
+                .outputs
+                .into_iter()
+                .map(|(name, ty)| (Arc::from(name), ty))
+                .collect(),
             retry: config.retry.as_ref().map(|r| (r.delay, r.max_attempts)),
             wait: progress
                 .filter(|_| config.wait_for_cdc)
@@ -257,6 +262,7 @@ impl Join {
         mut fact: Fact<'a>,
         row: Option<&Arc<Row>>,
     ) -> std::result::Result<Fact<'a>, FactError> {
+        fact.reserve(self.outputs.len());
         for (i, (name, ty)) in self.outputs.iter().enumerate() {
             let value = row
                 .and_then(|r| r.get(i))

@@ -180,10 +180,11 @@ pub async fn run(
             }
             Some(done) = deliveries.next() => {
                 let (topic, partition, offset) = done?;
-                stored |= store(&consumer, &mut offsets, &config.name, &topic, partition, offset);
+                stored |= offsets.finish(&topic, partition, offset).is_some();
             }
             _ = commit_tick.tick() => {
                 if stored {
+                    store_moved(&consumer, &mut offsets, &config.name);
                     if let Err(e) = consumer.commit_consumer_state(CommitMode::Async) {
                         tracing::debug!(pipeline = %config.name, error = %e, "offset commit failed; will retry");
                     }
@@ -207,14 +208,10 @@ pub async fn run(
     }
     while let Some(done) = deliveries.next().await {
         let (topic, partition, offset) = done?;
-        stored |= store(
-            &consumer,
-            &mut offsets,
-            &config.name,
-            &topic,
-            partition,
-            offset,
-        );
+        stored |= offsets.finish(&topic, partition, offset).is_some();
+    }
+    if stored {
+        store_moved(&consumer, &mut offsets, &config.name);
     }
     if stored && let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
         tracing::warn!(pipeline = %config.name, error = %e, "final offset commit failed");
@@ -305,25 +302,13 @@ impl Sink<'_> {
     }
 }
 
-/// Marks a fact finished and stores the partition's committable offset when it moved.
-/// A store can fail after a rebalance took the partition away; the new owner then
-/// replays from the last commit (at least once), so that is not an error.
-fn store(
-    consumer: &Consumer,
-    offsets: &mut OffsetTracker,
-    pipeline: &str,
-    topic: &str,
-    partition: i32,
-    offset: i64,
-) -> bool {
-    let Some(done_through) = offsets.finish(topic, partition, offset) else {
-        return false;
-    };
-    match consumer.store_offset(topic, partition, done_through) {
-        Ok(()) => true,
-        Err(e) => {
+/// Stores, before a commit, each partition's committable offset that moved since the
+/// last one. A store can fail after a rebalance took the partition away; the new owner
+/// then replays from the last commit (at least once), so that is not an error.
+fn store_moved(consumer: &Consumer, offsets: &mut OffsetTracker, pipeline: &str) {
+    for (topic, partition, done_through) in offsets.take_moved() {
+        if let Err(e) = consumer.store_offset(topic, partition, done_through) {
             tracing::debug!(pipeline, topic, partition, error = %e, "offset not stored");
-            false
         }
     }
 }

@@ -6,9 +6,13 @@ use std::collections::{BTreeSet, HashMap};
 /// dead-lettered), per partition. Facts may finish out of order (`ordered = false`,
 /// deliveries acknowledged out of order); the committable position of a partition is just
 /// before its oldest unfinished offset.
+///
+/// Keyed by topic, then partition, so that a record's bookkeeping allocates nothing; and
+/// positions are handed to the consumer in bulk ([`OffsetTracker::take_moved`]) before a
+/// commit, not once per record, which cost a librdkafka call and a partition list each.
 #[derive(Debug, Default)]
 pub struct OffsetTracker {
-    partitions: HashMap<(String, i32), PartitionOffsets>,
+    partitions: HashMap<String, HashMap<i32, PartitionOffsets>>,
 }
 
 #[derive(Debug, Default)]
@@ -20,14 +24,17 @@ struct PartitionOffsets {
     lowest_begun: Option<i64>,
     /// Last offset handed out for storing.
     stored: Option<i64>,
+    /// `stored` moved since the last [`OffsetTracker::take_moved`].
+    moved: bool,
 }
 
 impl OffsetTracker {
     pub fn begin(&mut self, topic: &str, partition: i32, offset: i64) {
-        let p = self
-            .partitions
-            .entry((topic.to_string(), partition))
-            .or_default();
+        let partitions = match self.partitions.get_mut(topic) {
+            Some(partitions) => partitions,
+            None => self.partitions.entry(topic.to_string()).or_default(),
+        };
+        let p = partitions.entry(partition).or_default();
         p.pending.insert(offset);
         p.lowest_begun = Some(p.lowest_begun.map_or(offset, |l| l.min(offset)));
     }
@@ -35,7 +42,7 @@ impl OffsetTracker {
     /// Marks an offset finished; returns the offset to store (every offset up to and
     /// including it is finished) when that moved forward.
     pub fn finish(&mut self, topic: &str, partition: i32, offset: i64) -> Option<i64> {
-        let p = self.partitions.get_mut(&(topic.to_string(), partition))?;
+        let p = self.partitions.get_mut(topic)?.get_mut(&partition)?;
         p.pending.remove(&offset);
         p.finished = p.finished.max(Some(offset));
         let done_through = match p.pending.first() {
@@ -45,14 +52,33 @@ impl OffsetTracker {
         match done_through {
             Some(o) if p.stored.is_none_or(|s| o > s) && p.lowest_begun.is_some_and(|l| o >= l) => {
                 p.stored = Some(o);
+                p.moved = true;
                 Some(o)
             }
             _ => None,
         }
     }
 
+    /// The partitions whose stored offset moved since the last call: (topic, partition,
+    /// offset through which every fact is finished).
+    pub fn take_moved(&mut self) -> Vec<(&str, i32, i64)> {
+        let mut moved = Vec::new();
+        for (topic, partitions) in &mut self.partitions {
+            for (&partition, p) in partitions.iter_mut() {
+                if let (true, Some(offset)) = (std::mem::take(&mut p.moved), p.stored) {
+                    moved.push((topic.as_str(), partition, offset));
+                }
+            }
+        }
+        moved
+    }
+
     pub fn pending(&self) -> usize {
-        self.partitions.values().map(|p| p.pending.len()).sum()
+        self.partitions
+            .values()
+            .flat_map(HashMap::values)
+            .map(|p| p.pending.len())
+            .sum()
     }
 }
 
@@ -79,6 +105,14 @@ mod tests {
         );
         assert_eq!(t.finish("facts", 0, 13), Some(13));
         assert_eq!(t.pending(), 0);
+        let mut moved = t.take_moved();
+        moved.sort();
+        assert_eq!(
+            moved,
+            vec![("facts", 0, 13), ("facts", 1, 5)],
+            "the latest of each"
+        );
+        assert!(t.take_moved().is_empty(), "nothing moved since");
         assert_eq!(
             t.finish("other", 0, 1),
             None,

@@ -145,9 +145,11 @@ async fn produce(
     payload: &[u8],
 ) -> Result<DeliveryFuture, Refused> {
     loop {
-        let headers = crate::kafka::copied_headers(message);
-        let mut out: FutureRecord<'_, [u8], [u8]> =
-            FutureRecord::to(topic).payload(payload).headers(headers);
+        let mut out: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).payload(payload);
+        // Most facts carry no headers: then no (empty) header list is made for each.
+        if message.headers().is_some() {
+            out = out.headers(crate::kafka::copied_headers(message));
+        }
         if let Some(k) = key {
             out = out.key(k);
         }

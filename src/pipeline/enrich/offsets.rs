@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 /// deliveries acknowledged out of order); the committable position of a partition is just
 /// before its oldest unfinished offset.
 #[derive(Debug, Default)]
-pub struct OffsetTracker {
+pub(crate) struct OffsetTracker {
     partitions: HashMap<(String, i32), PartitionOffsets>,
 }
 
@@ -23,7 +23,7 @@ struct PartitionOffsets {
 }
 
 impl OffsetTracker {
-    pub fn begin(&mut self, topic: &str, partition: i32, offset: i64) {
+    pub(crate) fn begin(&mut self, topic: &str, partition: i32, offset: i64) {
         let p = self
             .partitions
             .entry((topic.to_string(), partition))
@@ -34,7 +34,7 @@ impl OffsetTracker {
 
     /// Marks an offset finished; returns the offset to store (every offset up to and
     /// including it is finished) when that moved forward.
-    pub fn finish(&mut self, topic: &str, partition: i32, offset: i64) -> Option<i64> {
+    pub(crate) fn finish(&mut self, topic: &str, partition: i32, offset: i64) -> Option<i64> {
         let p = self.partitions.get_mut(&(topic.to_string(), partition))?;
         p.pending.remove(&offset);
         p.finished = p.finished.max(Some(offset));
@@ -51,7 +51,8 @@ impl OffsetTracker {
         }
     }
 
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
         self.partitions.values().map(|p| p.pending.len()).sum()
     }
 }

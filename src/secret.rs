@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// What a masked secret is replaced with.
-pub const MASK: &str = "***";
+pub(crate) const MASK: &str = "***";
 
 /// Secrets shorter than this are not searched for in messages: masking every `1` or `ok`
 /// would garble the message and protect nothing.
@@ -27,7 +27,7 @@ const MIN_SECRET_LEN: usize = 4;
 /// `sasl.jaas.config`, `ssl.key.password`, `ssl.key.pem`, `ssl.keystore.password`,
 /// `sasl.oauthbearer.client.secret`, …; object_store's `aws_secret_access_key`,
 /// `aws_session_token`, `google_service_account_key`, `azure_storage_access_key`, ….
-pub fn is_secret_key(key: &str) -> bool {
+pub(crate) fn is_secret_key(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
     [
         "password",
@@ -50,7 +50,7 @@ pub fn is_secret_key(key: &str) -> bool {
 
 /// `text` with the user information of every URI in it masked: `s3://key:secret@bucket`
 /// becomes `s3://key:***@bucket`, `https://token@host` becomes `https://***@host`.
-pub fn redact_uri(text: &str) -> String {
+pub(crate) fn redact_uri(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find("://") {
@@ -92,15 +92,16 @@ pub fn redact_uri(text: &str) -> String {
 /// whole URI, to the code that connects.
 #[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(transparent)]
-pub struct SecretUri(String);
+pub(crate) struct SecretUri(String);
 
 impl SecretUri {
-    pub fn new(uri: impl Into<String>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(uri: impl Into<String>) -> Self {
         SecretUri(uri.into())
     }
 
     /// The URI with its credentials.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -131,7 +132,7 @@ fn embedded_passwords(text: &str) -> impl Iterator<Item = String> + '_ {
 
 /// The secret values of one configuration, to mask wherever a message might quote them.
 #[derive(Clone, Default)]
-pub struct Redactor {
+pub(crate) struct Redactor {
     values: Vec<String>,
 }
 
@@ -147,14 +148,16 @@ impl fmt::Debug for Redactor {
 impl Redactor {
     /// The values of every secret-named key anywhere in a parsed configuration (strings,
     /// and numbers as written, since a numeric password is quoted as a number).
-    pub fn from_config(value: &Value) -> Self {
+    pub(crate) fn from_config(value: &Value) -> Self {
         let mut redactor = Redactor::default();
         redactor.collect(value, false);
         redactor.finish()
     }
 
     /// The values of the secret-named keys of one option map.
-    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a String, &'a String)>) -> Self {
+    pub(crate) fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Self {
         let values = pairs
             .into_iter()
             .filter(|(k, _)| is_secret_key(k))
@@ -191,7 +194,7 @@ impl Redactor {
     /// `text` with every known secret value, every URI's user information, every PEM
     /// private key and the value of every secret-named `name=value` masked (the last two
     /// catch secrets this configuration does not hold, as librdkafka may log them).
-    pub fn redact(&self, text: &str) -> String {
+    pub(crate) fn redact(&self, text: &str) -> String {
         let mut out = redact_uri(text);
         for secret in &self.values {
             if out.contains(secret.as_str()) {

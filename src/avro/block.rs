@@ -13,7 +13,7 @@ const ZSTD_LEVEL: u8 = 1;
 
 /// A block codec of an Avro container file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BlockCodec {
+pub(crate) enum BlockCodec {
     Null,
     Deflate,
     Snappy,
@@ -22,7 +22,7 @@ pub enum BlockCodec {
 
 impl BlockCodec {
     /// The value of the `avro.codec` metadata entry.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             BlockCodec::Null => "null",
             BlockCodec::Deflate => "deflate",

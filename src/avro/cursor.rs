@@ -6,7 +6,7 @@
 use super::{Error, MAX_ZERO_SIZE_ITEMS, Result};
 
 /// A read position in a byte slice, with the zero-byte item budget of the current datum.
-pub struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
     /// Zero-byte collection items read since [`Cursor::start_datum`].
@@ -14,7 +14,7 @@ pub struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    pub fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         Cursor {
             bytes,
             pos: 0,
@@ -23,26 +23,26 @@ impl<'a> Cursor<'a> {
     }
 
     /// Offset of the next byte to read.
-    pub fn position(&self) -> usize {
+    pub(crate) fn position(&self) -> usize {
         self.pos
     }
 
-    pub fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.bytes.len() - self.pos
     }
 
-    pub fn at_end(&self) -> bool {
+    pub(crate) fn at_end(&self) -> bool {
         self.pos >= self.bytes.len()
     }
 
     /// Starts a new datum: the zero-byte item budget is per datum, so that the records of
     /// one block (a container file) each get the budget a lone record gets.
-    pub fn start_datum(&mut self) {
+    pub(crate) fn start_datum(&mut self) {
         self.zero_size_items = 0;
     }
 
     /// The next `n` bytes.
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         let Some(slice) = self.bytes.get(self.pos..).and_then(|rest| rest.get(..n)) else {
             return Err(Error::invalid(format!(
                 "data ends early: needs {n} bytes at offset {}, {} left",
@@ -55,14 +55,14 @@ impl<'a> Cursor<'a> {
     }
 
     /// The next `N` bytes as an array (fixed-size values: floats, uuids, durations).
-    pub fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N)?);
         Ok(out)
     }
 
     /// A zig-zag varint, the encoding of both `int` and `long`.
-    pub fn long(&mut self) -> Result<i64> {
+    pub(crate) fn long(&mut self) -> Result<i64> {
         let start = self.pos;
         let mut raw: u64 = 0;
         for i in 0..10 {
@@ -84,12 +84,12 @@ impl<'a> Cursor<'a> {
     }
 
     /// A varint that must fit an `int`.
-    pub fn int(&mut self) -> Result<i32> {
+    pub(crate) fn int(&mut self) -> Result<i32> {
         let v = self.long()?;
         i32::try_from(v).map_err(|_| Error::invalid(format!("int value {v} out of range")))
     }
 
-    pub fn boolean(&mut self) -> Result<bool> {
+    pub(crate) fn boolean(&mut self) -> Result<bool> {
         match self.array::<1>()? {
             [0] => Ok(false),
             [1] => Ok(true),
@@ -100,16 +100,16 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    pub fn float(&mut self) -> Result<f32> {
+    pub(crate) fn float(&mut self) -> Result<f32> {
         Ok(f32::from_le_bytes(self.array()?))
     }
 
-    pub fn double(&mut self) -> Result<f64> {
+    pub(crate) fn double(&mut self) -> Result<f64> {
         Ok(f64::from_le_bytes(self.array()?))
     }
 
     /// A length prefix, which must be non-negative and fit in the bytes left.
-    pub fn length(&mut self) -> Result<usize> {
+    pub(crate) fn length(&mut self) -> Result<usize> {
         let at = self.pos;
         let n = self.long()?;
         let n = usize::try_from(n).map_err(|_| Error::invalid(format!("negative length {n}")))?;
@@ -123,20 +123,20 @@ impl<'a> Cursor<'a> {
     }
 
     /// `bytes` (or the bytes of a `string`): a length, then the content.
-    pub fn bytes(&mut self) -> Result<&'a [u8]> {
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8]> {
         let n = self.length()?;
         self.take(n)
     }
 
     /// A `string`, which must be UTF-8; `what` names it in the error (`map key`).
-    pub fn str(&mut self, what: &str) -> Result<&'a str> {
+    pub(crate) fn str(&mut self, what: &str) -> Result<&'a str> {
         let at = self.pos;
         std::str::from_utf8(self.bytes()?)
             .map_err(|e| Error::invalid(format!("{what} at offset {at} is not UTF-8: {e}")))
     }
 
     /// An index into `count` choices (an enum symbol, a union branch).
-    pub fn index(&mut self, count: usize, what: &str) -> Result<usize> {
+    pub(crate) fn index(&mut self, count: usize, what: &str) -> Result<usize> {
         let i = self.long()?;
         usize::try_from(i)
             .ok()
@@ -145,7 +145,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The item of `items` an index picks (a union branch).
-    pub fn pick<'n, T>(&mut self, items: &'n [T], what: &str) -> Result<&'n T> {
+    pub(crate) fn pick<'n, T>(&mut self, items: &'n [T], what: &str) -> Result<&'n T> {
         let i = self.index(items.len(), what)?;
         items
             .get(i)
@@ -156,7 +156,7 @@ impl<'a> Cursor<'a> {
     /// at least `item_min` bytes: a block claiming more items than the bytes left can hold
     /// is refused before it is read, and items of no bytes count against the datum's
     /// budget of [`MAX_ZERO_SIZE_ITEMS`].
-    pub fn collection(
+    pub(crate) fn collection(
         &mut self,
         item_min: usize,
         mut item: impl FnMut(&mut Cursor<'a>) -> Result<()>,
@@ -191,7 +191,7 @@ impl<'a> Cursor<'a> {
 
     /// The items of an array or map, each read by `item`, gathered into `C` (a `Vec`, a
     /// JSON object); bounded as [`Cursor::collection`].
-    pub fn items<T, C: Default + Extend<T>>(
+    pub(crate) fn items<T, C: Default + Extend<T>>(
         &mut self,
         item_min: usize,
         mut item: impl FnMut(&mut Cursor<'a>) -> Result<T>,

@@ -26,25 +26,25 @@ mod tests;
 
 use std::fmt;
 
-pub use block::BlockCodec;
-pub use container::{Container, ContainerWriter, read_container};
-pub use cursor::Cursor;
-pub use schema::{Annotation, Field, Node, Record, compile, parse};
-pub use value::{Val, read};
-pub use write::{put_bytes, put_collection, put_items, put_long, put_strings};
+pub(crate) use block::BlockCodec;
+pub(crate) use container::{Container, ContainerWriter, read_container};
+pub(crate) use cursor::Cursor;
+pub(crate) use schema::{Annotation, Field, Node, Record, compile, parse};
+pub(crate) use value::{Val, read};
+pub(crate) use write::{put_bytes, put_collection, put_items, put_long, put_strings};
 
 /// Deepest schema nesting accepted; it also bounds the recursion of decoding.
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 /// Most nodes a compiled schema may have. Named types are copied where they are
 /// referenced, so a hostile schema could otherwise grow exponentially.
-pub const MAX_NODES: usize = 10_000;
+pub(crate) const MAX_NODES: usize = 10_000;
 /// Most zero-byte items (nulls, empty records) the arrays and maps of one datum may hold
 /// together: they cost no input, so the input cannot bound them.
-pub const MAX_ZERO_SIZE_ITEMS: usize = 1 << 16;
+pub(crate) const MAX_ZERO_SIZE_ITEMS: usize = 1 << 16;
 
 /// What went wrong reading or writing Avro.
 #[derive(Debug)]
-pub enum Error {
+pub(crate) enum Error {
     /// The bytes or the schema are not valid Avro (or not what the schema says); the
     /// message names what is wrong and, for bytes, at which offset.
     Invalid(String),
@@ -52,16 +52,16 @@ pub enum Error {
     Compress(Box<apache_avro::Error>),
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// An [`Error::Invalid`] saying `message`.
-    pub fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Error::Invalid(message.into())
     }
 
     /// The same error, said to be inside `what` (`field `a.b``, `schema`).
-    pub fn within(self, what: impl fmt::Display) -> Self {
+    pub(crate) fn within(self, what: impl fmt::Display) -> Self {
         match self {
             Error::Invalid(m) => Error::Invalid(format!("{what}: {m}")),
             other => other,

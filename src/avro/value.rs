@@ -8,7 +8,7 @@ use super::{Cursor, Node, Result};
 /// and fixed values borrow from the input; ints, longs and enum indexes are `Long`; a
 /// union decodes to its branch's value; annotations are read as their encoding.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Val<'a> {
+pub(crate) enum Val<'a> {
     Null,
     Bool(bool),
     Long(i64),
@@ -22,7 +22,7 @@ pub enum Val<'a> {
 
 impl Val<'_> {
     /// What kind of value this is, for messages (`an integer`).
-    pub fn describe(&self) -> &'static str {
+    pub(crate) fn describe(&self) -> &'static str {
         match self {
             Val::Null => "null",
             Val::Bool(_) => "a boolean",
@@ -37,7 +37,7 @@ impl Val<'_> {
 }
 
 /// Decodes one datum of `node` at the cursor.
-pub fn read<'a, A>(node: &Node<A>, cur: &mut Cursor<'a>) -> Result<Val<'a>> {
+pub(crate) fn read<'a, A>(node: &Node<A>, cur: &mut Cursor<'a>) -> Result<Val<'a>> {
     cur.start_datum();
     value(node, cur)
 }

@@ -5,7 +5,7 @@
 use std::convert::Infallible;
 
 /// Appends a zig-zag varint (`int` or `long`).
-pub fn put_long(out: &mut Vec<u8>, v: i64) {
+pub(crate) fn put_long(out: &mut Vec<u8>, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
     while z >= 0x80 {
         out.push((z as u8) | 0x80);
@@ -15,14 +15,14 @@ pub fn put_long(out: &mut Vec<u8>, v: i64) {
 }
 
 /// Appends `bytes` (or a UTF-8 `string`): length then content.
-pub fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     put_long(out, bytes.len() as i64);
     out.extend_from_slice(bytes);
 }
 
 /// Appends an array or map: one block holding every item (none when empty), then the
 /// empty block that ends it. `put` writes one item and may refuse it.
-pub fn put_collection<T, E>(
+pub(crate) fn put_collection<T, E>(
     out: &mut Vec<u8>,
     items: impl ExactSizeIterator<Item = T>,
     mut put: impl FnMut(&mut Vec<u8>, T) -> Result<(), E>,
@@ -38,7 +38,7 @@ pub fn put_collection<T, E>(
 }
 
 /// [`put_collection`] for items that are always written.
-pub fn put_items<T>(
+pub(crate) fn put_items<T>(
     out: &mut Vec<u8>,
     items: impl ExactSizeIterator<Item = T>,
     mut put: impl FnMut(&mut Vec<u8>, T),
@@ -51,6 +51,6 @@ pub fn put_items<T>(
 }
 
 /// Appends an array of strings.
-pub fn put_strings(out: &mut Vec<u8>, items: &[String]) {
+pub(crate) fn put_strings(out: &mut Vec<u8>, items: &[String]) {
     put_items(out, items.iter(), |out, s| put_bytes(out, s.as_bytes()));
 }

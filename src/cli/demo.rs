@@ -61,7 +61,7 @@ const NAMES: [&str; 8] = ["ada", "bob", "cy", "dee", "eve", "fox", "gus", "hal"]
 const COUNTRIES: [&str; 5] = ["ch", "de", "fr", "it", "at"];
 
 /// Runs the demo for `duration` (or until Ctrl-C).
-pub async fn run(duration: Duration) -> Result<Outcome> {
+pub(crate) async fn run(duration: Duration) -> Result<Outcome> {
     let cluster = MockCluster::new(1).map_err(|e| Error::kafka("starting the mock cluster", e))?;
     for topic in [
         "dbserver1.shop.customers",

@@ -6,18 +6,18 @@ mod table;
 
 use clap::{Parser, Subcommand};
 
-pub use table::TableCommand;
+pub(crate) use table::TableCommand;
 
 /// lakejoin: CDC into Apache Paimon tables and lookup-join enrichment beside Kafka.
 #[derive(Debug, Parser)]
 #[command(name = "lakejoin", version, about)]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run the pipelines of a config file until Ctrl-C / SIGTERM.
     Run {
         /// Config file.

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::observe::{AbortOnDrop, Registry};
 
 /// Checks a config file: every problem on stderr (exit 1), or a one-line summary.
-pub fn validate(path: &Path) -> Result<Outcome> {
+pub(crate) fn validate(path: &Path) -> Result<Outcome> {
     let config = crate::config::load(path)?;
     println!("{}: {}", path.display(), config.summary());
     Ok(Outcome::Success)
@@ -65,7 +65,7 @@ impl Signals {
 
 /// Runs the pipelines of a config file until SIGTERM or SIGINT, then stops gracefully
 /// within `[run] shutdown_timeout`; a second signal exits at once.
-pub async fn run(path: &Path) -> Result<Outcome> {
+pub(crate) async fn run(path: &Path) -> Result<Outcome> {
     let config = crate::config::load(path)?;
     crate::observe::logging::init(config.observe.log_format, "info");
     // Handlers first: from here on a signal is ours to handle, at any stage.
@@ -177,7 +177,7 @@ pub async fn run(path: &Path) -> Result<Outcome> {
 /// `lakejoin health`: GETs `/health/live` (or `/health/ready`) of a running
 /// `lakejoin run` and exits 0 on 200, 1 otherwise: a container health check that needs
 /// no curl.
-pub async fn health(
+pub(crate) async fn health(
     path: &Path,
     address: Option<&str>,
     ready: bool,

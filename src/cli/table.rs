@@ -24,21 +24,21 @@ use crate::table::{Table, TableIdentifier, Warehouse};
 
 /// Where the table is.
 #[derive(Debug, Args)]
-pub struct TableLocation {
+pub(crate) struct TableLocation {
     /// Warehouse URI: file:///dir, a directory, memory://, s3://bucket/prefix.
     #[arg(long)]
-    pub warehouse: String,
+    pub(crate) warehouse: String,
     /// Table as <database>.<table>.
     #[arg(long)]
-    pub table: String,
+    pub(crate) table: String,
     /// object_store option for the warehouse (e.g. aws_endpoint=http://…), repeatable.
     /// AWS_* environment variables are used too.
     #[arg(long = "store-option", value_name = "KEY=VALUE")]
-    pub store_options: Vec<String>,
+    pub(crate) store_options: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum TableCommand {
+pub(crate) enum TableCommand {
     /// Create a primary-key table.
     Create {
         #[command(flatten)]
@@ -186,7 +186,7 @@ impl TableLocation {
 }
 
 impl TableCommand {
-    pub async fn run(self) -> Result<Outcome> {
+    pub(crate) async fn run(self) -> Result<Outcome> {
         match self {
             TableCommand::Create {
                 location,

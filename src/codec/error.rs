@@ -33,18 +33,18 @@ impl fmt::Display for Part {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnError {
     /// The column's name.
-    pub column: String,
+    pub(crate) column: String,
     /// The column's type as the schema file spells it, e.g. `INT NOT NULL`.
-    pub expected: String,
+    pub(crate) expected: String,
     /// The offending value as JSON text (shortened), or `null`/`missing`.
-    pub got: String,
+    pub(crate) got: String,
     /// What is wrong.
-    pub problem: ColumnProblem,
+    pub(crate) problem: ColumnProblem,
 }
 
 /// What is wrong with a column's value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ColumnProblem {
+pub(crate) enum ColumnProblem {
     /// A primary-key column has no value.
     #[error("primary-key column is missing or null")]
     MissingKey,
@@ -59,7 +59,7 @@ pub enum ColumnProblem {
 /// Why a JSON value does not convert to a column's type. The offending value is kept
 /// whole (the [`ColumnError`] holds the shortened text that reports quote).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CoerceError {
+pub(crate) enum CoerceError {
     /// What the table's own JSON form ([`crate::table::datum::datum_from_json`]) says
     /// of the value.
     #[error(transparent)]
@@ -152,7 +152,7 @@ impl DecodeError {
     }
 
     /// Whether retrying the same record later may succeed.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         matches!(
             self,
             DecodeError::Schema {

@@ -35,7 +35,7 @@ pub enum Fact<'a> {
 /// number out of its range (`1e400`). The raw form never needs to read it unless asked
 /// for it, or for the whole tree; then the fact is bad.
 #[derive(Debug, thiserror::Error)]
-pub enum FactValueError {
+pub(crate) enum FactValueError {
     /// A top-level field asked for by name.
     #[error("field `{path}`: {source}")]
     Field {
@@ -61,7 +61,7 @@ pub struct RawFact<'a> {
 impl<'a> Fact<'a> {
     /// The JSON object in `payload` kept as bytes, when that is possible (`None`: parse
     /// it as a tree instead, which also gives the error of a payload that is not one).
-    pub fn raw(payload: &'a [u8]) -> Option<Self> {
+    pub(crate) fn raw(payload: &'a [u8]) -> Option<Self> {
         let fields = serde_json::from_slice(payload).ok()?;
         Some(Fact::Raw(RawFact {
             payload,
@@ -72,7 +72,7 @@ impl<'a> Fact<'a> {
 
     /// The value at a dotted path, as [`lookup_path`] finds it in the fact's tree. `Err`
     /// when the value is not readable as a JSON value (a number out of range).
-    pub fn get(&self, path: &str) -> Result<Option<Cow<'_, Value>>, FactValueError> {
+    pub(crate) fn get(&self, path: &str) -> Result<Option<Cow<'_, Value>>, FactValueError> {
         let raw = match self {
             Fact::Tree(map) => return Ok(lookup_path(map, path).map(Cow::Borrowed)),
             Fact::Raw(raw) => raw,
@@ -99,7 +99,7 @@ impl<'a> Fact<'a> {
     /// Sets a field, as inserting into the fact's tree would: a new name is appended, an
     /// existing one keeps its place. `Err` when replacing a field of a payload that cannot
     /// be read as a tree.
-    pub fn insert(&mut self, name: &Arc<str>, value: Value) -> Result<(), FactValueError> {
+    pub(crate) fn insert(&mut self, name: &Arc<str>, value: Value) -> Result<(), FactValueError> {
         match self {
             Fact::Tree(map) => {
                 map.insert(name.to_string(), value);
@@ -118,14 +118,14 @@ impl<'a> Fact<'a> {
     }
 
     /// Makes room for `fields` more joined fields (a join adds all of its own at once).
-    pub fn reserve(&mut self, fields: usize) {
+    pub(crate) fn reserve(&mut self, fields: usize) {
         if let Fact::Raw(raw) = self {
             raw.added.reserve(fields);
         }
     }
 
     /// The output record's bytes.
-    pub fn encode(&self, encoder: &OutputEncoder) -> Result<Vec<u8>, EncodeError> {
+    pub(crate) fn encode(&self, encoder: &OutputEncoder) -> Result<Vec<u8>, EncodeError> {
         match (self, encoder) {
             (Fact::Raw(raw), OutputEncoder::Json) => Ok(raw.splice()),
             (Fact::Raw(raw), _) => encoder.encode(&raw.to_tree().map_err(|e| EncodeError {
@@ -137,8 +137,9 @@ impl<'a> Fact<'a> {
         }
     }
 
+    #[cfg(test)]
     /// The fact as a tree.
-    pub fn into_tree(self) -> Result<Map<String, Value>, FactValueError> {
+    pub(crate) fn into_tree(self) -> Result<Map<String, Value>, FactValueError> {
         match self {
             Fact::Tree(map) => Ok(map),
             Fact::Raw(raw) => raw.to_tree(),

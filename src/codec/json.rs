@@ -62,8 +62,8 @@ pub(crate) fn flat_change(
 /// Why a JSON value is not a row of the table: every problem found in it, so that one
 /// pass over a file of lines shows all that is wrong with each.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RowJsonError {
-    pub problems: Vec<RowJsonProblem>,
+pub(crate) struct RowJsonError {
+    pub(crate) problems: Vec<RowJsonProblem>,
 }
 
 impl fmt::Display for RowJsonError {
@@ -76,7 +76,7 @@ impl std::error::Error for RowJsonError {}
 
 /// One thing wrong with a JSON value given as a row.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RowJsonProblem {
+pub(crate) enum RowJsonProblem {
     /// The value is not an object (its type in words).
     #[error("expected a JSON object, got {0}")]
     NotAnObject(&'static str),
@@ -108,7 +108,7 @@ pub enum RowJsonProblem {
 /// Converts one JSON object to a row of `schema`. `row_kind_field`, when given, names a
 /// member holding `+I`/`-U`/`+U`/`-D` that is not stored. Columns absent from the object
 /// are null. Every problem of the object is reported.
-pub fn row_from_json(
+pub(crate) fn row_from_json(
     schema: &TableSchema,
     value: &Value,
     row_kind_field: Option<&str>,
@@ -176,7 +176,7 @@ pub fn row_from_json(
 }
 
 /// A row as a JSON object with the columns in schema order.
-pub fn row_to_json(schema: &TableSchema, row: &Row) -> Value {
+pub(crate) fn row_to_json(schema: &TableSchema, row: &Row) -> Value {
     let mut object = Map::with_capacity(schema.fields.len());
     for (field, datum) in schema.fields.iter().zip(row) {
         object.insert(field.name.clone(), datum_to_json(datum, &field.data_type));

@@ -12,7 +12,7 @@ use super::error::{DecodeError, Part};
 /// The value at a dotted path (`"customer.id"`, `"items.0.sku"`) of an object. A key that
 /// itself contains dots is found too: at each level the longest matching key wins over
 /// splitting it. Array elements are addressed by index.
-pub fn lookup_path<'a>(record: &'a Map<String, Value>, dotted: &str) -> Option<&'a Value> {
+pub(crate) fn lookup_path<'a>(record: &'a Map<String, Value>, dotted: &str) -> Option<&'a Value> {
     if let Some(v) = record.get(dotted) {
         return Some(v);
     }

@@ -61,7 +61,7 @@ mod error;
 mod fact;
 #[cfg(test)]
 mod fuzz_seeds;
-pub mod json;
+pub(crate) mod json;
 mod json_value;
 mod maxwell;
 mod registry;
@@ -75,11 +75,11 @@ mod testkit;
 #[cfg(test)]
 mod tests;
 
-pub use avro::{AvroSchema, CONFLUENT_MAGIC, EncodeError};
-pub use error::{CoerceError, ColumnError, ColumnProblem, DecodeError, Part};
-pub use fact::{Fact, FactValueError};
-pub use json_value::lookup_path;
-pub use registry::{NOT_FOUND_TTL, SchemaResolver};
+pub use avro::AvroSchema;
+pub(crate) use avro::{CONFLUENT_MAGIC, EncodeError};
+pub use error::{ColumnError, DecodeError, Part};
+pub use fact::{Fact, RawFact};
+pub use registry::SchemaResolver;
 
 use row::RowBuilder;
 
@@ -98,7 +98,7 @@ pub enum Format {
 
 impl Format {
     /// Every format, in declaration order.
-    pub const ALL: [Format; 7] = [
+    pub(crate) const ALL: [Format; 7] = [
         Format::Json,
         Format::DebeziumJson,
         Format::CanalJson,
@@ -109,7 +109,7 @@ impl Format {
     ];
 
     /// The configuration spelling.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Format::Json => "json",
             Format::DebeziumJson => "debezium-json",
@@ -122,7 +122,7 @@ impl Format {
     }
 
     /// Whether payloads are Avro (and so need [`CdcOptions::avro`]).
-    pub fn is_avro(self) -> bool {
+    pub(crate) fn is_avro(self) -> bool {
         matches!(self, Format::Avro | Format::DebeziumAvro)
     }
 }
@@ -374,7 +374,7 @@ impl CdcDecoder {
     /// The only async step: call it before [`CdcDecoder::decode`], which is synchronous
     /// and fails with [`DecodeError::Schema`] for ids that were never fetched. Cheap (no
     /// await point reached) when the schema is cached or the format has no registry.
-    pub async fn prepare(&self, record: &KafkaRecord<'_>) -> Result<(), DecodeError> {
+    pub(crate) async fn prepare(&self, record: &KafkaRecord<'_>) -> Result<(), DecodeError> {
         prepare_avro(self.options.avro.as_ref(), record).await
     }
 
@@ -445,7 +445,7 @@ impl FactDecoder {
     }
 
     /// See [`CdcDecoder::prepare`].
-    pub async fn prepare(&self, record: &KafkaRecord<'_>) -> Result<(), DecodeError> {
+    pub(crate) async fn prepare(&self, record: &KafkaRecord<'_>) -> Result<(), DecodeError> {
         prepare_avro(self.avro.as_ref(), record).await
     }
 
@@ -473,7 +473,7 @@ impl FactDecoder {
 
 /// Encodes enriched records for the output topic.
 #[derive(Debug, Clone)]
-pub enum OutputEncoder {
+pub(crate) enum OutputEncoder {
     /// `serde_json` bytes of the object.
     Json,
     /// Avro binary with this schema; with `confluent_id`, framed in the Confluent wire
@@ -487,7 +487,7 @@ pub enum OutputEncoder {
 impl OutputEncoder {
     /// Encodes one record. JSON never fails; Avro fails when a value does not fit the
     /// schema, naming the field.
-    pub fn encode(&self, record: &Map<String, Value>) -> Result<Vec<u8>, EncodeError> {
+    pub(crate) fn encode(&self, record: &Map<String, Value>) -> Result<Vec<u8>, EncodeError> {
         match self {
             OutputEncoder::Json => serde_json::to_vec(record).map_err(|e| EncodeError {
                 path: String::new(),

@@ -10,18 +10,20 @@ use crate::table::options::DurationError;
 
 /// Parses a duration (`500ms`, `5s`, `30 min`, `1h`, `2d`), spelled as in table options,
 /// except that the unit is required.
-pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     crate::table::options::parse_duration_with_unit(text)
 }
 
 /// serde: a duration string.
-pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
     parse_duration(&text).map_err(serde::de::Error::custom)
 }
 
 /// serde: an optional duration string.
-pub fn deserialize_option<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+pub(crate) fn deserialize_option<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
     match Option::<String>::deserialize(d)? {
         None => Ok(None),
         Some(text) => parse_duration(&text)

@@ -1,7 +1,7 @@
 //! `connectors.toml`: loading (TOML plus `LAKEJOIN__SECTION__KEY` environment overrides),
 //! and validation that reports every problem at once, each with its key path.
 
-pub mod duration;
+pub(crate) mod duration;
 mod model;
 
 use std::collections::{BTreeMap, HashSet};
@@ -22,7 +22,7 @@ use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 
 /// Decoder formats of CDC pipelines.
-pub const CDC_FORMATS: [&str; 7] = [
+pub(crate) const CDC_FORMATS: [&str; 7] = [
     "json",
     "debezium-json",
     "canal-json",
@@ -32,7 +32,7 @@ pub const CDC_FORMATS: [&str; 7] = [
     "debezium-avro",
 ];
 /// Top-level sections of `connectors.toml`.
-pub const SECTIONS: [&str; 8] = [
+pub(crate) const SECTIONS: [&str; 8] = [
     "kafka",
     "warehouse",
     "table",
@@ -43,15 +43,15 @@ pub const SECTIONS: [&str; 8] = [
     "writer",
 ];
 /// Formats of fact and output records.
-pub const FACT_FORMATS: [&str; 2] = ["json", "avro"];
+pub(crate) const FACT_FORMATS: [&str; 2] = ["json", "avro"];
 
 /// Loads and validates `path`; environment variables `LAKEJOIN__SECTION__KEY` override
 /// file values. Every problem is reported in one `Error::Config`, one per line.
-pub fn load(path: &Path) -> Result<Config> {
+pub(crate) fn load(path: &Path) -> Result<Config> {
     load_with_env(path, None)
 }
 
-/// [`load`] with the environment given as a map (`None`: the process environment).
+/// `load` with the environment given as a map (`None`: the process environment).
 pub fn load_with_env(path: &Path, env: Option<config::Map<String, String>>) -> Result<Config> {
     let file = path.display().to_string();
     let raw = config::Config::builder()
@@ -325,7 +325,7 @@ impl Config {
     /// The `group.instance.id` of the enrich consumers: `[kafka] group_instance_id`, else
     /// `[writer] instance` with the characters Kafka does not allow replaced by `_`, else
     /// none (dynamic membership).
-    pub fn group_instance_id(&self) -> Option<String> {
+    pub(crate) fn group_instance_id(&self) -> Option<String> {
         if let Some(id) = &self.kafka.group_instance_id {
             return Some(id.clone());
         }
@@ -345,7 +345,7 @@ impl Config {
     }
 
     /// Checks references and semantics; returns every problem (empty when valid).
-    pub fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
         if self.kafka.bootstrap_servers.trim().is_empty() {
             problems.push("kafka.bootstrap_servers: must not be empty".into());
@@ -645,7 +645,7 @@ impl Config {
 
     /// How the writer of table `name` claims it: `[writer]`, with the table's
     /// `writer_on_conflict` when set.
-    pub fn fence_options(&self, name: &str) -> crate::table::fence::FenceOptions {
+    pub(crate) fn fence_options(&self, name: &str) -> crate::table::fence::FenceOptions {
         let on_conflict = self
             .table(name)
             .and_then(|t| t.writer_on_conflict)
@@ -661,12 +661,12 @@ impl Config {
     }
 
     /// The schema of table `name` as configured.
-    pub fn table(&self, name: &str) -> Option<&TableConfig> {
+    pub(crate) fn table(&self, name: &str) -> Option<&TableConfig> {
         self.tables.iter().find(|t| t.name == name)
     }
 
     /// A one-line summary for `lakejoin validate`.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         format!(
             "ok: {} table(s), {} cdc pipeline(s), {} enrich pipeline(s), {} join(s)",
             self.tables.len(),

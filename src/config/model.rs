@@ -19,7 +19,7 @@ pub struct Config {
     #[serde(default)]
     pub cdc: Vec<CdcConfig>,
     #[serde(default)]
-    pub enrich: Vec<EnrichConfig>,
+    pub(crate) enrich: Vec<EnrichConfig>,
     /// `[observe]` (optional).
     #[serde(default)]
     pub observe: ObserveConfig,
@@ -28,32 +28,32 @@ pub struct Config {
     pub run: RunConfig,
     /// `[writer]` (optional): how CDC writers share tables with other processes.
     #[serde(default)]
-    pub writer: WriterConfig,
+    pub(crate) writer: WriterConfig,
 }
 
 /// `[writer]`: one writer per table (the fence in `<table>/_lakejoin/writer/`). A second
 /// process configured to write a table either refuses to start or stands by.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default)]
-pub struct WriterConfig {
+pub(crate) struct WriterConfig {
     /// `fail` (default): refuse to start, naming the process that holds the table.
     /// `standby`: wait and take over once the holder stops heartbeating (within
     /// `lease_timeout` + `heartbeat_interval` of its death; at once after a clean stop).
     /// A table's `writer_on_conflict` overrides this.
-    pub on_conflict: OnConflict,
+    pub(crate) on_conflict: OnConflict,
     /// A holder that has not heartbeated for this long (default 30s) is taken to be dead.
     /// Hosts and the object store must agree on the time to well within it.
     #[serde(deserialize_with = "duration::deserialize")]
-    pub lease_timeout: Duration,
+    pub(crate) lease_timeout: Duration,
     /// How often the holder renews its lease (default 5s); at most half the lease.
     #[serde(deserialize_with = "duration::deserialize")]
-    pub heartbeat_interval: Duration,
+    pub(crate) heartbeat_interval: Duration,
     /// Names this deployment as a table's writer: a process that finds the table held by
     /// its own instance (a restart after a crash) takes it over at once instead of waiting
     /// out the lease. Default `group <kafka.group_id> on host <hostname>`. Set it where the
     /// hostname changes on every restart (a Kubernetes Deployment), e.g. to the
     /// Deployment's name; two processes running at once must never share it.
-    pub instance: Option<String>,
+    pub(crate) instance: Option<String>,
 }
 
 impl Default for WriterConfig {
@@ -70,7 +70,7 @@ impl Default for WriterConfig {
 /// `[writer] on_conflict`: what a writer does when another one holds its table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum OnConflict {
+pub(crate) enum OnConflict {
     #[default]
     Fail,
     Standby,
@@ -83,12 +83,12 @@ pub enum OnConflict {
 pub struct ObserveConfig {
     /// `host:port` of the HTTP endpoint. Loopback by default, so nothing is exposed unless
     /// configured (`0.0.0.0:9464` in a container); port 0 picks a free port.
-    pub listen: String,
+    pub(crate) listen: String,
     /// `human` (default) or `json` (one JSON object per line).
-    pub log_format: LogFormat,
+    pub(crate) log_format: LogFormat,
     /// One progress line per pipeline this often (default 10s).
     #[serde(deserialize_with = "duration::deserialize")]
-    pub progress_interval: Duration,
+    pub(crate) progress_interval: Duration,
 }
 
 impl Default for ObserveConfig {
@@ -102,7 +102,7 @@ impl Default for ObserveConfig {
 }
 
 /// Default `[observe] listen`.
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
 
 /// How log lines are written (to stderr).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -138,7 +138,7 @@ pub struct KafkaConfig {
     pub bootstrap_servers: String,
     /// Consumer group of every pipeline (each pipeline appends its name).
     #[serde(default = "default_group_id")]
-    pub group_id: String,
+    pub(crate) group_id: String,
     /// Static group membership (`group.instance.id`, KIP-345) of the enrich consumers: a
     /// process restarted under the same id (after a crash or `kill -9`) gets its
     /// partitions back at once, without a rebalance and without waiting out
@@ -148,11 +148,11 @@ pub struct KafkaConfig {
     /// survives its restarts (a StatefulSet's pod name, a systemd unit); leave it unset in
     /// a Deployment whose pods get new names, where a departed static member would hold
     /// its partitions for `session.timeout.ms`.
-    pub group_instance_id: Option<String>,
+    pub(crate) group_instance_id: Option<String>,
     /// Any librdkafka property (`security.protocol`, `sasl.*`, `ssl.*`, …); wins over the
     /// typed fields. Values are never logged.
     #[serde(default)]
-    pub properties: BTreeMap<String, String>,
+    pub(crate) properties: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for KafkaConfig {
@@ -181,7 +181,7 @@ pub struct WarehouseConfig {
     pub uri: String,
     /// object_store options (`aws_endpoint`, `aws_access_key_id`, …). Values never logged.
     #[serde(default)]
-    pub options: BTreeMap<String, String>,
+    pub(crate) options: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for WarehouseConfig {
@@ -197,36 +197,36 @@ impl std::fmt::Debug for WarehouseConfig {
 #[derive(Debug, Clone, Deserialize)]
 pub struct TableConfig {
     /// `database.table`.
-    pub name: String,
-    pub columns: Vec<ColumnConfig>,
-    pub primary_key: Vec<String>,
+    pub(crate) name: String,
+    pub(crate) columns: Vec<ColumnConfig>,
+    pub(crate) primary_key: Vec<String>,
     #[serde(default)]
-    pub partition_by: Vec<String>,
-    pub buckets: i32,
+    pub(crate) partition_by: Vec<String>,
+    pub(crate) buckets: i32,
     #[serde(default)]
-    pub merge_engine: Option<String>,
+    pub(crate) merge_engine: Option<String>,
     #[serde(default)]
-    pub sequence_field: Vec<String>,
+    pub(crate) sequence_field: Vec<String>,
     /// Further Paimon table options, stored in the schema.
     #[serde(default)]
-    pub options: BTreeMap<String, String>,
+    pub(crate) options: BTreeMap<String, String>,
     /// `fail` or `standby` for this table's writer (default: `[writer] on_conflict`).
     #[serde(default)]
-    pub writer_on_conflict: Option<OnConflict>,
+    pub(crate) writer_on_conflict: Option<OnConflict>,
 }
 
 /// One column: `{ name = "id", type = "INT" }`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct ColumnConfig {
-    pub name: String,
+pub(crate) struct ColumnConfig {
+    pub(crate) name: String,
     #[serde(rename = "type")]
-    pub data_type: String,
+    pub(crate) data_type: String,
 }
 
 /// Where a pipeline starts when it has no committed position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum StartFrom {
+pub(crate) enum StartFrom {
     #[default]
     Earliest,
     Latest,
@@ -237,7 +237,7 @@ pub enum StartFrom {
 /// changes silently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum OffsetOutOfRange {
+pub(crate) enum OffsetOutOfRange {
     /// Stop the pipeline with an error naming the partition, the saved offset and the log.
     #[default]
     Fail,
@@ -250,53 +250,53 @@ pub enum OffsetOutOfRange {
 /// `[[cdc]]`: change topics upserted into one table.
 #[derive(Debug, Clone, Deserialize)]
 pub struct CdcConfig {
-    pub name: String,
-    pub topics: Vec<String>,
+    pub(crate) name: String,
+    pub(crate) topics: Vec<String>,
     /// json, debezium-json, canal-json, maxwell-json, upsert-json, avro, debezium-avro.
-    pub format: String,
-    pub table: String,
+    pub(crate) format: String,
+    pub(crate) table: String,
     /// Commit to the table at least this often (default 5s).
     #[serde(
         default = "default_commit_interval",
         deserialize_with = "duration::deserialize"
     )]
-    pub commit_interval: Duration,
+    pub(crate) commit_interval: Duration,
     /// …or after this many changes (default 100,000).
     #[serde(default = "default_commit_max_rows")]
-    pub commit_max_rows: usize,
+    pub(crate) commit_max_rows: usize,
     #[serde(default)]
-    pub dead_letter_topic: Option<String>,
+    pub(crate) dead_letter_topic: Option<String>,
     #[serde(default)]
-    pub start_from: StartFrom,
+    pub(crate) start_from: StartFrom,
     /// What to do when a partition's position saved in the table is no longer in the
     /// topic (retention deleted records this pipeline never read, or the topic was
     /// recreated): `fail` (default) stops the pipeline naming the partition and the gap.
     #[serde(default)]
-    pub on_offset_out_of_range: OffsetOutOfRange,
+    pub(crate) on_offset_out_of_range: OffsetOutOfRange,
     /// How often the topics are looked up for partitions added since start; new ones are
     /// read from their beginning (default 30s).
     #[serde(
         default = "default_partition_discovery_interval",
         deserialize_with = "duration::deserialize"
     )]
-    pub partition_discovery_interval: Duration,
+    pub(crate) partition_discovery_interval: Duration,
     /// Member holding the row kind for `json` (e.g. `op` with +I/-U/+U/-D).
     #[serde(default)]
-    pub row_kind_field: Option<String>,
+    pub(crate) row_kind_field: Option<String>,
     /// Avro schema file (`avro`, `debezium-avro` without a registry).
     #[serde(default)]
-    pub schema_file: Option<String>,
+    pub(crate) schema_file: Option<String>,
     /// Confluent schema registry URL (its credentials masked in Debug output).
     #[serde(default)]
-    pub schema_registry: Option<SecretUri>,
+    pub(crate) schema_registry: Option<SecretUri>,
     /// Column → message metadata filling it: `ingestion-timestamp` (Debezium `ts_ms`,
     /// Canal/Maxwell `ts`; usable as a sequence field), `source-timestamp`, `database`,
     /// `table`, `topic`, `partition`, `offset`, `timestamp`.
     #[serde(default)]
-    pub metadata: BTreeMap<String, String>,
+    pub(crate) metadata: BTreeMap<String, String>,
     /// Column → dotted path of its field when named differently or nested.
     #[serde(default)]
-    pub fields: BTreeMap<String, String>,
+    pub(crate) fields: BTreeMap<String, String>,
     /// Updates as `-D`/`+I` (`delete-insert`, Paimon's CDC default; follows key changes),
     /// `-U`/`+U` (`update-before-after`) or `+U` alone (`upsert`). Default: delete-insert
     /// for deduplicate and first-row tables, update-before-after for aggregation tables
@@ -304,7 +304,7 @@ pub struct CdcConfig {
     /// partial-update tables (they reject retractions, and a delete would drop the other
     /// sources' columns).
     #[serde(default)]
-    pub update_mode: Option<String>,
+    pub(crate) update_mode: Option<String>,
 }
 
 fn default_partition_discovery_interval() -> Duration {
@@ -321,31 +321,31 @@ fn default_commit_max_rows() -> usize {
 
 /// `[[enrich]]`: fact topics enriched by lookup joins and produced to an output topic.
 #[derive(Debug, Clone, Deserialize)]
-pub struct EnrichConfig {
-    pub name: String,
-    pub topics: Vec<String>,
+pub(crate) struct EnrichConfig {
+    pub(crate) name: String,
+    pub(crate) topics: Vec<String>,
     /// json or avro.
     #[serde(default = "default_fact_format")]
-    pub format: String,
-    pub output: OutputConfig,
+    pub(crate) format: String,
+    pub(crate) output: OutputConfig,
     #[serde(default)]
-    pub dead_letter_topic: Option<String>,
+    pub(crate) dead_letter_topic: Option<String>,
     #[serde(default)]
-    pub start_from: StartFrom,
+    pub(crate) start_from: StartFrom,
     #[serde(default)]
-    pub schema_file: Option<String>,
+    pub(crate) schema_file: Option<String>,
     /// Confluent schema registry URL (its credentials masked in Debug output).
     #[serde(default)]
-    pub schema_registry: Option<SecretUri>,
+    pub(crate) schema_registry: Option<SecretUri>,
     #[serde(default)]
-    pub join: Vec<JoinConfig>,
+    pub(crate) join: Vec<JoinConfig>,
     /// Keep the output order of each input partition (default true); `false` lets later
     /// facts pass one whose lookup is retrying or waiting.
     #[serde(default = "default_true")]
-    pub ordered: bool,
+    pub(crate) ordered: bool,
     /// Facts whose lookups run at the same time (bounds memory; default 1,000).
     #[serde(default = "default_max_in_flight")]
-    pub max_in_flight: usize,
+    pub(crate) max_in_flight: usize,
 }
 
 fn default_true() -> bool {
@@ -362,22 +362,22 @@ fn default_fact_format() -> String {
 
 /// `output = { topic, format, key }`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct OutputConfig {
-    pub topic: String,
+pub(crate) struct OutputConfig {
+    pub(crate) topic: String,
     #[serde(default = "default_fact_format")]
-    pub format: String,
+    pub(crate) format: String,
     /// Field (dotted path) of the enriched record used as the Kafka key; the input key
     /// is kept when absent.
     #[serde(default)]
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
     #[serde(default)]
-    pub schema_file: Option<String>,
+    pub(crate) schema_file: Option<String>,
 }
 
 /// LEFT keeps unmatched facts with null columns; INNER drops them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum JoinKind {
+pub(crate) enum JoinKind {
     #[default]
     Left,
     Inner,
@@ -386,7 +386,7 @@ pub enum JoinKind {
 /// Cache strategy of a join.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
-pub enum CacheKind {
+pub(crate) enum CacheKind {
     Full,
     #[default]
     Partial,
@@ -395,65 +395,65 @@ pub enum CacheKind {
 
 /// `[[enrich.join]]`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct JoinConfig {
-    pub table: String,
+pub(crate) struct JoinConfig {
+    pub(crate) table: String,
     #[serde(default)]
-    pub kind: JoinKind,
+    pub(crate) kind: JoinKind,
     /// Fact field (dotted path) → table column.
-    pub on: BTreeMap<String, String>,
+    pub(crate) on: BTreeMap<String, String>,
     /// Table columns added to the fact (default: every column not in `on`).
     #[serde(default)]
-    pub select: Vec<String>,
+    pub(crate) select: Vec<String>,
     /// Prefix of the added fields.
     #[serde(default)]
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// Per-column output names, applied instead of the prefix.
     #[serde(default)]
-    pub rename: BTreeMap<String, String>,
+    pub(crate) rename: BTreeMap<String, String>,
     #[serde(default)]
-    pub cache: CacheKind,
+    pub(crate) cache: CacheKind,
     #[serde(default = "default_cache_max_rows")]
-    pub cache_max_rows: u64,
+    pub(crate) cache_max_rows: u64,
     #[serde(default, deserialize_with = "duration::deserialize_option")]
-    pub cache_expire_after_write: Option<Duration>,
+    pub(crate) cache_expire_after_write: Option<Duration>,
     #[serde(default, deserialize_with = "duration::deserialize_option")]
-    pub cache_expire_after_access: Option<Duration>,
+    pub(crate) cache_expire_after_access: Option<Duration>,
     /// `partial`: bound the cache by the rows' estimated bytes instead of their number.
     #[serde(default)]
-    pub cache_max_bytes: Option<u64>,
+    pub(crate) cache_max_bytes: Option<u64>,
     /// `partial`: remember keys the table does not have (default true), so a stream of
     /// unknown keys does not read the table each time.
     #[serde(default = "default_true")]
-    pub cache_missing_keys: bool,
+    pub(crate) cache_missing_keys: bool,
     /// How often snapshots written by other processes are picked up (default 10s); this
     /// process's own commits are visible right after each commit.
     #[serde(
         default = "default_refresh_interval",
         deserialize_with = "duration::deserialize"
     )]
-    pub refresh_interval: Duration,
+    pub(crate) refresh_interval: Duration,
     #[serde(default)]
-    pub retry: Option<RetryConfig>,
+    pub(crate) retry: Option<RetryConfig>,
     /// Join one partition only: `"max_pt()"` (the newest, followed as new ones appear) or
     /// a fixed spec `{ dt = "2026-11-29" }`. The partition columns are then not part of `on`.
     #[serde(default)]
-    pub partition: Option<PartitionSelection>,
+    pub(crate) partition: Option<PartitionSelection>,
     /// How often `max_pt()` looks for a newer partition (default 60s).
     #[serde(
         default = "default_partition_refresh_interval",
         deserialize_with = "duration::deserialize"
     )]
-    pub partition_refresh_interval: Duration,
+    pub(crate) partition_refresh_interval: Duration,
     /// Hold a fact until this process's CDC pipelines writing the table have made every
     /// change with a Kafka timestamp up to the fact's visible (or have no lag).
     #[serde(default)]
-    pub wait_for_cdc: bool,
+    pub(crate) wait_for_cdc: bool,
     /// Upper bound of that wait (default 30s); the fact is then joined with what is there.
     #[serde(
         default = "default_max_wait",
         deserialize_with = "duration::deserialize"
     )]
-    pub max_wait: Duration,
+    pub(crate) max_wait: Duration,
 }
 
 fn default_cache_max_rows() -> u64 {
@@ -475,21 +475,21 @@ fn default_max_wait() -> Duration {
 /// `partition = "max_pt()"` or `partition = { column = value, … }`.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(untagged)]
-pub enum PartitionSelection {
+pub(crate) enum PartitionSelection {
     /// Must be `max_pt()`.
     Function(String),
     Fixed(BTreeMap<String, serde_json::Value>),
 }
 
 impl PartitionSelection {
-    pub const MAX_PT: &str = "max_pt()";
+    pub(crate) const MAX_PT: &str = "max_pt()";
 }
 
 /// `retry = { on = "miss", delay = "1s", max_attempts = 10 }`.
 #[derive(Debug, Clone, Deserialize)]
-pub struct RetryConfig {
-    pub on: String,
+pub(crate) struct RetryConfig {
+    pub(crate) on: String,
     #[serde(deserialize_with = "duration::deserialize")]
-    pub delay: Duration,
-    pub max_attempts: u32,
+    pub(crate) delay: Duration,
+    pub(crate) max_attempts: u32,
 }

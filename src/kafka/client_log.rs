@@ -35,12 +35,12 @@ use crate::secret::Redactor;
 /// How long a fault counts after its last report. librdkafka retries a refused connection
 /// at least every `reconnect.backoff.max.ms` (10 s) and a failing fetch sooner, so a fault
 /// that lasts is reported again well within it.
-pub const FAULT_WINDOW: Duration = Duration::from_secs(30);
+pub(crate) const FAULT_WINDOW: Duration = Duration::from_secs(30);
 
 /// The rdkafka client context of every lakejoin consumer and producer. Clones share the
 /// fault, so a clone kept outside the client reads it.
 #[derive(Clone, Debug)]
-pub struct ClientLog {
+pub(crate) struct ClientLog {
     /// Which client: the consuming pipeline's name, or `producer` for the shared producer.
     client: String,
     /// The client's security settings in a few words (never a secret).
@@ -55,7 +55,7 @@ pub struct ClientLog {
 }
 
 impl ClientLog {
-    pub fn new(client: &str, kafka: &KafkaConfig) -> Self {
+    pub(crate) fn new(client: &str, kafka: &KafkaConfig) -> Self {
         ClientLog {
             client: client.to_string(),
             security: security_summary(kafka),
@@ -66,7 +66,7 @@ impl ClientLog {
     }
 
     /// The client's current fault (reported within `FAULT_WINDOW`), if any.
-    pub fn fault(&self) -> Option<String> {
+    pub(crate) fn fault(&self) -> Option<String> {
         let fault = self.fault.lock().unwrap_or_else(|e| e.into_inner());
         fault
             .as_ref()
@@ -87,7 +87,7 @@ impl ClientLog {
 
     /// A record the consumer could not take (from its `recv`): an undecodable partition is
     /// a fault; anything else is a warning, and outages go to debug.
-    pub fn consumer_error(&self, error: &KafkaError) {
+    pub(crate) fn consumer_error(&self, error: &KafkaError) {
         let client = self.client.as_str();
         let code = error.rdkafka_error_code();
         let error = self.redactor.redact(&error.to_string());
@@ -142,7 +142,7 @@ fn security_summary(kafka: &KafkaConfig) -> String {
 }
 
 /// Errors that repeat for as long as a broker is unreachable.
-pub fn is_broker_outage(code: Option<RDKafkaErrorCode>) -> bool {
+pub(crate) fn is_broker_outage(code: Option<RDKafkaErrorCode>) -> bool {
     matches!(
         code,
         Some(RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure)
@@ -260,7 +260,7 @@ impl ConsumerContext for ClientLog {
 
 impl ClientLog {
     /// Whether the consumer is a member of its group with an assignment (of any size).
-    pub fn joined(&self) -> bool {
+    pub(crate) fn joined(&self) -> bool {
         self.joined.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

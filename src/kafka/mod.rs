@@ -6,9 +6,9 @@
 //! ([`partitions_with_retry`]), and [`watch`] logs when the broker goes away and comes back.
 
 mod client_log;
-pub mod watch;
+pub(crate) mod watch;
 
-pub use client_log::ClientLog;
+pub(crate) use client_log::ClientLog;
 
 use std::time::Duration;
 
@@ -24,19 +24,18 @@ use crate::error::{Error, Result};
 use crate::secret::Redactor;
 
 /// A lakejoin consumer: its librdkafka logs go through [`ClientLog`].
-pub type Consumer = StreamConsumer<ClientLog>;
+pub(crate) type Consumer = StreamConsumer<ClientLog>;
 /// A lakejoin producer: its librdkafka logs go through [`ClientLog`].
-pub type Producer = FutureProducer<ClientLog>;
+pub(crate) type Producer = FutureProducer<ClientLog>;
 
-/// How long metadata requests wait for the broker.
-pub const METADATA_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one attempt of a retried request waits for the broker.
-pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// First and longest wait between attempts of [`partitions_with_retry`].
-pub const RETRY_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
+pub(crate) const RETRY_BACKOFF: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(30));
 
 /// A consumed record as the codecs see it.
-pub fn record_of(message: &impl Message) -> KafkaRecord<'_> {
+pub(crate) fn record_of(message: &impl Message) -> KafkaRecord<'_> {
     KafkaRecord {
         topic: message.topic(),
         partition: message.partition(),
@@ -49,7 +48,7 @@ pub fn record_of(message: &impl Message) -> KafkaRecord<'_> {
 
 /// A consumed record's headers, for a record produced from it (an enriched record, a
 /// dead letter): tracing and lineage headers survive the pipeline.
-pub fn copied_headers(message: &impl Message) -> OwnedHeaders {
+pub(crate) fn copied_headers(message: &impl Message) -> OwnedHeaders {
     let mut headers = OwnedHeaders::new();
     if let Some(original) = message.headers() {
         for h in original.iter() {
@@ -86,7 +85,7 @@ fn kafka_error(kafka: &KafkaConfig, what: &str, e: rdkafka::error::KafkaError) -
 
 /// librdkafka's `auto.offset.reset`: where a partition without a valid position starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OffsetReset {
+pub(crate) enum OffsetReset {
     Earliest,
     Latest,
     /// Deliver an `AutoOffsetReset` error instead of moving (Kafka's `none`).
@@ -116,7 +115,7 @@ impl From<OffsetOutOfRange> for OffsetReset {
 /// (CDC) or committed after delivery (enrich). `static_member` is the
 /// `group.instance.id` of a consumer that subscribes (KIP-345): a restart under the same id
 /// takes its partitions back without a rebalance.
-pub fn consumer(
+pub(crate) fn consumer(
     kafka: &KafkaConfig,
     group_id: &str,
     static_member: Option<&str>,
@@ -151,7 +150,7 @@ pub fn consumer(
 /// committed after delivery, so a long outage stalls the pipeline instead of failing it.
 ///
 /// Also returns a handle on the producer's [`ClientLog`], for its faults.
-pub fn producer(kafka: &KafkaConfig) -> Result<(Producer, ClientLog)> {
+pub(crate) fn producer(kafka: &KafkaConfig) -> Result<(Producer, ClientLog)> {
     let mut config = base_config(kafka);
     config
         .set("enable.idempotence", "true")
@@ -168,7 +167,7 @@ pub fn producer(kafka: &KafkaConfig) -> Result<(Producer, ClientLog)> {
 }
 
 /// Partition ids of `topic` (blocking metadata call; run it off the async workers).
-pub fn partitions(consumer: &Consumer, topic: &str, timeout: Duration) -> Result<Vec<i32>> {
+pub(crate) fn partitions(consumer: &Consumer, topic: &str, timeout: Duration) -> Result<Vec<i32>> {
     let metadata = consumer
         .fetch_metadata(Some(topic), timeout)
         .map_err(|e| Error::kafka(format!("fetching metadata of topic {topic}"), e))?;
@@ -184,7 +183,7 @@ pub fn partitions(consumer: &Consumer, topic: &str, timeout: Duration) -> Result
 /// Partition ids of `topic`, retried with backoff while the broker is unreachable or the
 /// topic does not exist yet (one log line per attempt says which); `None` when `stop`
 /// fires first.
-pub async fn partitions_with_retry(
+pub(crate) async fn partitions_with_retry(
     consumer: &std::sync::Arc<Consumer>,
     topic: &str,
     pipeline: &str,

@@ -15,15 +15,15 @@ use crate::error::{Error, Result};
 use crate::observe::{AbortOnDrop, PartitionLag, PipelineMetrics};
 
 /// How often the assignment is checked (a local call).
-pub const ASSIGNMENT_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const ASSIGNMENT_INTERVAL: Duration = Duration::from_secs(1);
 /// How often lag is measured (requests to the broker).
-pub const LAG_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const LAG_INTERVAL: Duration = Duration::from_secs(5);
 
 /// What one look at a consumer found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConsumerSample {
-    pub assigned: bool,
-    pub lag: Vec<PartitionLag>,
+pub(crate) struct ConsumerSample {
+    pub(crate) assigned: bool,
+    pub(crate) lag: Vec<PartitionLag>,
 }
 
 fn kafka(what: &str, e: rdkafka::error::KafkaError) -> Error {
@@ -34,7 +34,7 @@ fn kafka(what: &str, e: rdkafka::error::KafkaError) -> Error {
 /// workers). Without a position yet (nothing consumed since start) the committed offset
 /// counts; partitions with neither are left out. Without an assignment it only checks
 /// that the broker answers.
-pub fn sample(consumer: &Consumer, timeout: Duration) -> Result<ConsumerSample> {
+pub(crate) fn sample(consumer: &Consumer, timeout: Duration) -> Result<ConsumerSample> {
     let assignment = consumer
         .assignment()
         .map_err(|e| kafka("reading the assignment", e))?;
@@ -96,7 +96,7 @@ pub fn sample(consumer: &Consumer, timeout: Duration) -> Result<ConsumerSample> 
 /// Starts watching `consumer` for `pipeline`; stops when the guard is dropped or the
 /// consumer is gone. Holds the consumer only while measuring, so the pipeline's own drop
 /// closes it (and leaves the group) promptly.
-pub fn spawn(
+pub(crate) fn spawn(
     pipeline: &str,
     consumer: &Arc<Consumer>,
     metrics: Arc<PipelineMetrics>,

@@ -14,14 +14,14 @@ use crate::table::{IO_CONCURRENCY, Table, binary_row};
 /// Distinct primary keys, each serialized (BinaryRow of the key columns, the partial
 /// cache's key) and as values in `primary_keys` order, with the versions the files hold.
 #[derive(Debug, Default)]
-pub struct ChangedKeys {
-    pub keys: Vec<(Vec<u8>, Vec<Datum>)>,
+pub(crate) struct ChangedKeys {
+    pub(crate) keys: Vec<(Vec<u8>, Vec<Datum>)>,
     /// The versions of `keys[i]` in the files (partition values filled in).
-    pub versions: Vec<Vec<KeyValue>>,
+    pub(crate) versions: Vec<Vec<KeyValue>>,
 }
 
 /// Reads the keys and versions of every row in `files` that `deletions` leaves.
-pub async fn changed_keys(
+pub(crate) async fn changed_keys(
     table: &Table,
     files: &[ManifestEntry],
     deletions: &DeletionFiles,

@@ -4,7 +4,7 @@
 //! the rows of the files that changed.
 
 mod changes;
-pub mod full;
+pub(crate) mod full;
 mod partial;
 mod partition;
 mod table_lookups;
@@ -16,10 +16,12 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-pub use changes::{ChangedKeys, changed_keys};
-pub use full::FullCache;
-pub use partial::{PartialCache, PartialOptions, estimated_bytes};
-pub use partition::{PartitionChoice, newest_partition};
+pub(crate) use changes::{ChangedKeys, changed_keys};
+pub(crate) use full::FullCache;
+pub(crate) use partial::PartialCache;
+pub use partial::PartialOptions;
+pub use partition::PartitionChoice;
+pub(crate) use partition::newest_partition;
 pub use table_lookups::TableLookups;
 
 use crate::error::{Error, Result};
@@ -189,7 +191,7 @@ impl LookupTable {
     }
 
     /// Rows (misses included for `partial`; 0 for `none`) the cache holds. Metrics.
-    pub fn cached_rows(&self) -> u64 {
+    pub(crate) fn cached_rows(&self) -> u64 {
         match &self.cache {
             Cache::Full(slot) => self.full(slot).len() as u64,
             Cache::Partial(cache) => cache.entry_count(),
@@ -210,22 +212,22 @@ impl LookupTable {
 
     /// Whether the join key is the primary key (else: a `full` cache's secondary index,
     /// which may match several rows).
-    pub fn by_primary_key(&self) -> bool {
+    pub(crate) fn by_primary_key(&self) -> bool {
         !self.key_parts.is_empty()
     }
 
-    pub fn metrics(&self) -> &Arc<LookupMetrics> {
+    pub(crate) fn metrics(&self) -> &Arc<LookupMetrics> {
         &self.metrics
     }
 
     /// Resolves once the join can serve lookups (a `full` cache has loaded).
-    pub async fn wait_ready(&self) {
+    pub(crate) async fn wait_ready(&self) {
         let mut ready = self.ready.subscribe();
         // The sender lives as long as `self`, so this cannot fail while we wait.
         let _ = ready.wait_for(|r| *r).await;
     }
 
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         *self.ready.borrow()
     }
 
@@ -382,7 +384,7 @@ impl LookupTable {
 
     /// Every projected row whose join columns equal `join_key`, in primary-key order, for
     /// joins on other columns (`full` caches only).
-    pub fn get_all(&self, join_key: &[Datum]) -> Result<Vec<Row>> {
+    pub(crate) fn get_all(&self, join_key: &[Datum]) -> Result<Vec<Row>> {
         match &self.cache {
             Cache::Full(full) => self.full(full).get_by(0, join_key, &self.projection),
             _ => Err(Error::Config(
@@ -527,7 +529,7 @@ impl LookupTable {
     }
 
     /// Follows `max_pt()` to the newest partition; returns whether it changed.
-    pub fn select_newest_partition(&self) -> Result<bool> {
+    pub(crate) fn select_newest_partition(&self) -> Result<bool> {
         if self.partition_choice != Some(PartitionChoice::Newest) {
             return Ok(false);
         }

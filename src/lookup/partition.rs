@@ -18,7 +18,7 @@ pub enum PartitionChoice {
 }
 
 impl PartitionChoice {
-    pub fn resolve(selection: &PartitionSelection, table: &Table) -> Result<Self> {
+    pub(crate) fn resolve(selection: &PartitionSelection, table: &Table) -> Result<Self> {
         let schema = table.schema();
         match selection {
             PartitionSelection::Function(f) if f == PartitionSelection::MAX_PT => {
@@ -52,7 +52,7 @@ impl PartitionChoice {
 }
 
 /// The greatest partition (values compared column by column) among serialized ones.
-pub fn newest_partition(table: &Table, partitions: &[Vec<u8>]) -> Result<Option<Row>> {
+pub(crate) fn newest_partition(table: &Table, partitions: &[Vec<u8>]) -> Result<Option<Row>> {
     let mut newest: Option<Row> = None;
     for bytes in partitions {
         let values = table.partition_values(bytes)?;

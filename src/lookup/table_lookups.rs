@@ -99,7 +99,7 @@ impl TableLookups {
     /// `full` cache reloads). Runs on its own interval, not on every refresh: a partition
     /// that just appeared is usually still filling, and joining against it early would
     /// miss.
-    pub async fn refresh_partitions(&self) -> Result<()> {
+    pub(crate) async fn refresh_partitions(&self) -> Result<()> {
         let _one_at_a_time = self.refreshing.lock().await;
         for join in &self.joins {
             if join.select_newest_partition()? {
@@ -115,7 +115,7 @@ impl TableLookups {
     /// succeeds the joins read the snapshot before, and `visible` is not called, so
     /// `wait_for_cdc` joins wait (up to `max_wait`) rather than see the commit early.
     /// Returns when `commits` closes or `stop` fires.
-    pub async fn follow_commits<T: Clone>(
+    pub(crate) async fn follow_commits<T: Clone>(
         &self,
         mut commits: watch::Receiver<T>,
         mut visible: impl FnMut(T),
@@ -148,7 +148,7 @@ impl TableLookups {
     /// Refreshes every `refresh_interval` (snapshots of other writers), and moves
     /// `max_pt()` joins to a newer partition every `partition_interval` when set. A
     /// failure is logged and the next tick tries again. Returns when `stop` fires.
-    pub async fn poll(
+    pub(crate) async fn poll(
         &self,
         refresh_interval: Duration,
         partition_interval: Option<Duration>,

@@ -38,7 +38,7 @@ use crate::table::snapshot::{BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot};
 pub const MAX_LEVEL: i32 = 5;
 
 /// A bucket of a table: (serialized partition row, bucket number).
-pub type BucketId = (Vec<u8>, i32);
+pub(crate) type BucketId = (Vec<u8>, i32);
 
 /// How many buckets one round rewrites at the same time (each is merged in memory).
 const BUCKET_CONCURRENCY: usize = 4;
@@ -50,10 +50,10 @@ const MAX_PLAN_ATTEMPTS: usize = 5;
 #[derive(Debug, Clone, Default)]
 pub struct CompactScope {
     /// Only these buckets; every bucket when `None`.
-    pub buckets: Option<BTreeSet<BucketId>>,
+    pub(crate) buckets: Option<BTreeSet<BucketId>>,
     /// Rewrite every file of a bucket into one sorted run on the highest level (unless
     /// it already is one) instead of asking the universal picker.
-    pub full: bool,
+    pub(crate) full: bool,
 }
 
 impl CompactScope {
@@ -71,7 +71,7 @@ impl CompactScope {
     }
 
     /// The given buckets, files picked by the universal strategy.
-    pub fn buckets(buckets: impl IntoIterator<Item = BucketId>) -> Self {
+    pub(crate) fn buckets(buckets: impl IntoIterator<Item = BucketId>) -> Self {
         CompactScope {
             buckets: Some(buckets.into_iter().collect()),
             full: false,
@@ -97,7 +97,7 @@ pub struct CompactionReport {
     /// Data files written.
     pub files_written: usize,
     /// Sorted runs of every bucket the round looked at, after the round.
-    pub sorted_runs: BTreeMap<BucketId, usize>,
+    pub(crate) sorted_runs: BTreeMap<BucketId, usize>,
 }
 
 impl CompactionReport {
@@ -179,7 +179,7 @@ impl Compactor {
     }
 
     /// The table compacted.
-    pub fn table(&self) -> &Arc<Table> {
+    pub(crate) fn table(&self) -> &Arc<Table> {
         &self.table
     }
 

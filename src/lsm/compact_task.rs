@@ -15,19 +15,19 @@ use crate::error::{Error, Result};
 
 /// Progress of a background compactor, as last published by its task.
 #[derive(Debug, Clone, Default)]
-pub struct CompactionState {
+pub(crate) struct CompactionState {
     /// Every request for a snapshot id up to this one has been handled by a finished
     /// round (which planned on that snapshot or a newer one).
-    pub completed_through: i64,
+    pub(crate) completed_through: i64,
     /// Rounds run so far.
-    pub rounds: u64,
+    pub(crate) rounds: u64,
     /// Sorted runs per bucket after the last round that looked at it, and the id of the
     /// snapshot that round planned on.
-    pub sorted_runs: HashMap<BucketId, (usize, i64)>,
+    pub(crate) sorted_runs: HashMap<BucketId, (usize, i64)>,
     /// Id of the last COMPACT snapshot committed.
-    pub last_compaction: Option<i64>,
+    pub(crate) last_compaction: Option<i64>,
     /// Error of the last round, `None` if it succeeded.
-    pub last_error: Option<String>,
+    pub(crate) last_error: Option<String>,
 }
 
 #[derive(Debug)]
@@ -38,7 +38,7 @@ struct Request {
 
 /// Handle on a compactor running on a tokio task.
 #[derive(Debug)]
-pub struct BackgroundCompactor {
+pub(crate) struct BackgroundCompactor {
     requests: mpsc::UnboundedSender<Request>,
     state: watch::Receiver<CompactionState>,
     task: JoinHandle<()>,
@@ -46,7 +46,7 @@ pub struct BackgroundCompactor {
 
 impl BackgroundCompactor {
     /// Starts `compactor` on a new tokio task (must be called inside a runtime).
-    pub fn spawn(compactor: Compactor) -> Self {
+    pub(crate) fn spawn(compactor: Compactor) -> Self {
         let (requests, receiver) = mpsc::unbounded_channel();
         let (publish, state) = watch::channel(CompactionState::default());
         let task = tokio::spawn(run(compactor, receiver, publish));
@@ -58,7 +58,7 @@ impl BackgroundCompactor {
     }
 
     /// Asks for a round over `buckets`, which snapshot `snapshot_id` changed.
-    pub fn request(
+    pub(crate) fn request(
         &self,
         snapshot_id: i64,
         buckets: impl IntoIterator<Item = BucketId>,
@@ -72,13 +72,13 @@ impl BackgroundCompactor {
     }
 
     /// The latest published state.
-    pub fn state(&self) -> CompactionState {
+    pub(crate) fn state(&self) -> CompactionState {
         self.state.borrow().clone()
     }
 
     /// Waits until the requests up to snapshot `snapshot_id` have been handled and returns
     /// the state then (check `last_error` for the outcome).
-    pub async fn wait_for(&mut self, snapshot_id: i64) -> Result<CompactionState> {
+    pub(crate) async fn wait_for(&mut self, snapshot_id: i64) -> Result<CompactionState> {
         self.state
             .wait_for(|s| s.completed_through >= snapshot_id)
             .await
@@ -87,7 +87,7 @@ impl BackgroundCompactor {
     }
 
     /// Finishes the queued work, stops the task and returns the final state.
-    pub async fn close(self) -> Result<CompactionState> {
+    pub(crate) async fn close(self) -> Result<CompactionState> {
         let BackgroundCompactor {
             requests,
             state,

@@ -44,20 +44,20 @@ fn rows_per_file(rows: &[KeyValue], target_file_size: u64) -> usize {
 
 /// Where a run of rows goes: one bucket of one partition of a table, at one level.
 pub(crate) struct FileTarget<'a> {
-    pub table: &'a Table,
-    pub partition_bytes: &'a [u8],
-    pub partition: &'a Row,
-    pub bucket: i32,
-    pub level: i32,
+    pub(crate) table: &'a Table,
+    pub(crate) partition_bytes: &'a [u8],
+    pub(crate) partition: &'a Row,
+    pub(crate) bucket: i32,
+    pub(crate) level: i32,
     /// Why the files are written: a flush (`Append`) or a compaction.
-    pub source: FileSource,
-    pub options: DataFileWriteOptions,
+    pub(crate) source: FileSource,
+    pub(crate) options: DataFileWriteOptions,
 }
 
 impl FileTarget<'_> {
     /// Writes rows (sorted by key, one per key) as data files, rolling at the table's
     /// `target-file-size`, and returns their ADD entries.
-    pub async fn write(&self, rows: Vec<KeyValue>) -> Result<Vec<ManifestEntry>> {
+    pub(crate) async fn write(&self, rows: Vec<KeyValue>) -> Result<Vec<ManifestEntry>> {
         match self.write_or_return(rows).await {
             (entries, None) => Ok(entries),
             (_, Some((e, _))) => Err(e),
@@ -67,7 +67,7 @@ impl FileTarget<'_> {
     /// [`Self::write`], but on failure hands back what was written (files now in the
     /// store) and the rows not yet in any file, so a flush can keep them instead of
     /// losing them.
-    pub async fn write_or_return(
+    pub(crate) async fn write_or_return(
         &self,
         rows: Vec<KeyValue>,
     ) -> (Vec<ManifestEntry>, Option<(Error, Vec<KeyValue>)>) {

@@ -7,16 +7,16 @@ use crate::table::manifest::ManifestEntry;
 
 /// One sorted run and the level it lives on.
 #[derive(Debug, Clone)]
-pub struct LevelSortedRun {
+pub(crate) struct LevelSortedRun {
     /// LSM level (0 for a single level-0 file).
-    pub level: i32,
+    pub(crate) level: i32,
     /// The files of the run (one file on level 0).
-    pub files: Vec<ManifestEntry>,
+    pub(crate) files: Vec<ManifestEntry>,
 }
 
 impl LevelSortedRun {
     /// Sum of the file sizes (negative sizes from a damaged manifest count as 0).
-    pub fn total_size(&self) -> u64 {
+    pub(crate) fn total_size(&self) -> u64 {
         self.files
             .iter()
             .map(|f| u64::try_from(f.file.file_size).unwrap_or(0))
@@ -64,12 +64,12 @@ impl Levels {
     }
 
     /// The highest level (`num-levels` - 1); full compaction writes here.
-    pub fn max_level(&self) -> i32 {
+    pub(crate) fn max_level(&self) -> i32 {
         self.num_levels - 1
     }
 
     /// The highest level holding a file, 0 if only level 0 does, -1 if the bucket is empty.
-    pub fn non_empty_highest_level(&self) -> i32 {
+    pub(crate) fn non_empty_highest_level(&self) -> i32 {
         match self.upper.keys().next_back() {
             Some(&level) => level,
             None if self.level0.is_empty() => -1,
@@ -88,7 +88,7 @@ impl Levels {
     }
 
     /// The sorted runs, newest data first: level-0 files, then levels 1, 2, ….
-    pub fn sorted_runs(&self) -> Vec<LevelSortedRun> {
+    pub(crate) fn sorted_runs(&self) -> Vec<LevelSortedRun> {
         let mut runs: Vec<LevelSortedRun> = self
             .level0
             .iter()
@@ -105,7 +105,7 @@ impl Levels {
     }
 
     /// The files on levels above `level`.
-    pub fn files_above(&self, level: i32) -> Vec<ManifestEntry> {
+    pub(crate) fn files_above(&self, level: i32) -> Vec<ManifestEntry> {
         self.upper
             .range(level.saturating_add(1)..)
             .flat_map(|(_, files)| files.iter().cloned())
@@ -113,7 +113,7 @@ impl Levels {
     }
 
     /// Every file of the bucket.
-    pub fn all_files(&self) -> Vec<ManifestEntry> {
+    pub(crate) fn all_files(&self) -> Vec<ManifestEntry> {
         let mut files = self.level0.clone();
         files.extend(self.upper.values().flatten().cloned());
         files

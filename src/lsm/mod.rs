@@ -12,7 +12,7 @@ pub mod orphan;
 pub mod point_lookup;
 pub mod reader;
 pub mod row_check;
-pub mod universal;
+pub(crate) mod universal;
 pub mod writer;
 
 use crate::error::Result;
@@ -22,7 +22,7 @@ use crate::table::{Table, TableIdentifier, Warehouse};
 
 /// Creates a table, refusing merge options no reader could merge
 /// ([`merge::validate`]) before its schema is published.
-pub async fn create_table(
+pub(crate) async fn create_table(
     warehouse: &Warehouse,
     identifier: &TableIdentifier,
     schema: TableSchema,

@@ -24,7 +24,7 @@ pub struct ScanFilter {
 }
 
 impl ScanFilter {
-    pub fn matches(&self, row: &Row) -> bool {
+    pub(crate) fn matches(&self, row: &Row) -> bool {
         self.equals
             .iter()
             .all(|(i, v)| compare_datums(&row[*i], v) == Ordering::Equal && !v.is_null())
@@ -88,7 +88,7 @@ pub async fn scan(
 /// bucket, not across buckets) before the next bucket is read, so memory holds one
 /// bucket's decoded rows instead of the table's. For loading a whole table into a
 /// compact structure (a `full` lookup cache).
-pub async fn scan_each_bucket(
+pub(crate) async fn scan_each_bucket(
     table: &Table,
     snapshot: &Snapshot,
     filter: &ScanFilter,

@@ -17,13 +17,13 @@ use crate::table::options::MaintenanceOptions;
 
 /// Files to merge and the level to write the result to.
 #[derive(Debug, Clone)]
-pub struct CompactUnit {
+pub(crate) struct CompactUnit {
     /// Level of the output files (≥ 1).
-    pub output_level: i32,
+    pub(crate) output_level: i32,
     /// Number of sorted runs merged.
-    pub runs: usize,
+    pub(crate) runs: usize,
     /// The files of those runs.
-    pub files: Vec<ManifestEntry>,
+    pub(crate) files: Vec<ManifestEntry>,
 }
 
 impl CompactUnit {
@@ -36,7 +36,7 @@ impl CompactUnit {
     }
 
     /// Whether merging changes anything: more than one file, or a file moving level.
-    pub fn is_useful(&self) -> bool {
+    pub(crate) fn is_useful(&self) -> bool {
         match self.files.as_slice() {
             [] => false,
             [only] => only.file.level != self.output_level,
@@ -47,7 +47,7 @@ impl CompactUnit {
 
 /// The universal compaction strategy with a table's options.
 #[derive(Debug, Clone, Copy)]
-pub struct UniversalCompaction {
+pub(crate) struct UniversalCompaction {
     max_size_amplification_percent: u64,
     size_ratio: u64,
     trigger: usize,
@@ -56,7 +56,7 @@ pub struct UniversalCompaction {
 impl UniversalCompaction {
     /// `compaction.max-size-amplification-percent`, `compaction.size-ratio` and
     /// `num-sorted-run.compaction-trigger` of the table.
-    pub fn new(options: &MaintenanceOptions) -> Self {
+    pub(crate) fn new(options: &MaintenanceOptions) -> Self {
         UniversalCompaction {
             max_size_amplification_percent: options.max_size_amplification_percent,
             size_ratio: options.size_ratio,
@@ -66,7 +66,7 @@ impl UniversalCompaction {
 
     /// Picks runs to merge from `runs` (newest first, as [`super::levels::Levels`] lists
     /// them), or `None` when the bucket does not need compaction yet.
-    pub fn pick(&self, max_level: i32, runs: &[LevelSortedRun]) -> Option<CompactUnit> {
+    pub(crate) fn pick(&self, max_level: i32, runs: &[LevelSortedRun]) -> Option<CompactUnit> {
         if runs.len() < self.trigger {
             return None;
         }
@@ -85,7 +85,7 @@ impl UniversalCompaction {
 
     /// Like [`UniversalCompaction::pick`], but when that picks nothing still merges all
     /// level-0 files up (Java's `ForceUpLevel0Compaction`, used where readers skip level 0).
-    pub fn pick_forcing_level0_up(
+    pub(crate) fn pick_forcing_level0_up(
         &self,
         max_level: i32,
         runs: &[LevelSortedRun],

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use futures::StreamExt;
 
 use super::auto_compact::AutoCompaction;
-use super::compact_task::CompactionState;
 use super::flush::{FileTarget, estimate_row_bytes};
 use super::merge::{MergeEngine, SequenceOrder, key_of, sort_and_fold};
 use super::row_check::{CheckedChange, RowCheck};
@@ -35,12 +34,6 @@ type BucketId = (Vec<u8>, i32);
 struct BucketBuffer {
     partition: Row,
     rows: Vec<KeyValue>,
-}
-
-/// Files and rows produced by a flush or compaction, ready to commit.
-#[derive(Debug, Default, Clone)]
-pub struct PendingFiles {
-    pub entries: Vec<ManifestEntry>,
 }
 
 /// Writes changes into one table. One writer per table at a time (Paimon's rule: two
@@ -76,12 +69,12 @@ pub struct TableWriter {
 /// Column positions the writer needs for every row.
 #[derive(Debug, Clone)]
 pub(crate) struct RowLayout {
-    pub key_indices: Vec<usize>,
-    pub partition_indices: Vec<usize>,
-    pub partition_types: Vec<DataType>,
-    pub bucket_indices: Vec<usize>,
-    pub bucket_types: Vec<DataType>,
-    pub num_buckets: i32,
+    pub(crate) key_indices: Vec<usize>,
+    pub(crate) partition_indices: Vec<usize>,
+    pub(crate) partition_types: Vec<DataType>,
+    pub(crate) bucket_indices: Vec<usize>,
+    pub(crate) bucket_types: Vec<DataType>,
+    pub(crate) num_buckets: i32,
 }
 
 impl RowLayout {
@@ -161,7 +154,7 @@ impl TableWriter {
     /// it saw up to `seen`, and a later snapshot of the same user (a fenced writer's last
     /// publish, landing late) already holds input it is about to replay. The writer
     /// itself reads the latest snapshot later, which may already include that one.
-    pub fn resumed_from(&mut self, seen: i64) {
+    pub(crate) fn resumed_from(&mut self, seen: i64) {
         self.known_snapshot = self.known_snapshot.min(seen);
     }
 
@@ -176,18 +169,18 @@ impl TableWriter {
         self.in_doubt.is_some()
     }
 
-    pub fn table(&self) -> &Arc<Table> {
+    pub(crate) fn table(&self) -> &Arc<Table> {
         &self.table
     }
 
     /// Sets how many estimated bytes of changes are buffered before `write` asks for a
-    /// flush (see [`TableWriter::needs_flush`]).
+    /// flush (see `TableWriter::needs_flush`).
     pub fn set_buffer_limit(&mut self, bytes: usize) {
         self.buffer_limit = bytes.max(1);
     }
 
     /// Whether the buffer is over its limit and should be flushed.
-    pub fn needs_flush(&self) -> bool {
+    pub(crate) fn needs_flush(&self) -> bool {
         self.buffered_bytes >= self.buffer_limit
     }
 
@@ -200,13 +193,13 @@ impl TableWriter {
         }
     }
 
-    /// The checks every change passes before [`Self::write_checked`].
+    /// The checks every change passes before `Self::write_checked`.
     pub fn row_check(&self) -> &RowCheck {
         &self.check
     }
 
     /// Buffers a change [`RowCheck::check`] accepted.
-    pub fn write_checked(&mut self, change: CheckedChange) -> Result<()> {
+    pub(crate) fn write_checked(&mut self, change: CheckedChange) -> Result<()> {
         let (kind, row) = change.into_parts();
         let partition = key_of(&row, &self.layout.partition_indices);
         let partition_bytes = binary_row::serialize(&partition, &self.layout.partition_types)?;
@@ -244,7 +237,7 @@ impl TableWriter {
     /// Writes every buffered bucket as level-0 files (not yet committed). On failure the
     /// rows not yet in a file go back into the buffer (folded), and the files that were
     /// written are kept for the next commit, so a flush that fails loses nothing.
-    pub async fn flush(&mut self) -> Result<()> {
+    pub(crate) async fn flush(&mut self) -> Result<()> {
         let buffers = std::mem::take(&mut self.buffers);
         self.buffered_bytes = 0;
         let jobs: Vec<(BucketId, BucketBuffer)> = buffers.into_iter().collect();
@@ -410,13 +403,6 @@ impl TableWriter {
             Some(auto) => auto.wait().await,
             None => Ok(()),
         }
-    }
-
-    /// State of the background compactor, once one was started.
-    pub fn compaction_state(&self) -> Option<CompactionState> {
-        self.auto_compaction
-            .as_ref()
-            .and_then(AutoCompaction::state)
     }
 
     /// Finishes pending compaction and stops the background compactor. Changes written

@@ -41,7 +41,7 @@ use crate::error::{Error, Result};
 const MAX_HEAD: usize = 8 * 1024;
 
 /// Content type of `/metrics`.
-pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub(crate) const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// How long a connection may take and how many may be open.
 #[derive(Debug, Clone, Copy)]
@@ -64,10 +64,10 @@ const LIMITS: Limits = Limits {
 
 /// An answer of the endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Response {
-    pub status: StatusCode,
-    pub content_type: &'static str,
-    pub body: String,
+pub(crate) struct Response {
+    pub(crate) status: StatusCode,
+    pub(crate) content_type: &'static str,
+    pub(crate) body: String,
 }
 
 impl Response {
@@ -99,7 +99,7 @@ impl Response {
 }
 
 /// Answers one request (`path` without the query string).
-pub fn route(method: &Method, path: &str, registry: &Registry) -> Response {
+pub(crate) fn route(method: &Method, path: &str, registry: &Registry) -> Response {
     let known = matches!(path, "/metrics" | "/health/live" | "/health/ready" | "/");
     if !known {
         return Response::text(StatusCode::NOT_FOUND, format!("not found: {path}\n"));
@@ -133,7 +133,7 @@ pub fn route(method: &Method, path: &str, registry: &Registry) -> Response {
 
 /// Binds the endpoint's address (before anything else starts, so a taken port fails
 /// the start with a clear message).
-pub async fn bind(address: SocketAddr) -> Result<TcpListener> {
+pub(crate) async fn bind(address: SocketAddr) -> Result<TcpListener> {
     TcpListener::bind(address).await.map_err(|e| {
         Error::Config(format!(
             "observe.listen: cannot listen on {address}: {e} (is another process using the port?)"
@@ -144,7 +144,11 @@ pub async fn bind(address: SocketAddr) -> Result<TcpListener> {
 /// Serves requests until `stop` turns true (or its sender is dropped), then stops
 /// accepting and returns once the open connections have finished their answers (each
 /// within its deadline).
-pub async fn serve(listener: TcpListener, registry: Arc<Registry>, stop: watch::Receiver<bool>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    stop: watch::Receiver<bool>,
+) {
     serve_with(listener, registry, stop, LIMITS).await;
 }
 
@@ -251,7 +255,11 @@ async fn serve_connection(
 
 /// `GET http://address/path`: the status code and body, within `timeout` (the client of
 /// `lakejoin health` and tests).
-pub async fn get(address: SocketAddr, path: &str, timeout: Duration) -> Result<(u16, String)> {
+pub(crate) async fn get(
+    address: SocketAddr,
+    path: &str,
+    timeout: Duration,
+) -> Result<(u16, String)> {
     let url = format!("http://{address}{path}");
     let failed = |e: reqwest::Error| Error::Io {
         context: format!("GET {url}"),

@@ -9,7 +9,7 @@ use tracing_subscriber::EnvFilter;
 use crate::config::LogFormat;
 
 /// The environment variable holding the log filter.
-pub const FILTER_ENV: &str = "LAKEJOIN_LOG";
+pub(crate) const FILTER_ENV: &str = "LAKEJOIN_LOG";
 
 /// Installs the process's log subscriber; `default_filter` applies when `LAKEJOIN_LOG`
 /// is unset or invalid. A second call (tests) leaves the first subscriber in place.

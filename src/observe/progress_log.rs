@@ -11,18 +11,18 @@ use super::{PipelineKind, PipelineMetrics, Registry};
 
 /// Cumulative counters of a pipeline at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Totals {
-    pub records_in: u64,
-    pub records_out: u64,
-    pub rows_written: u64,
-    pub dead_lettered: u64,
-    pub commits: u64,
-    pub hits: u64,
-    pub misses: u64,
+pub(crate) struct Totals {
+    pub(crate) records_in: u64,
+    pub(crate) records_out: u64,
+    pub(crate) rows_written: u64,
+    pub(crate) dead_lettered: u64,
+    pub(crate) commits: u64,
+    pub(crate) hits: u64,
+    pub(crate) misses: u64,
 }
 
 impl Totals {
-    pub fn of(m: &PipelineMetrics) -> Self {
+    pub(crate) fn of(m: &PipelineMetrics) -> Self {
         Totals {
             records_in: PipelineMetrics::get(&m.records_in),
             records_out: PipelineMetrics::get(&m.records_out),
@@ -37,18 +37,18 @@ impl Totals {
 
 /// What a pipeline did over one interval.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Progress {
-    pub consumed_per_s: f64,
-    pub produced_per_s: f64,
-    pub rows_per_s: f64,
-    pub commits: u64,
-    pub dead_lettered: u64,
+pub(crate) struct Progress {
+    pub(crate) consumed_per_s: f64,
+    pub(crate) produced_per_s: f64,
+    pub(crate) rows_per_s: f64,
+    pub(crate) commits: u64,
+    pub(crate) dead_lettered: u64,
     /// Share of lookups that found a row over the interval; `None` without lookups.
-    pub hit_rate: Option<f64>,
+    pub(crate) hit_rate: Option<f64>,
 }
 
 impl Progress {
-    pub fn between(before: Totals, now: Totals, elapsed: Duration) -> Self {
+    pub(crate) fn between(before: Totals, now: Totals, elapsed: Duration) -> Self {
         let seconds = elapsed.as_secs_f64().max(1e-3);
         let rate = |a: u64, b: u64| b.saturating_sub(a) as f64 / seconds;
         let hits = now.hits.saturating_sub(before.hits);
@@ -69,7 +69,11 @@ fn percent(rate: Option<f64>) -> String {
 }
 
 /// Logs a progress line per pipeline every `interval` until `stop`.
-pub async fn report(registry: Arc<Registry>, interval: Duration, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn report(
+    registry: Arc<Registry>,
+    interval: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut last: BTreeMap<String, Totals> = BTreeMap::new();
     let mut last_at = Instant::now();
     for p in registry.pipelines() {

@@ -72,7 +72,7 @@ fn parse_format(name: &str) -> Result<Format> {
 }
 
 /// The decoder of a CDC pipeline writing `table`.
-pub fn cdc_decoder(config: &CdcConfig, table: &Table) -> Result<CdcDecoder> {
+pub(crate) fn cdc_decoder(config: &CdcConfig, table: &Table) -> Result<CdcDecoder> {
     let mut metadata = BTreeMap::new();
     for (column, name) in &config.metadata {
         let m = name
@@ -109,7 +109,7 @@ pub fn cdc_decoder(config: &CdcConfig, table: &Table) -> Result<CdcDecoder> {
 }
 
 /// The fact decoder of an enrich pipeline.
-pub fn fact_decoder(config: &EnrichConfig) -> Result<FactDecoder> {
+pub(crate) fn fact_decoder(config: &EnrichConfig) -> Result<FactDecoder> {
     FactDecoder::new(
         parse_format(&config.format)?,
         avro_schemas(&config.schema_file, &config.schema_registry)?,
@@ -117,7 +117,7 @@ pub fn fact_decoder(config: &EnrichConfig) -> Result<FactDecoder> {
 }
 
 /// The output encoder of an enrich pipeline.
-pub fn output_encoder(config: &OutputConfig) -> Result<OutputEncoder> {
+pub(crate) fn output_encoder(config: &OutputConfig) -> Result<OutputEncoder> {
     match config.format.as_str() {
         "json" => Ok(OutputEncoder::Json),
         "avro" => {
@@ -138,7 +138,7 @@ pub fn output_encoder(config: &OutputConfig) -> Result<OutputEncoder> {
 
 /// Opens the table, creating it when absent; an existing table must have the configured
 /// columns, keys and merge engine.
-pub async fn open_or_create(
+pub(crate) async fn open_or_create(
     warehouse: &Warehouse,
     name: &str,
     wanted: TableSchema,
@@ -222,7 +222,7 @@ fn lookup_strategy(join: &JoinConfig) -> Strategy {
 }
 
 /// Every `[[table]]`, by name, opened or created.
-pub async fn open_tables(
+pub(crate) async fn open_tables(
     config: &Config,
     warehouse: &Warehouse,
 ) -> Result<BTreeMap<String, Arc<Table>>> {
@@ -237,7 +237,7 @@ pub async fn open_tables(
 }
 
 /// A table by its configured name.
-pub fn table(tables: &BTreeMap<String, Arc<Table>>, name: &str) -> Result<Arc<Table>> {
+pub(crate) fn table(tables: &BTreeMap<String, Arc<Table>>, name: &str) -> Result<Arc<Table>> {
     tables
         .get(name)
         .cloned()
@@ -245,7 +245,7 @@ pub fn table(tables: &BTreeMap<String, Arc<Table>>, name: &str) -> Result<Arc<Ta
 }
 
 /// The CDC progress that `wait_for_cdc` joins follow, one per table they join.
-pub fn cdc_progress(config: &Config) -> BTreeMap<String, Arc<CdcProgress>> {
+pub(crate) fn cdc_progress(config: &Config) -> BTreeMap<String, Arc<CdcProgress>> {
     let mut progress: BTreeMap<String, Arc<CdcProgress>> = BTreeMap::new();
     for j in config.enrich.iter().flat_map(|e| &e.join) {
         if j.wait_for_cdc {
@@ -256,30 +256,30 @@ pub fn cdc_progress(config: &Config) -> BTreeMap<String, Arc<CdcProgress>> {
 }
 
 /// The lookups of one joined table and how often they look for changes.
-pub struct JoinedTable {
-    pub lookups: Arc<TableLookups>,
+pub(crate) struct JoinedTable {
+    pub(crate) lookups: Arc<TableLookups>,
     /// The shortest `refresh_interval` of its joins.
-    pub refresh_interval: Duration,
+    pub(crate) refresh_interval: Duration,
     /// The shortest `partition_refresh_interval` of its `max_pt()` joins, if any.
-    pub partition_refresh_interval: Option<Duration>,
+    pub(crate) partition_refresh_interval: Option<Duration>,
 }
 
 /// The joins of one enrich pipeline, in order, with their metrics.
-pub struct EnrichJoins {
-    pub joins: Vec<Join>,
-    pub metrics: Vec<JoinMetrics>,
+pub(crate) struct EnrichJoins {
+    pub(crate) joins: Vec<Join>,
+    pub(crate) metrics: Vec<JoinMetrics>,
 }
 
 /// Every joined table's lookups (by table name) and every enrich pipeline's joins (in
 /// `[[enrich]]` order).
-pub struct Lookups {
-    pub tables: BTreeMap<String, JoinedTable>,
-    pub enrich: Vec<EnrichJoins>,
+pub(crate) struct Lookups {
+    pub(crate) tables: BTreeMap<String, JoinedTable>,
+    pub(crate) enrich: Vec<EnrichJoins>,
 }
 
 /// Builds the lookups: one point lookup per joined table, shared by its joins, and one
 /// lookup table (cache) per join.
-pub async fn lookups(
+pub(crate) async fn lookups(
     config: &Config,
     tables: &BTreeMap<String, Arc<Table>>,
     progress: &BTreeMap<String, Arc<CdcProgress>>,

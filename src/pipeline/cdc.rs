@@ -64,8 +64,8 @@ pub struct ChangeBatch {
 /// A table commit and the position of every pipeline partition it covers.
 #[derive(Debug, Clone)]
 pub struct Committed {
-    pub snapshot: Snapshot,
-    pub positions: Vec<CommittedPosition>,
+    pub(crate) snapshot: Snapshot,
+    pub(crate) positions: Vec<CommittedPosition>,
 }
 
 /// The single writer of one table, fed by every CDC pipeline of that table.
@@ -454,7 +454,7 @@ async fn decode_held(
 /// Consumes one CDC pipeline's topics from `resume` (or `start_from`), decodes, and sends
 /// the changes to the table's sink. Bad records go to the dead-letter topic.
 #[allow(clippy::too_many_arguments)]
-pub async fn run_consumer(
+pub(crate) async fn run_consumer(
     config: CdcConfig,
     kafka: KafkaConfig,
     table: Arc<Table>,

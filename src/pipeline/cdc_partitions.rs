@@ -44,7 +44,7 @@ const WATERMARK_INTERVAL: Duration = Duration::from_millis(250);
 ///   in the new log was read, so from its beginning;
 /// - before its start: retention deleted records never read. `Err` when
 ///   `on_offset_out_of_range` is `fail`; else the log's start or end, logged.
-pub fn resume_position(
+pub(crate) fn resume_position(
     config: &CdcConfig,
     topic: &str,
     partition: i32,
@@ -118,7 +118,7 @@ async fn watermarks(
 /// Assigns every partition of the pipeline's topics (waiting while the broker or a
 /// topic is missing): at its saved position, checked against the log, or at
 /// `start_from`. Returns what was assigned; `None` when `stop` fires first.
-pub async fn assign_initial(
+pub(crate) async fn assign_initial(
     consumer: &Arc<Consumer>,
     config: &CdcConfig,
     bootstrap: &str,
@@ -160,7 +160,7 @@ pub async fn assign_initial(
 /// Looks the topics up every `partition_discovery_interval` and assigns the partitions
 /// that appeared since, from their beginning, registering them with `progress`. A failed
 /// lookup is logged and tried again at the next interval.
-pub fn spawn_discovery(
+pub(crate) fn spawn_discovery(
     consumer: Arc<Consumer>,
     config: &CdcConfig,
     assigned: &TopicPartitionList,
@@ -250,7 +250,7 @@ pub fn spawn_discovery(
 /// log's end is read again from the beginning (its topic was created again); one before
 /// its log's start is the error that stops the pipeline (blocking: run it off the async
 /// workers).
-pub fn recover_from_reset(
+pub(crate) fn recover_from_reset(
     consumer: &Consumer,
     config: &CdcConfig,
     assigned: &TopicPartitionList,
@@ -309,7 +309,7 @@ pub fn recover_from_reset(
 
 /// Keeps the high watermarks of the pipeline's assigned partitions current in
 /// `progress`, so a partition without lag releases waiting facts.
-pub fn spawn_watermark_watch(
+pub(crate) fn spawn_watermark_watch(
     consumer: Arc<Consumer>,
     pipeline: &str,
     progress: Arc<CdcProgress>,

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// (pipeline, topic, partition)
-pub type PartitionId = (String, String, i32);
+pub(crate) type PartitionId = (String, String, i32);
 
 #[derive(Debug, Clone, Copy)]
 struct PartitionProgress {
@@ -46,7 +46,7 @@ impl ProgressState {
 
 /// One table's CDC progress.
 #[derive(Debug)]
-pub struct CdcProgress {
+pub(crate) struct CdcProgress {
     state: watch::Sender<ProgressState>,
 }
 
@@ -60,15 +60,15 @@ impl Default for CdcProgress {
 
 /// A committed position: the next offset and the timestamp of the last change before it.
 #[derive(Debug, Clone)]
-pub struct CommittedPosition {
-    pub partition: PartitionId,
-    pub next_offset: i64,
-    pub last_timestamp_ms: Option<i64>,
+pub(crate) struct CommittedPosition {
+    pub(crate) partition: PartitionId,
+    pub(crate) next_offset: i64,
+    pub(crate) last_timestamp_ms: Option<i64>,
 }
 
 impl CdcProgress {
     /// A partition a CDC pipeline reads, starting at `next_offset` (already visible).
-    pub fn register(&self, partition: PartitionId, next_offset: i64) {
+    pub(crate) fn register(&self, partition: PartitionId, next_offset: i64) {
         self.state.send_modify(|s| {
             s.partitions.entry(partition).or_insert(PartitionProgress {
                 visible_next: next_offset,
@@ -80,7 +80,12 @@ impl CdcProgress {
     }
 
     /// The partition's high watermark as read at `read_ms` (epoch millis).
-    pub fn set_high_watermark(&self, partition: &PartitionId, high_watermark: i64, read_ms: i64) {
+    pub(crate) fn set_high_watermark(
+        &self,
+        partition: &PartitionId,
+        high_watermark: i64,
+        read_ms: i64,
+    ) {
         self.state
             .send_if_modified(|s| match s.partitions.get_mut(partition) {
                 Some(p) => {
@@ -93,7 +98,7 @@ impl CdcProgress {
     }
 
     /// Records that the changes before these positions are visible to lookups.
-    pub fn mark_visible(&self, positions: &[CommittedPosition]) {
+    pub(crate) fn mark_visible(&self, positions: &[CommittedPosition]) {
         self.state.send_modify(|s| {
             for position in positions {
                 let p =
@@ -113,13 +118,13 @@ impl CdcProgress {
         });
     }
 
-    pub fn covers(&self, timestamp_ms: i64) -> bool {
+    pub(crate) fn covers(&self, timestamp_ms: i64) -> bool {
         self.state.borrow().covers(timestamp_ms)
     }
 
     /// Waits until the changes up to `timestamp_ms` are visible, at most `max_wait`.
     /// Returns false when the wait timed out.
-    pub async fn wait_for(&self, timestamp_ms: i64, max_wait: Duration) -> bool {
+    pub(crate) async fn wait_for(&self, timestamp_ms: i64, max_wait: Duration) -> bool {
         let mut state = self.state.subscribe();
         matches!(
             tokio::time::timeout(max_wait, state.wait_for(|s| s.covers(timestamp_ms))).await,

@@ -13,26 +13,26 @@ use crate::kafka::Producer;
 use crate::error::{Error, Result};
 
 /// Header names set on dead-lettered records.
-pub const ERROR_HEADER: &str = "lakejoin.error";
-pub const SOURCE_TOPIC_HEADER: &str = "lakejoin.source.topic";
-pub const SOURCE_PARTITION_HEADER: &str = "lakejoin.source.partition";
-pub const SOURCE_OFFSET_HEADER: &str = "lakejoin.source.offset";
-pub const PIPELINE_HEADER: &str = "lakejoin.pipeline";
+pub(crate) const ERROR_HEADER: &str = "lakejoin.error";
+pub(crate) const SOURCE_TOPIC_HEADER: &str = "lakejoin.source.topic";
+pub(crate) const SOURCE_PARTITION_HEADER: &str = "lakejoin.source.partition";
+pub(crate) const SOURCE_OFFSET_HEADER: &str = "lakejoin.source.offset";
+pub(crate) const PIPELINE_HEADER: &str = "lakejoin.pipeline";
 /// Set when the dead-letter topic refused the whole record: the payload's original size.
-pub const TRUNCATED_HEADER: &str = "lakejoin.payload.truncated-from";
+pub(crate) const TRUNCATED_HEADER: &str = "lakejoin.payload.truncated-from";
 
 /// Bytes of the payload kept when the dead-letter topic refuses the whole record.
-pub const TRUNCATED_PAYLOAD: usize = 1024;
+pub(crate) const TRUNCATED_PAYLOAD: usize = 1024;
 
 /// Where a pipeline's bad records go.
 #[derive(Clone)]
-pub struct DeadLetters {
+pub(crate) struct DeadLetters {
     topic: Option<String>,
     producer: Producer,
 }
 
 impl DeadLetters {
-    pub fn new(topic: Option<String>, producer: Producer) -> Self {
+    pub(crate) fn new(topic: Option<String>, producer: Producer) -> Self {
         DeadLetters { topic, producer }
     }
 
@@ -41,7 +41,12 @@ impl DeadLetters {
     /// itself (too large for it), the reason is sent again with the payload cut to
     /// [`TRUNCATED_PAYLOAD`] bytes and its original size in a header: the record is lost
     /// from Kafka either way, and the reason and origin are what an operator needs.
-    pub async fn send<M: Message>(&self, pipeline: &str, message: &M, reason: &str) -> Result<()> {
+    pub(crate) async fn send<M: Message>(
+        &self,
+        pipeline: &str,
+        message: &M,
+        reason: &str,
+    ) -> Result<()> {
         let Some(topic) = &self.topic else {
             tracing::warn!(
                 pipeline,

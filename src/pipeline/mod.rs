@@ -1,12 +1,12 @@
 //! Builds the CDC and enrich pipelines of a `connectors.toml`, runs them, and stops them
 //! gracefully (final table commits, in-flight output delivered, offsets committed).
 
-pub mod build;
+pub(crate) mod build;
 pub mod cdc;
 pub(crate) mod cdc_partitions;
 pub(crate) mod cdc_progress;
 pub(crate) mod dead_letter;
-pub mod enrich;
+pub(crate) mod enrich;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,7 +22,8 @@ use crate::table::{Table, Warehouse};
 use cdc_progress::CdcProgress;
 use dead_letter::DeadLetters;
 
-pub use build::{cdc_decoder, fact_decoder, open_or_create, output_encoder};
+#[cfg(test)]
+pub(crate) use build::{fact_decoder, open_or_create, output_encoder};
 
 /// Running pipelines.
 pub struct Running {
@@ -48,7 +49,7 @@ impl Running {
     /// How many of the configured pipelines still run. The tasks that serve them (table
     /// sinks, writer fences, lookup loads and refreshes) do not count: without a pipeline
     /// they have nothing to do.
-    pub fn pipelines_left(&self) -> usize {
+    pub(crate) fn pipelines_left(&self) -> usize {
         self.metrics
             .keys()
             .filter(|name| !self.ended.contains(*name))
@@ -56,7 +57,7 @@ impl Running {
     }
 
     /// Waits until a pipeline stops on its own (an error), returning its name and result.
-    pub async fn next_exit(&mut self) -> Option<(String, Result<()>)> {
+    pub(crate) async fn next_exit(&mut self) -> Option<(String, Result<()>)> {
         match self.tasks.join_next().await {
             Some(Ok(exit)) => {
                 self.ended.insert(exit.0.clone());
@@ -117,7 +118,7 @@ pub async fn start(config: Config) -> Result<Running> {
 
 /// [`start`], registering every pipeline's metrics in `registry` (served by the HTTP
 /// endpoint while this runs); marks the registry started at the end.
-pub async fn start_with(config: Config, registry: Arc<Registry>) -> Result<Running> {
+pub(crate) async fn start_with(config: Config, registry: Arc<Registry>) -> Result<Running> {
     let warehouse = Warehouse::from_uri(&config.warehouse.uri, &config.warehouse.options)?;
     start_on(config, registry, warehouse).await
 }
@@ -144,7 +145,7 @@ impl Tasks {
     }
 }
 
-/// [`start_with`] on a warehouse built by the caller instead of from `[warehouse]` (the
+/// `start_with` on a warehouse built by the caller instead of from `[warehouse]` (the
 /// tests put a store that fails on purpose under running pipelines).
 pub async fn start_on(
     config: Config,

@@ -16,7 +16,7 @@ const C2: u32 = 0x1b87_3593;
 ///
 /// `bytes.len()` must be a multiple of 4 (a BinaryRow always is); trailing bytes of a
 /// shorter last word are ignored, as pypaimon does, but still count in the length mix.
-pub fn hash_bytes_by_words(bytes: &[u8]) -> i32 {
+pub(crate) fn hash_bytes_by_words(bytes: &[u8]) -> i32 {
     let mut h = SEED;
     for word in bytes.chunks_exact(4) {
         // chunks_exact yields 4-byte words, so the conversion cannot fail.
@@ -38,7 +38,7 @@ pub fn hash_bytes_by_words(bytes: &[u8]) -> i32 {
 /// Java `Math.abs(hash % n)`: `%` truncates toward zero, `abs` comes after it.
 ///
 /// `num_buckets` must be >= 1; 0 (where Java would throw) yields 0 instead of panicking.
-pub fn bucket_for_hash(hash: i32, num_buckets: i32) -> i32 {
+pub(crate) fn bucket_for_hash(hash: i32, num_buckets: i32) -> i32 {
     // checked_rem is None for n == 0 and for i32::MIN % -1 (whose Java result is 0).
     hash.checked_rem(num_buckets).map_or(0, i32::abs)
 }
@@ -50,7 +50,7 @@ thread_local! {
 
 /// Paimon hash of a row's bucket-key values: [`hash_bytes_by_words`] over their BinaryRow
 /// bytes (no arity prefix). `scratch` is cleared and reused for the image.
-pub fn bucket_key_hash_with(
+pub(crate) fn bucket_key_hash_with(
     scratch: &mut Vec<u8>,
     values: &[Datum],
     types: &[DataType],
@@ -60,7 +60,7 @@ pub fn bucket_key_hash_with(
     Ok(hash_bytes_by_words(scratch))
 }
 
-/// Paimon hash of a row's bucket-key values (see [`bucket_key_hash_with`]), using a
+/// Paimon hash of a row's bucket-key values (see `bucket_key_hash_with`), using a
 /// per-thread scratch buffer.
 pub fn bucket_key_hash(values: &[Datum], types: &[DataType]) -> Result<i32> {
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
@@ -71,7 +71,7 @@ pub fn bucket_key_hash(values: &[Datum], types: &[DataType]) -> Result<i32> {
 }
 
 /// Bucket of a row's bucket-key values: BinaryRow bytes (no arity) hashed, then
-/// [`bucket_for_hash`].
+/// `bucket_for_hash`.
 pub fn bucket_of(values: &[Datum], types: &[DataType], num_buckets: i32) -> Result<i32> {
     Ok(bucket_for_hash(
         bucket_key_hash(values, types)?,

@@ -42,7 +42,7 @@ pub struct CommitRequest {
 /// from every other, also from an earlier commit of the same user whose outcome was
 /// unknown and that landed late.
 #[derive(Debug, Clone)]
-pub struct PreparedCommit {
+pub(crate) struct PreparedCommit {
     request: CommitRequest,
     delta_metas: Vec<ManifestFileMeta>,
     delta_list: String,
@@ -57,12 +57,12 @@ pub struct PreparedCommit {
 }
 
 impl PreparedCommit {
-    pub fn request(&self) -> &CommitRequest {
+    pub(crate) fn request(&self) -> &CommitRequest {
         &self.request
     }
 
     /// Whether an attempt to publish this commit may have landed unseen.
-    pub fn in_doubt(&self) -> bool {
+    pub(crate) fn in_doubt(&self) -> bool {
         self.in_doubt_since.is_some()
     }
 
@@ -71,7 +71,7 @@ impl PreparedCommit {
     /// writer's own last commit, or the snapshot it resumed from). A writer that resumed
     /// from the offsets of one snapshot must not build on a later one it did not write:
     /// the changes in between would be applied twice.
-    pub fn guard_user_since(&mut self, since: i64) {
+    pub(crate) fn guard_user_since(&mut self, since: i64) {
         self.user_guard_since = Some(since);
     }
 
@@ -138,7 +138,7 @@ impl ManifestNames {
 impl Table {
     /// Commits `request` as the next snapshot and returns it. Retries when another writer
     /// takes the snapshot id first, or when the store fails, up to `commit.max-retries`
-    /// times (see [`Table::publish`]).
+    /// times (see `Table::publish`).
     ///
     /// A `CommitKind::Compact` request is checked against each snapshot it would follow
     /// (as Java's conflict detection does): every file it deletes must still be live, and
@@ -152,7 +152,7 @@ impl Table {
 
     /// Writes the delta manifest and its list. They do not depend on the snapshot the
     /// commit will follow, so they are written once and reused by every publish attempt.
-    pub async fn prepare_commit(&self, request: CommitRequest) -> Result<PreparedCommit> {
+    pub(crate) async fn prepare_commit(&self, request: CommitRequest) -> Result<PreparedCommit> {
         let compression = ManifestCompression::parse(&self.options().manifest_compression)?;
         let delta_meta = if request.entries.is_empty() {
             None
@@ -200,7 +200,7 @@ impl Table {
     /// `prepared` again later resolves it. A full, read-only or access-denied warehouse
     /// ([`Error::is_storage_unwritable`]) is returned at once, its cause intact, with the
     /// commit in doubt as above.
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
         prepared: &mut PreparedCommit,
         fence: Option<&super::fence::WriterFence>,

@@ -31,37 +31,37 @@ use super::schema::{
 use super::types::{DataType, Field};
 use crate::error::{Error, Result};
 
-pub const KEY_FIELD_PREFIX: &str = "_KEY_";
+pub(crate) const KEY_FIELD_PREFIX: &str = "_KEY_";
 /// Rows per Parquet data page (the unit a reader using the page index decodes).
-pub const DATA_PAGE_ROWS: usize = 1024;
+pub(crate) const DATA_PAGE_ROWS: usize = 1024;
 /// Rows per Parquet row group.
-pub const ROW_GROUP_ROWS: usize = 128 * 1024;
+pub(crate) const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// False-positive rate of the key columns' bloom filters.
-pub const BLOOM_FILTER_FPP: f64 = 0.01;
-pub const SEQUENCE_NUMBER_COLUMN: &str = "_SEQUENCE_NUMBER";
-pub const VALUE_KIND_COLUMN: &str = "_VALUE_KIND";
+pub(crate) const BLOOM_FILTER_FPP: f64 = 0.01;
+pub(crate) const SEQUENCE_NUMBER_COLUMN: &str = "_SEQUENCE_NUMBER";
+pub(crate) const VALUE_KIND_COLUMN: &str = "_VALUE_KIND";
 
 /// One row of a data file: the full table row with its sequence number and kind.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeyValue {
-    pub sequence_number: i64,
-    pub kind: RowKind,
-    pub row: Row,
+    pub(crate) sequence_number: i64,
+    pub(crate) kind: RowKind,
+    pub(crate) row: Row,
 }
 
 /// Parquet writer settings taken from the table options.
 #[derive(Debug, Clone, Copy)]
-pub struct DataFileWriteOptions {
-    pub compression: Compression,
+pub(crate) struct DataFileWriteOptions {
+    pub(crate) compression: Compression,
     /// Rows per data page.
-    pub page_rows: usize,
+    pub(crate) page_rows: usize,
     /// Dictionary-encode non-key columns.
-    pub dictionary: bool,
+    pub(crate) dictionary: bool,
 }
 
 impl DataFileWriteOptions {
     /// From `file.compression` and `file.compression.zstd-level`.
-    pub fn from_table_options(compression: &str, zstd_level: i32) -> Result<Self> {
+    pub(crate) fn from_table_options(compression: &str, zstd_level: i32) -> Result<Self> {
         let compression = match compression {
             "zstd" => Compression::ZSTD(
                 ZstdLevel::try_new(zstd_level)
@@ -240,7 +240,7 @@ fn column_array<'a>(
 }
 
 /// Encodes rows (already sorted by key, one per key) as a Parquet data file.
-pub fn encode_data_file(
+pub(crate) fn encode_data_file(
     schema: &TableSchema,
     rows: &[KeyValue],
     options: DataFileWriteOptions,
@@ -305,7 +305,7 @@ pub fn encode_data_file(
 
 /// The name in a file written with `file_schema` of each column of `table_schema`, matched
 /// by the stable field id (`None`: the column was added after the file was written).
-pub fn file_column_names(
+pub(crate) fn file_column_names(
     file_schema: &TableSchema,
     table_schema: &TableSchema,
 ) -> Vec<Option<String>> {

@@ -24,21 +24,21 @@ pub struct Timestamp {
 }
 
 impl Timestamp {
-    pub fn from_millis(millis: i64) -> Self {
+    pub(crate) fn from_millis(millis: i64) -> Self {
         Timestamp {
             millis,
             nanos_of_milli: 0,
         }
     }
 
-    pub fn from_micros(micros: i64) -> Self {
+    pub(crate) fn from_micros(micros: i64) -> Self {
         Timestamp {
             millis: micros.div_euclid(1000),
             nanos_of_milli: (micros.rem_euclid(1000) * 1000) as u32,
         }
     }
 
-    pub fn from_nanos(nanos: i64) -> Self {
+    pub(crate) fn from_nanos(nanos: i64) -> Self {
         Timestamp {
             millis: nanos.div_euclid(1_000_000),
             nanos_of_milli: nanos.rem_euclid(1_000_000) as u32,
@@ -48,13 +48,13 @@ impl Timestamp {
     /// Epoch microseconds, truncating sub-microsecond digits; `None` outside the
     /// ±292,000 years an i64 of microseconds holds (any i64 of milliseconds is a valid
     /// timestamp, so a value read from a message or file can be out of that range).
-    pub fn checked_micros(self) -> Option<i64> {
+    pub(crate) fn checked_micros(self) -> Option<i64> {
         let micros = i128::from(self.millis) * 1000 + i128::from(self.nanos_of_milli / 1000);
         i64::try_from(micros).ok()
     }
 
     /// Epoch nanoseconds, `None` outside the years 1677..2262 that an i64 can hold.
-    pub fn checked_nanos(self) -> Option<i64> {
+    pub(crate) fn checked_nanos(self) -> Option<i64> {
         let nanos = i128::from(self.millis) * 1_000_000 + i128::from(self.nanos_of_milli);
         i64::try_from(nanos).ok()
     }
@@ -62,7 +62,7 @@ impl Timestamp {
     /// Whether a column of TIMESTAMP(`precision`) can store this value: precisions 0..=3
     /// are stored in milliseconds (any value), 4..=6 in i64 microseconds, 7..=9 in i64
     /// nanoseconds.
-    pub fn fits_precision(self, precision: u8) -> bool {
+    pub(crate) fn fits_precision(self, precision: u8) -> bool {
         match precision {
             0..=3 => true,
             4..=6 => self.checked_micros().is_some(),
@@ -179,12 +179,12 @@ pub fn compare_rows(a: &[Datum], b: &[Datum]) -> Ordering {
 
 const EPOCH_DAYS_FROM_CE: i32 = 719_163;
 
-pub fn date_to_days(date: NaiveDate) -> i32 {
+pub(crate) fn date_to_days(date: NaiveDate) -> i32 {
     use chrono::Datelike;
     date.num_days_from_ce() - EPOCH_DAYS_FROM_CE
 }
 
-pub fn days_to_date(days: i32) -> Option<NaiveDate> {
+pub(crate) fn days_to_date(days: i32) -> Option<NaiveDate> {
     NaiveDate::from_num_days_from_ce_opt(days.checked_add(EPOCH_DAYS_FROM_CE)?)
 }
 
@@ -196,7 +196,7 @@ fn timestamp_to_naive(ts: Timestamp) -> Option<NaiveDateTime> {
 
 /// Formats a timestamp as `YYYY-MM-DD HH:MM:SS[.f]` with trailing zeros of the fraction
 /// removed.
-pub fn format_timestamp(ts: Timestamp) -> String {
+pub(crate) fn format_timestamp(ts: Timestamp) -> String {
     match timestamp_to_naive(ts) {
         Some(dt) => {
             let base = dt.format("%Y-%m-%d %H:%M:%S").to_string();
@@ -213,7 +213,7 @@ pub fn format_timestamp(ts: Timestamp) -> String {
 }
 
 /// Parses `YYYY-MM-DD HH:MM:SS[.f]` (a `T` separator is accepted too).
-pub fn parse_timestamp(text: &str) -> Option<Timestamp> {
+pub(crate) fn parse_timestamp(text: &str) -> Option<Timestamp> {
     let text = text.trim();
     let normalized = text.replacen('T', " ", 1);
     let dt = NaiveDateTime::parse_from_str(&normalized, "%Y-%m-%d %H:%M:%S%.f")
@@ -235,7 +235,7 @@ pub fn parse_timestamp(text: &str) -> Option<Timestamp> {
 }
 
 /// Formats an unscaled decimal with `scale` fractional digits.
-pub fn format_decimal(unscaled: i128, scale: u8) -> String {
+pub(crate) fn format_decimal(unscaled: i128, scale: u8) -> String {
     let negative = unscaled < 0;
     let digits = unscaled.unsigned_abs().to_string();
     let scale = scale as usize;
@@ -257,7 +257,7 @@ pub fn format_decimal(unscaled: i128, scale: u8) -> String {
 /// [`parse_decimal`]). It is the text of a dead letter or of a config problem, so it quotes
 /// the value and names the type; the caller adds which column or field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ValueError {
+pub(crate) enum ValueError {
     /// Not a value of the type at all (an object for INT, `"yes"` for BOOLEAN).
     #[error("expected {expected}, got {got}")]
     WrongType { expected: DataType, got: Value },
@@ -302,12 +302,12 @@ pub enum ValueError {
 #[error("{value} is out of range for {data_type} ({})", timestamp_range(.data_type))]
 pub struct TimestampOutOfRange {
     /// The value as the input spelled it (JSON text or a formatted timestamp).
-    pub value: String,
-    pub data_type: DataType,
+    pub(crate) value: String,
+    pub(crate) data_type: DataType,
 }
 
 impl TimestampOutOfRange {
-    pub fn new(value: impl std::fmt::Display, data_type: &DataType) -> Self {
+    pub(crate) fn new(value: impl std::fmt::Display, data_type: &DataType) -> Self {
         TimestampOutOfRange {
             value: value.to_string(),
             data_type: *data_type,
@@ -332,7 +332,7 @@ fn timestamp_range(ty: &DataType) -> &'static str {
 
 /// Parses a decimal string into an unscaled value with exactly `scale` digits; rejects
 /// values that need more digits than `precision` or more fractional digits than `scale`.
-pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, ValueError> {
+pub(crate) fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, ValueError> {
     let t = text.trim();
     let (negative, t) = match t.strip_prefix('-') {
         Some(rest) => (true, rest),
@@ -386,7 +386,7 @@ fn out_of_range(value: &Value, ty: &DataType) -> ValueError {
 
 /// Converts a JSON value to a datum of type `ty`. Strings holding numbers are accepted for
 /// numeric columns; null is accepted for any type (nullability is checked by the caller).
-pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, ValueError> {
+pub(crate) fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, ValueError> {
     if value.is_null() {
         return Ok(Datum::Null);
     }
@@ -500,7 +500,7 @@ pub fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, ValueError
 }
 
 /// The JSON form of a datum of type `ty` (the inverse of [`datum_from_json`]).
-pub fn datum_to_json(datum: &Datum, ty: &DataType) -> Value {
+pub(crate) fn datum_to_json(datum: &Datum, ty: &DataType) -> Value {
     match datum {
         Datum::Null => Value::Null,
         Datum::Boolean(b) => Value::Bool(*b),

@@ -30,29 +30,30 @@ use super::snapshot::Snapshot;
 use crate::error::{Error, Result};
 
 /// `_INDEX_TYPE` of deletion-vector index files.
-pub const DELETION_VECTORS_INDEX: &str = "DELETION_VECTORS";
+pub(crate) const DELETION_VECTORS_INDEX: &str = "DELETION_VECTORS";
 
 const MAGIC_32: i32 = 1_581_511_376;
 const MAGIC_64: i32 = 1_681_511_377;
 
 /// The deleted row positions of one data file.
 #[derive(Debug, Clone, PartialEq)]
-pub enum DeletionVector {
+pub(crate) enum DeletionVector {
     Bitmap32(RoaringBitmap),
     Bitmap64(RoaringTreemap),
 }
 
 impl DeletionVector {
     /// Whether the row at `position` (0-based, in file order) is deleted.
-    pub fn is_deleted(&self, position: u64) -> bool {
+    pub(crate) fn is_deleted(&self, position: u64) -> bool {
         match self {
             DeletionVector::Bitmap32(b) => u32::try_from(position).is_ok_and(|p| b.contains(p)),
             DeletionVector::Bitmap64(b) => b.contains(position),
         }
     }
 
+    #[cfg(test)]
     /// How many rows are deleted.
-    pub fn cardinality(&self) -> u64 {
+    pub(crate) fn cardinality(&self) -> u64 {
         match self {
             DeletionVector::Bitmap32(b) => b.len(),
             DeletionVector::Bitmap64(b) => b.len(),
@@ -62,7 +63,7 @@ impl DeletionVector {
 
 /// Decodes the vector that starts at `bytes[0]` (its size field), given the length its
 /// range records; `bytes` may run past the vector's end.
-pub fn decode_deletion_vector(bytes: &[u8], recorded_length: i64) -> Result<DeletionVector> {
+pub(crate) fn decode_deletion_vector(bytes: &[u8], recorded_length: i64) -> Result<DeletionVector> {
     let be_i32 = |at: usize| -> Result<i32> {
         bytes
             .get(at..at + 4)
@@ -115,7 +116,7 @@ pub fn decode_deletion_vector(bytes: &[u8], recorded_length: i64) -> Result<Dele
 }
 
 /// The rows of a data file (in file order) the vector leaves.
-pub fn without_deleted<T>(rows: Vec<T>, vector: &DeletionVector) -> Vec<T> {
+pub(crate) fn without_deleted<T>(rows: Vec<T>, vector: &DeletionVector) -> Vec<T> {
     rows.into_iter()
         .enumerate()
         .filter(|(position, _)| !vector.is_deleted(*position as u64))
@@ -125,41 +126,41 @@ pub fn without_deleted<T>(rows: Vec<T>, vector: &DeletionVector) -> Vec<T> {
 
 /// Where one data file's deletion vector lies.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeletionFile {
+pub(crate) struct DeletionFile {
     /// The index file.
-    pub path: Path,
+    pub(crate) path: Path,
     /// Its size, which bounds the read.
-    pub file_size: u64,
-    pub range: DeletionVectorRange,
+    pub(crate) file_size: u64,
+    pub(crate) range: DeletionVectorRange,
 }
 
 impl DeletionFile {
     /// Names this vector (index file and offset): a data file whose vector changed
     /// between snapshots reads differently.
-    pub fn identity(&self) -> String {
+    pub(crate) fn identity(&self) -> String {
         format!("{}@{}", self.path, self.range.offset)
     }
 }
 
 /// The deletion vectors of one snapshot, by data file name (names are unique in a table).
 #[derive(Debug, Clone, Default)]
-pub struct DeletionFiles {
+pub(crate) struct DeletionFiles {
     by_data_file: Arc<HashMap<String, DeletionFile>>,
 }
 
 impl DeletionFiles {
-    pub fn get(&self, data_file: &str) -> Option<&DeletionFile> {
+    pub(crate) fn get(&self, data_file: &str) -> Option<&DeletionFile> {
         self.by_data_file.get(data_file)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.by_data_file.is_empty()
     }
 }
 
 impl Table {
     /// The deletion vectors `snapshot`'s index manifest lists (none without one).
-    pub async fn deletion_files(&self, snapshot: &Snapshot) -> Result<DeletionFiles> {
+    pub(crate) async fn deletion_files(&self, snapshot: &Snapshot) -> Result<DeletionFiles> {
         let Some(name) = &snapshot.index_manifest else {
             return Ok(DeletionFiles::default());
         };
@@ -196,7 +197,7 @@ impl Table {
     }
 
     /// Reads one deletion vector: its range plus the size field and CRC around it.
-    pub async fn read_deletion_vector(&self, file: &DeletionFile) -> Result<DeletionVector> {
+    pub(crate) async fn read_deletion_vector(&self, file: &DeletionFile) -> Result<DeletionVector> {
         let range = vector_bytes(file.range.offset, file.range.length, file.file_size)?;
         let options = GetOptions {
             range: Some(GetRange::Bounded(range)),

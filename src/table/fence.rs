@@ -30,7 +30,7 @@ use super::{Table, create_object, list_dir, read_bytes};
 use crate::error::{Error, Result};
 
 /// Directory of the epoch files, relative to the table.
-pub const FENCE_DIR: &str = "_lakejoin/writer";
+pub(crate) const FENCE_DIR: &str = "_lakejoin/writer";
 
 /// What a writer does when another writer holds the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -115,7 +115,7 @@ impl WriterFence {
     /// an earlier run of this one that crashed or is still stopping. A restart after
     /// `kill -9` then resumes at once instead of waiting out the lease, and that earlier
     /// run, should it still be alive, is fenced like any superseded writer.
-    pub async fn acquire_as(
+    pub(crate) async fn acquire_as(
         table: &Table,
         holder: &str,
         instance: &str,

@@ -20,7 +20,7 @@ pub mod snapshot;
 #[cfg(test)]
 pub(crate) mod testkit;
 pub mod types;
-pub mod warehouse;
+pub(crate) mod warehouse;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -63,7 +63,7 @@ pub struct Table {
 impl Table {
     /// Creates the table by publishing `schema/schema-0` create-if-absent. The merge
     /// options are not checked here (the table format knows no merge engines): create
-    /// tables through [`crate::lsm::create_table`], which checks them first.
+    /// tables through `crate::lsm::create_table`, which checks them first.
     pub async fn create(
         warehouse: &Warehouse,
         identifier: &TableIdentifier,
@@ -138,7 +138,7 @@ impl Table {
         })
     }
 
-    pub fn identifier(&self) -> &TableIdentifier {
+    pub(crate) fn identifier(&self) -> &TableIdentifier {
         &self.identifier
     }
 
@@ -187,7 +187,7 @@ impl Table {
     }
 
     /// Schema with id `id` (the current one, or an older version a data file names).
-    pub async fn schema_by_id(&self, id: i64) -> Result<Arc<TableSchema>> {
+    pub(crate) async fn schema_by_id(&self, id: i64) -> Result<Arc<TableSchema>> {
         if let Some(s) = self.schemas.lock().ok().and_then(|m| m.get(&id).cloned()) {
             return Ok(s);
         }
@@ -263,7 +263,7 @@ impl Table {
     /// (0 for none): a snapshot of that user with a higher id was published after the
     /// search listed the table, so a writer resuming from the first must not commit
     /// over it (see `TableWriter::resumed_from`).
-    pub async fn resume_point(&self, commit_user: &str) -> Result<(Option<Snapshot>, i64)> {
+    pub(crate) async fn resume_point(&self, commit_user: &str) -> Result<(Option<Snapshot>, i64)> {
         let ids = self.snapshot_ids().await?;
         let seen = ids.last().copied().unwrap_or(0);
         for id in ids.into_iter().rev() {
@@ -325,13 +325,13 @@ impl Table {
     }
 
     /// Partition values of a serialized partition row.
-    pub fn partition_values(&self, partition: &[u8]) -> Result<Row> {
+    pub(crate) fn partition_values(&self, partition: &[u8]) -> Result<Row> {
         let types = self.schema.types_of(&self.schema.partition_indices());
         binary_row::deserialize(partition, &types)
     }
 
     /// Directory of a bucket: `<table>/<k=v/...>/bucket-<n>`.
-    pub fn bucket_path(&self, partition: &Row, bucket: i32) -> Path {
+    pub(crate) fn bucket_path(&self, partition: &Row, bucket: i32) -> Path {
         let indices = self.schema.partition_indices();
         let relative = path::partition_path(
             &self.schema.partition_keys,
@@ -343,7 +343,7 @@ impl Table {
     }
 
     /// Location of data file `file_name` in a bucket directory.
-    pub fn data_file_location(&self, partition: &Row, bucket: i32, file_name: &str) -> Path {
+    pub(crate) fn data_file_location(&self, partition: &Row, bucket: i32, file_name: &str) -> Path {
         self.bucket_path(partition, bucket)
             .join(raw_part(file_name))
     }
@@ -367,7 +367,7 @@ impl Table {
 
     /// Reads a data file into rows of the current schema, without the rows its deletion
     /// vector (when it has one in the snapshot read) marks deleted.
-    pub async fn read_data_file(
+    pub(crate) async fn read_data_file(
         &self,
         entry: &ManifestEntry,
         deletion: Option<&DeletionFile>,
@@ -415,7 +415,7 @@ fn raw_part(segment: &str) -> object_store::path::PathPart<'_> {
 
 /// Applies ADD/DELETE cancellation (docs/format.md §4.1): the ADD entries whose identity no
 /// DELETE entry names, in their original order.
-pub fn live_entries(entries: Vec<ManifestEntry>) -> Vec<ManifestEntry> {
+pub(crate) fn live_entries(entries: Vec<ManifestEntry>) -> Vec<ManifestEntry> {
     let deleted: HashSet<_> = entries
         .iter()
         .filter(|e| e.kind == FileKind::Delete)
@@ -464,7 +464,7 @@ async fn list_numbered(store: &dyn ObjectStore, dir: &Path, prefix: &str) -> Res
 
 /// Reads a whole object. A body shorter than the range the store announced (a response
 /// cut off mid-way) is an error rather than a short file that would decode wrongly.
-pub async fn read_bytes(store: &dyn ObjectStore, location: &Path) -> Result<Bytes> {
+pub(crate) async fn read_bytes(store: &dyn ObjectStore, location: &Path) -> Result<Bytes> {
     let result = store
         .get(location)
         .await

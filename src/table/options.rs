@@ -16,7 +16,7 @@ pub enum MergeEngineKind {
 }
 
 impl MergeEngineKind {
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text {
             "deduplicate" => Some(Self::Deduplicate),
             "partial-update" => Some(Self::PartialUpdate),
@@ -41,43 +41,43 @@ impl MergeEngineKind {
 pub struct TableOptions {
     /// `bucket`: fixed bucket count (≥ 1), or -1 for dynamic-bucket tables (read only).
     pub bucket: i32,
-    pub merge_engine: MergeEngineKind,
+    pub(crate) merge_engine: MergeEngineKind,
     /// `sequence.field`: columns ordering versions of a key.
-    pub sequence_fields: Vec<String>,
+    pub(crate) sequence_fields: Vec<String>,
     /// `sequence.field.sort-order` = descending flips the order of sequence values.
-    pub sequence_descending: bool,
+    pub(crate) sequence_descending: bool,
     /// `partial-update.ignore-delete` or `ignore-delete`.
-    pub ignore_delete: bool,
+    pub(crate) ignore_delete: bool,
     /// `partial-update.remove-record-on-delete`.
-    pub remove_record_on_delete: bool,
+    pub(crate) remove_record_on_delete: bool,
     /// `aggregation.remove-record-on-delete`: a `-D` removes the key of an aggregation table.
-    pub aggregation_remove_record_on_delete: bool,
+    pub(crate) aggregation_remove_record_on_delete: bool,
     /// `partial-update.remove-record-on-sequence-group`: sequence fields whose group's `-D`
     /// removes the whole row.
-    pub remove_record_on_sequence_group: Vec<String>,
+    pub(crate) remove_record_on_sequence_group: Vec<String>,
     /// `fields.default-aggregate-function` (the name as written; the engine checks it).
-    pub default_aggregate_function: Option<String>,
+    pub(crate) default_aggregate_function: Option<String>,
     /// `fields.<f>.…` options, by field name.
-    pub field_options: BTreeMap<String, FieldOptions>,
+    pub(crate) field_options: BTreeMap<String, FieldOptions>,
     /// `fields.<s1,s2>.sequence-group = a,b`, in key order.
-    pub sequence_groups: Vec<SequenceGroupOption>,
+    pub(crate) sequence_groups: Vec<SequenceGroupOption>,
     /// Every `fields.<names>.<option>` key with the field names it mentions (Paimon
     /// requires them to be columns of the table).
-    pub field_option_names: Vec<(String, Vec<String>)>,
+    pub(crate) field_option_names: Vec<(String, Vec<String>)>,
     /// `partition.default-name`.
-    pub partition_default_name: String,
+    pub(crate) partition_default_name: String,
     /// `file.format`.
-    pub file_format: String,
+    pub(crate) file_format: String,
     /// `file.compression`.
-    pub file_compression: String,
+    pub(crate) file_compression: String,
     /// `file.compression.zstd-level`.
-    pub zstd_level: i32,
+    pub(crate) zstd_level: i32,
     /// `manifest.compression`.
-    pub manifest_compression: String,
+    pub(crate) manifest_compression: String,
     /// `commit.max-retries`.
-    pub commit_max_retries: u32,
+    pub(crate) commit_max_retries: u32,
     /// `target-file-size` in bytes (rolling is by estimated size).
-    pub target_file_size: u64,
+    pub(crate) target_file_size: u64,
     /// LSM compaction and snapshot retention.
     pub maintenance: MaintenanceOptions,
 }
@@ -95,28 +95,28 @@ pub struct MaintenanceOptions {
     /// `num-levels` (trigger + 1): levels 0..num-levels-1; full compaction writes the last.
     pub num_levels: usize,
     /// `compaction.max-size-amplification-percent` (200).
-    pub max_size_amplification_percent: u64,
+    pub(crate) max_size_amplification_percent: u64,
     /// `compaction.size-ratio` (1): percentage flexibility when comparing run sizes.
-    pub size_ratio: u64,
+    pub(crate) size_ratio: u64,
     /// `compaction.force-up-level-0` (false): always compact level-0 files up.
-    pub force_up_level_0: bool,
+    pub(crate) force_up_level_0: bool,
     /// `write-only` (false): writers never compact (a separate job does).
-    pub write_only: bool,
+    pub(crate) write_only: bool,
     /// `deletion-vectors.enabled` (false).
-    pub deletion_vectors: bool,
+    pub(crate) deletion_vectors: bool,
     /// `snapshot.num-retained.min` (10): never expire the newest this many snapshots.
-    pub snapshot_retained_min: usize,
+    pub(crate) snapshot_retained_min: usize,
     /// `snapshot.num-retained.max` (Integer.MAX_VALUE): always expire beyond this many.
-    pub snapshot_retained_max: usize,
+    pub(crate) snapshot_retained_max: usize,
     /// `snapshot.time-retained` (1 h): snapshots younger than this are kept (within the
     /// two counts above).
-    pub snapshot_time_retained: Duration,
+    pub(crate) snapshot_time_retained: Duration,
 }
 
 impl MaintenanceOptions {
     /// Batch reads (Java's and pypaimon's) skip level-0 files of first-row tables and of
     /// deletion-vector tables, so such tables must not keep data on level 0.
-    pub fn needs_level0_compaction(&self, merge_engine: MergeEngineKind) -> bool {
+    pub(crate) fn needs_level0_compaction(&self, merge_engine: MergeEngineKind) -> bool {
         merge_engine == MergeEngineKind::FirstRow || self.deletion_vectors || self.force_up_level_0
     }
 }
@@ -130,7 +130,7 @@ impl TableOptions {
     }
 
     /// Whether data written to level 0 must be compacted up right after each commit.
-    pub fn force_up_level0(&self) -> bool {
+    pub(crate) fn force_up_level0(&self) -> bool {
         self.maintenance.needs_level0_compaction(self.merge_engine)
     }
 }
@@ -262,24 +262,24 @@ impl TableOptions {
 
 /// Options of one column (`fields.<f>.…`).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FieldOptions {
+pub(crate) struct FieldOptions {
     /// `fields.<f>.aggregate-function` as written.
-    pub aggregate_function: Option<String>,
+    pub(crate) aggregate_function: Option<String>,
     /// `fields.<f>.ignore-retract`: retractions leave this column unchanged.
-    pub ignore_retract: bool,
+    pub(crate) ignore_retract: bool,
     /// `fields.<f>.list-agg-delimiter` (default `,`), kept verbatim (a space is valid).
-    pub list_agg_delimiter: Option<String>,
+    pub(crate) list_agg_delimiter: Option<String>,
     /// `fields.<f>.distinct`: `listagg` skips tokens already present.
-    pub distinct: bool,
+    pub(crate) distinct: bool,
 }
 
 /// `fields.<s1,s2>.sequence-group = a,b`: columns `a`, `b` are ordered by `s1`, `s2`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SequenceGroupOption {
+pub(crate) struct SequenceGroupOption {
     /// The option key, for messages.
-    pub key: String,
-    pub sequence_fields: Vec<String>,
-    pub fields: Vec<String>,
+    pub(crate) key: String,
+    pub(crate) sequence_fields: Vec<String>,
+    pub(crate) fields: Vec<String>,
 }
 
 const FIELDS_PREFIX: &str = "fields.";
@@ -439,7 +439,7 @@ fn parse_maintenance(
 
 /// Why a text is not a duration; the caller names the option or argument it came from.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DurationError {
+pub(crate) enum DurationError {
     /// No leading number.
     #[error("`{0}` is not a duration (use e.g. 30s, 5 min, 1h, 2 d)")]
     NotADuration(String),
@@ -465,13 +465,13 @@ pub enum DurationError {
 /// number is milliseconds, as in Paimon's `TimeUtils.parseDuration`, so that a table Java
 /// wrote reads the same. lakejoin's own config and command line require the unit
 /// ([`parse_duration_with_unit`]).
-pub fn parse_duration(text: &str) -> std::result::Result<Duration, DurationError> {
+pub(crate) fn parse_duration(text: &str) -> std::result::Result<Duration, DurationError> {
     parse_duration_unit(text, true)
 }
 
 /// [`parse_duration`], but a number without a unit is an error: in lakejoin's config and
 /// on its command line `10` was read as 10 ms where 10 s was meant.
-pub fn parse_duration_with_unit(text: &str) -> std::result::Result<Duration, DurationError> {
+pub(crate) fn parse_duration_with_unit(text: &str) -> std::result::Result<Duration, DurationError> {
     parse_duration_unit(text, false)
 }
 

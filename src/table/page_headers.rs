@@ -29,7 +29,7 @@ const COMPRESSED_PAGE_SIZE: i16 = 3;
 
 /// Why the walk refused a Thrift struct: what it found at the byte it stopped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ThriftError {
+pub(crate) enum ThriftError {
     #[error("header ends before its last field")]
     Truncated,
     #[error("a field of {len} bytes with {left} left")]
@@ -53,7 +53,7 @@ pub enum ThriftError {
 /// Where a column chunk or footer fails the walk. The caller names the file and chunk,
 /// and turns it into `Error::Format`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PageHeaderError {
+pub(crate) enum PageHeaderError {
     /// Page header `page` (counting from 0, dictionary page first) is malformed.
     #[error("page {page}: {source}")]
     Page {
@@ -75,7 +75,7 @@ pub enum PageHeaderError {
 
 /// Checks that the column chunk `chunk` (its bytes, dictionary page first) is a sequence
 /// of well-formed page headers, each followed by its page, ending inside the chunk.
-pub fn check_column_chunk(chunk: &[u8]) -> Result<(), PageHeaderError> {
+pub(crate) fn check_column_chunk(chunk: &[u8]) -> Result<(), PageHeaderError> {
     let mut pos = 0;
     let mut page = 0;
     while pos < chunk.len() {
@@ -239,7 +239,7 @@ impl Reader<'_> {
 /// before the parquet crate parses it: its slice reader skips a list of booleans without
 /// consuming input, so a footer claiming 2^31 of them spins (found by the `data_file` fuzz
 /// target). Files without the plain `PAR1` footer are left to the parquet crate.
-pub fn check_footer(file: &[u8]) -> Result<(), PageHeaderError> {
+pub(crate) fn check_footer(file: &[u8]) -> Result<(), PageHeaderError> {
     let Some(tail) = file.len().checked_sub(8).map(|at| &file[at..]) else {
         return Ok(());
     };

@@ -34,7 +34,7 @@ const MILLIS_PER_DAY: i64 = 86_400_000;
 const NANOS_PER_MILLI: i64 = 1_000_000;
 
 /// The INT96 of a timestamp given in epoch nanoseconds, split as Java Paimon splits it.
-pub fn int96_of_nanos(nanos: i64) -> Int96 {
+pub(crate) fn int96_of_nanos(nanos: i64) -> Int96 {
     let millis = nanos.div_euclid(NANOS_PER_MILLI);
     let nano_of_milli = nanos.rem_euclid(NANOS_PER_MILLI);
     // Java: julianDay = mills / MILLIS_IN_DAY + offset; nanosOfDay = mills % MILLIS_IN_DAY
@@ -85,7 +85,7 @@ fn parquet_schema(batch: &RecordBatch, int96: &[bool]) -> Result<Type> {
 
 /// Encodes `batch` as a Parquet file: row groups of at most `row_group_rows` rows, the
 /// columns marked in `int96` (nanosecond timestamp arrays) as INT96.
-pub fn write_parquet(
+pub(crate) fn write_parquet(
     batch: &RecordBatch,
     int96: &[bool],
     props: WriterProperties,

@@ -18,7 +18,7 @@ fn needs_escape(c: char) -> bool {
 
 /// Java PartitionPathUtils escaping (%XX uppercase for chars < 0x20, 0x7F and
 /// `" # % ' * / : = ? \ { } [ ] ^`). Spaces and non-ASCII characters are kept.
-pub fn escape_path_name(text: &str) -> String {
+pub(crate) fn escape_path_name(text: &str) -> String {
     if !text.chars().any(needs_escape) {
         return text.to_owned();
     }
@@ -60,7 +60,7 @@ fn is_java_whitespace(c: char) -> bool {
 /// Java prints an identity hash there, which no reader can reproduce.
 ///
 /// `None` for null or empty/whitespace-only strings (caller substitutes the default name).
-pub fn partition_value_text(value: &Datum, data_type: &DataType) -> Option<String> {
+pub(crate) fn partition_value_text(value: &Datum, data_type: &DataType) -> Option<String> {
     Some(match value {
         Datum::Null => return None,
         Datum::String(s) => {
@@ -113,13 +113,13 @@ pub fn partition_path(
 }
 
 /// `"bucket-<n>"`.
-pub fn bucket_dir(bucket: i32) -> String {
+pub(crate) fn bucket_dir(bucket: i32) -> String {
     format!("bucket-{bucket}")
 }
 
 /// Java `Double.toString` (JDK 19+): the shortest decimal (at least two digits) that
 /// rounds back to the value, the one closest to it (ties to an even last digit).
-pub fn java_double_to_string(v: f64) -> String {
+pub(crate) fn java_double_to_string(v: f64) -> String {
     let abs = v.abs();
     java_fp_to_string(v, format!("{abs:e}"), |digits| {
         let text = format!("{abs:.digits$e}");
@@ -128,7 +128,7 @@ pub fn java_double_to_string(v: f64) -> String {
 }
 
 /// Java `Float.toString` (JDK 19+), digits chosen for the `f32` value itself.
-pub fn java_float_to_string(v: f32) -> String {
+pub(crate) fn java_float_to_string(v: f32) -> String {
     let abs = v.abs();
     java_fp_to_string(f64::from(v), format!("{abs:e}"), |digits| {
         let text = format!("{abs:.digits$e}");

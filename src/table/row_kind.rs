@@ -16,7 +16,7 @@ pub enum RowKind {
 }
 
 impl RowKind {
-    pub fn to_byte(self) -> i8 {
+    pub(crate) fn to_byte(self) -> i8 {
         match self {
             RowKind::Insert => 0,
             RowKind::UpdateBefore => 1,
@@ -25,7 +25,7 @@ impl RowKind {
         }
     }
 
-    pub fn from_byte(b: i8) -> Option<Self> {
+    pub(crate) fn from_byte(b: i8) -> Option<Self> {
         match b {
             0 => Some(RowKind::Insert),
             1 => Some(RowKind::UpdateBefore),
@@ -36,7 +36,7 @@ impl RowKind {
     }
 
     /// `+I`, `-U`, `+U`, `-D`.
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         match text.trim() {
             "+I" => Some(RowKind::Insert),
             "-U" => Some(RowKind::UpdateBefore),
@@ -46,7 +46,7 @@ impl RowKind {
         }
     }
 
-    pub fn short_string(self) -> &'static str {
+    pub(crate) fn short_string(self) -> &'static str {
         match self {
             RowKind::Insert => "+I",
             RowKind::UpdateBefore => "-U",

@@ -8,11 +8,11 @@ use super::types::{DataType, Field};
 use crate::error::{Error, Result};
 
 /// Field ids at or above this are reserved for system columns.
-pub const SYSTEM_FIELD_ID_START: i32 = i32::MAX / 2;
+pub(crate) const SYSTEM_FIELD_ID_START: i32 = i32::MAX / 2;
 /// Java's field id of `_KEY_<f>` is this plus the id of `f`.
-pub const KEY_FIELD_ID_START: i32 = SYSTEM_FIELD_ID_START;
-pub const SEQUENCE_NUMBER_FIELD_ID: i32 = i32::MAX - 1;
-pub const VALUE_KIND_FIELD_ID: i32 = i32::MAX - 2;
+pub(crate) const KEY_FIELD_ID_START: i32 = SYSTEM_FIELD_ID_START;
+pub(crate) const SEQUENCE_NUMBER_FIELD_ID: i32 = i32::MAX - 1;
+pub(crate) const VALUE_KIND_FIELD_ID: i32 = i32::MAX - 2;
 
 /// One version of a table's schema.
 #[derive(Debug, Clone, PartialEq)]
@@ -192,7 +192,7 @@ impl TableSchema {
         serde_json::to_string_pretty(&file).unwrap_or_default()
     }
 
-    pub fn field(&self, name: &str) -> Option<&Field> {
+    pub(crate) fn field(&self, name: &str) -> Option<&Field> {
         self.fields.iter().find(|f| f.name == name)
     }
 
@@ -211,7 +211,7 @@ impl TableSchema {
     }
 
     /// Primary key minus partition keys, in primary-key order.
-    pub fn trimmed_primary_keys(&self) -> Vec<String> {
+    pub(crate) fn trimmed_primary_keys(&self) -> Vec<String> {
         self.primary_keys
             .iter()
             .filter(|k| !self.partition_keys.contains(k))

@@ -17,7 +17,7 @@ pub enum CommitKind {
 }
 
 /// `commitIdentifier` of batch (one-shot) commits, as Java and pypaimon write it.
-pub const BATCH_COMMIT_IDENTIFIER: i64 = i64::MAX;
+pub(crate) const BATCH_COMMIT_IDENTIFIER: i64 = i64::MAX;
 
 /// One snapshot of a table. Field names and meaning as in docs/format.md §3.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -45,7 +45,7 @@ pub enum DataType {
 impl DataType {
     /// Parses a type string of a schema file, e.g. `"DECIMAL(10, 2) NOT NULL"`.
     /// Returns the type and whether it is nullable.
-    pub fn parse(text: &str) -> Result<(DataType, bool)> {
+    pub(crate) fn parse(text: &str) -> Result<(DataType, bool)> {
         let trimmed = text.trim();
         let upper = trimmed.to_ascii_uppercase();
         let (base, nullable) = match upper.strip_suffix("NOT NULL") {
@@ -185,7 +185,7 @@ impl DataType {
 /// Java writes it (INT64 TIMESTAMP(MILLIS)) and as pyarrow stores pypaimon's seconds:
 /// Parquet has no seconds unit, so Arrow seconds would be a bare INT64, which Java reads as
 /// milliseconds.
-pub fn timestamp_unit(precision: u8) -> TimeUnit {
+pub(crate) fn timestamp_unit(precision: u8) -> TimeUnit {
     match precision {
         0..=3 => TimeUnit::Millisecond,
         4..=6 => TimeUnit::Microsecond,
@@ -230,7 +230,7 @@ pub struct Field {
 
 impl Field {
     /// The schema-file spelling of this field's type, e.g. `"INT NOT NULL"`.
-    pub fn type_string(&self) -> String {
+    pub(crate) fn type_string(&self) -> String {
         if self.nullable {
             self.data_type.to_string()
         } else {

@@ -16,8 +16,8 @@ use crate::secret::{Redactor, redact_uri};
 /// Where tables live.
 #[derive(Debug, Clone)]
 pub struct Warehouse {
-    pub store: Arc<dyn ObjectStore>,
-    pub root: Path,
+    pub(crate) store: Arc<dyn ObjectStore>,
+    pub(crate) root: Path,
     /// The local directory behind `store` when it is a local filesystem: readers open
     /// files there directly, and orphan cleaning looks there for the staging files
     /// (`<name>#<n>`) that object_store hides.
@@ -96,7 +96,7 @@ impl Warehouse {
     }
 
     /// Path of table `db.name`: `<root>/<db>.db/<name>`.
-    pub fn table_path(&self, identifier: &TableIdentifier) -> Path {
+    pub(crate) fn table_path(&self, identifier: &TableIdentifier) -> Path {
         self.root
             .clone()
             .join(format!("{}.db", identifier.database))
@@ -107,8 +107,8 @@ impl Warehouse {
 /// `database.table`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TableIdentifier {
-    pub database: String,
-    pub name: String,
+    pub(crate) database: String,
+    pub(crate) name: String,
 }
 
 impl TableIdentifier {

@@ -14,21 +14,22 @@ const SYNC_LEN: usize = 16;
 const SYNC_INTERVAL: usize = 64 * 1024;
 
 /// A parsed container file: the compiled writer schema and the decompressed blocks.
-pub struct Container {
-    pub schema: Node,
-    pub codec: BlockCodec,
-    pub blocks: Vec<Block>,
+pub(crate) struct Container {
+    pub(crate) schema: Node,
+    #[cfg(test)]
+    pub(crate) codec: BlockCodec,
+    pub(crate) blocks: Vec<Block>,
 }
 
 /// One data block: `count` records encoded back to back in `data`.
-pub struct Block {
-    pub count: usize,
-    pub data: Vec<u8>,
+pub(crate) struct Block {
+    pub(crate) count: usize,
+    pub(crate) data: Vec<u8>,
 }
 
 impl Container {
     /// Decodes every record of every block, in order, through `convert`.
-    pub fn records<T, E: From<Error>>(
+    pub(crate) fn records<T, E: From<Error>>(
         &self,
         mut convert: impl FnMut(Val<'_>) -> Result<T, E>,
     ) -> Result<Vec<T>, E> {
@@ -54,7 +55,7 @@ impl Container {
 
 /// Parses a container file, checking its framing and decompressing every block; fails
 /// once the blocks decompress to more than `limit` bytes together.
-pub fn read_container(bytes: &[u8], limit: usize) -> Result<Container> {
+pub(crate) fn read_container(bytes: &[u8], limit: usize) -> Result<Container> {
     let mut cur = Cursor::new(bytes);
     if cur.take(MAGIC.len()).ok() != Some(MAGIC.as_slice()) {
         return Err(Error::invalid("not an Avro container file (bad magic)"));
@@ -121,13 +122,14 @@ pub fn read_container(bytes: &[u8], limit: usize) -> Result<Container> {
     }
     Ok(Container {
         schema,
+        #[cfg(test)]
         codec,
         blocks,
     })
 }
 
 /// Writes a container file record by record.
-pub struct ContainerWriter {
+pub(crate) struct ContainerWriter {
     out: Vec<u8>,
     block: Vec<u8>,
     count: usize,
@@ -137,7 +139,7 @@ pub struct ContainerWriter {
 
 impl ContainerWriter {
     /// Starts a file whose writer schema is the JSON text `schema`.
-    pub fn new(schema: &str, codec: BlockCodec) -> Self {
+    pub(crate) fn new(schema: &str, codec: BlockCodec) -> Self {
         let sync = *uuid::Uuid::new_v4().as_bytes();
         let mut out = Vec::with_capacity(schema.len() + 64);
         out.extend_from_slice(MAGIC);
@@ -158,7 +160,7 @@ impl ContainerWriter {
     }
 
     /// Appends one record, encoded by `encode` into the current block.
-    pub fn append(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
+    pub(crate) fn append(&mut self, encode: impl FnOnce(&mut Vec<u8>)) -> Result<()> {
         encode(&mut self.block);
         self.count += 1;
         if self.block.len() >= SYNC_INTERVAL {
@@ -184,7 +186,7 @@ impl ContainerWriter {
     }
 
     /// Closes the last block and returns the file's bytes.
-    pub fn finish(mut self) -> Result<Vec<u8>> {
+    pub(crate) fn finish(mut self) -> Result<Vec<u8>> {
         self.flush()?;
         Ok(self.out)
     }

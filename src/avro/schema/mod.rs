@@ -13,7 +13,7 @@ use super::{Error, MAX_DEPTH, MAX_NODES, Result};
 /// What a layer makes of the attributes of a type object (a logical type, a Kafka
 /// Connect name). The compiler asks once per type object that defines a type; a
 /// reference to a named type takes that type as it was defined.
-pub trait Annotation: Clone + std::fmt::Debug {
+pub(crate) trait Annotation: Clone + std::fmt::Debug {
     /// The meaning of `attributes` (the whole type object) on a type encoded as `node`;
     /// `None` leaves the node plain (how an invalid logical type falls back to its base).
     fn annotate(attributes: &Map<String, Value>, node: &Node<Self>) -> Option<Self>;
@@ -28,7 +28,7 @@ impl Annotation for () {
 
 /// A compiled schema node.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Node<A = ()> {
+pub(crate) enum Node<A = ()> {
     Null,
     Boolean,
     Int,
@@ -56,33 +56,33 @@ pub enum Node<A = ()> {
 
 /// A record of a compiled schema.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Record<A = ()> {
+pub(crate) struct Record<A = ()> {
     /// Full name (namespace included).
-    pub name: String,
-    pub fields: Vec<Field<A>>,
+    pub(crate) name: String,
+    pub(crate) fields: Vec<Field<A>>,
     /// The fewest bytes a value takes, kept so that it is not recomputed per value.
     min_size: usize,
 }
 
 /// A field of a [`Record`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct Field<A = ()> {
+pub(crate) struct Field<A = ()> {
     pub name: String,
-    pub node: Node<A>,
+    pub(crate) node: Node<A>,
     /// The schema's `default`, for writers of values that lack the field.
-    pub default: Option<Value>,
+    pub(crate) default: Option<Value>,
 }
 
 impl<A> Record<A> {
     /// Position of the field called `name` in this (the writer's) record, if it has one.
-    pub fn field_index(&self, name: &str) -> Option<usize> {
+    pub(crate) fn field_index(&self, name: &str) -> Option<usize> {
         self.fields.iter().position(|f| f.name == name)
     }
 }
 
 impl<A> Node<A> {
     /// The Avro type's name, for messages.
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Node::Null => "null",
             Node::Boolean => "boolean",
@@ -104,7 +104,7 @@ impl<A> Node<A> {
 
     /// The record this node holds: the node itself, or the one record branch of a union
     /// (how nullable records such as `["null", record]` are written).
-    pub fn as_record(&self) -> Option<&Record<A>> {
+    pub(crate) fn as_record(&self) -> Option<&Record<A>> {
         match self {
             Node::Record(r) => Some(r),
             Node::Union(branches) => {
@@ -124,7 +124,7 @@ impl<A> Node<A> {
     }
 
     /// Whether `null` is a value of this node (`null` or a union with a `null` branch).
-    pub fn accepts_null(&self) -> bool {
+    pub(crate) fn accepts_null(&self) -> bool {
         match self {
             Node::Null => true,
             Node::Union(v) => v.iter().any(|n| matches!(n, Node::Null)),
@@ -133,7 +133,7 @@ impl<A> Node<A> {
     }
 
     /// The fewest bytes one value of this node takes.
-    pub fn min_size(&self) -> usize {
+    pub(crate) fn min_size(&self) -> usize {
         match self {
             Node::Null => 0,
             Node::Boolean | Node::Int | Node::Long | Node::Bytes | Node::String => 1,
@@ -164,14 +164,14 @@ impl<A> Node<A> {
 }
 
 /// Compiles a schema given as JSON text.
-pub fn parse<A: Annotation>(text: &[u8]) -> Result<Node<A>> {
+pub(crate) fn parse<A: Annotation>(text: &[u8]) -> Result<Node<A>> {
     let json: Value =
         serde_json::from_slice(text).map_err(|e| Error::invalid(format!("not valid JSON: {e}")))?;
     compile(&json)
 }
 
 /// Compiles a schema's JSON.
-pub fn compile<A: Annotation>(json: &Value) -> Result<Node<A>> {
+pub(crate) fn compile<A: Annotation>(json: &Value) -> Result<Node<A>> {
     let mut compiler = Compiler {
         named: HashMap::new(),
         open: HashSet::new(),

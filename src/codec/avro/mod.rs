@@ -28,7 +28,9 @@ mod decode;
 mod encode;
 mod logical;
 
-use encode::{encode, encode_record};
+#[cfg(test)]
+use encode::encode;
+use encode::encode_record;
 use logical::{Logical, connect_hint, type_name};
 
 /// A compiled schema node, with the codec's meanings of logical types.
@@ -36,7 +38,7 @@ type Node = crate::avro::Node<Logical>;
 type Field = crate::avro::Field<Logical>;
 
 /// First byte of a Confluent-framed message.
-pub const CONFLUENT_MAGIC: u8 = 0;
+pub(crate) const CONFLUENT_MAGIC: u8 = 0;
 
 /// Splits a Confluent-framed message into its schema id and Avro body.
 pub(crate) fn split_confluent(bytes: &[u8]) -> Result<(u32, &[u8]), DecodeError> {
@@ -83,7 +85,7 @@ impl AvroSchema {
     }
 
     /// Decodes one Avro datum (all of `bytes`) into its JSON form.
-    pub fn decode(&self, bytes: &[u8]) -> Result<Value, DecodeError> {
+    pub(crate) fn decode(&self, bytes: &[u8]) -> Result<Value, DecodeError> {
         let mut cur = Cursor::new(bytes);
         let value = decode::datum(&self.root, &mut cur)
             .map_err(|e| DecodeError::malformed(Part::Payload, format!("Avro: {e}")))?;
@@ -96,13 +98,14 @@ impl AvroSchema {
         Ok(value)
     }
 
+    #[cfg(test)]
     /// Appends the Avro encoding of a JSON value to `out`.
-    pub fn encode(&self, value: &Value, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    pub(crate) fn encode(&self, value: &Value, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         encode(&self.root, value, false, out)
     }
 
     /// Appends the Avro encoding of a JSON object (a record) to `out`.
-    pub fn encode_object(
+    pub(crate) fn encode_object(
         &self,
         object: &Map<String, Value>,
         out: &mut Vec<u8>,
@@ -120,13 +123,13 @@ impl AvroSchema {
 
 /// A value that does not fit the output schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EncodeError {
+pub(crate) struct EncodeError {
     /// Dotted path of the field (`customer.id`, `items.3`); empty for the top level.
-    pub path: String,
+    pub(crate) path: String,
     /// The Avro type expected there.
-    pub expected: String,
+    pub(crate) expected: String,
     /// The value found (JSON text, shortened) or what was wrong.
-    pub got: String,
+    pub(crate) got: String,
 }
 
 impl fmt::Display for EncodeError {

@@ -39,10 +39,10 @@ use crate::secret::{MASK, redact_uri};
 
 /// How long a permanent failure of an id (the registry does not know it, its schema is not
 /// Avro) is remembered before the registry is asked again.
-pub const NOT_FOUND_TTL: Duration = Duration::from_secs(60);
+pub(crate) const NOT_FOUND_TTL: Duration = Duration::from_secs(60);
 /// The longest registry answer read (a schema's JSON); the largest real schemas are a few
 /// hundred KiB.
-pub const MAX_ANSWER_BYTES: usize = 8 << 20;
+pub(crate) const MAX_ANSWER_BYTES: usize = 8 << 20;
 /// How much of an error answer is read: its start is all a message quotes.
 const MAX_ERROR_BYTES: usize = 64 << 10;
 /// Most ids remembered at once (failures, and schemas until they expire there): a flood
@@ -247,7 +247,7 @@ impl SchemaResolver {
 
     /// Fetches ids missing locally from the registry at `url`
     /// (`http(s)://[user:pass@]host[:port][/prefix]`).
-    pub fn with_registry(self, url: &str) -> Result<Self> {
+    pub(crate) fn with_registry(self, url: &str) -> Result<Self> {
         self.with_registry_ttl(url, NOT_FOUND_TTL)
     }
 
@@ -288,7 +288,7 @@ impl SchemaResolver {
     }
 
     /// The schema of `id` if it is local or was fetched; never blocks on I/O.
-    pub fn cached(&self, id: u32) -> Option<Arc<AvroSchema>> {
+    pub(crate) fn cached(&self, id: u32) -> Option<Arc<AvroSchema>> {
         if let Some(s) = self.local.get(&id) {
             return Some(s.clone());
         }
@@ -297,7 +297,7 @@ impl SchemaResolver {
     }
 
     /// The schema of `id`, fetching it from the registry on a miss.
-    pub async fn resolve(&self, id: u32) -> Result<Arc<AvroSchema>, DecodeError> {
+    pub(crate) async fn resolve(&self, id: u32) -> Result<Arc<AvroSchema>, DecodeError> {
         if let Some(s) = self.cached(id) {
             return Ok(s);
         }

@@ -241,7 +241,7 @@ impl SecondaryIndex {
 }
 
 /// A whole table in memory for lookup joins, by primary key and by secondary indexes.
-pub struct FullCache {
+pub(crate) struct FullCache {
     schema: Arc<TableSchema>,
     /// Types of all columns, in schema order.
     types: Vec<DataType>,
@@ -269,7 +269,7 @@ impl FullCache {
     /// `secondary`: for each secondary index, the table column indices it is keyed by
     /// (joins on non-primary-key columns). Errors (`Error::Config`) when an index is
     /// empty or names a column out of range, or the table has no usable primary key.
-    pub fn new(schema: Arc<TableSchema>, secondary: Vec<Vec<usize>>) -> Result<Self> {
+    pub(crate) fn new(schema: Arc<TableSchema>, secondary: Vec<Vec<usize>>) -> Result<Self> {
         let types: Vec<DataType> = schema.fields.iter().map(|f| f.data_type).collect();
         let n = types.len();
         if schema.primary_keys.is_empty() {
@@ -311,13 +311,14 @@ impl FullCache {
         })
     }
 
-    pub fn schema(&self) -> &Arc<TableSchema> {
+    #[cfg(test)]
+    pub(crate) fn schema(&self) -> &Arc<TableSchema> {
         &self.schema
     }
 
     /// Inserts or replaces the row of its primary key (row = all columns in schema order).
     /// A null key column, a wrong arity or a value of the wrong type is `Error::Data`.
-    pub fn upsert(&self, row: &[Datum]) -> Result<()> {
+    pub(crate) fn upsert(&self, row: &[Datum]) -> Result<()> {
         let n = self.types.len();
         check_arity("row", row.len(), n)?;
         for &k in &self.key.positions {
@@ -385,7 +386,7 @@ impl FullCache {
 
     /// Removes the row with this primary key (values in `schema.primary_keys` order);
     /// no-op when absent.
-    pub fn remove(&self, key: &[Datum]) -> Result<()> {
+    pub(crate) fn remove(&self, key: &[Datum]) -> Result<()> {
         check_arity("primary key", key.len(), self.key.len())?;
         if key.iter().any(Datum::is_null) {
             return Ok(());
@@ -422,7 +423,7 @@ impl FullCache {
     /// that order). A key containing a null matches nothing. Keys compare as their
     /// BinaryRow images do (floating-point keys by bits, TIMESTAMP(p <= 3) by
     /// milliseconds). Allocates only the result.
-    pub fn get(&self, key: &[Datum], projection: &[usize]) -> Result<Option<Row>> {
+    pub(crate) fn get(&self, key: &[Datum], projection: &[usize]) -> Result<Option<Row>> {
         check_arity("primary key", key.len(), self.key.len())?;
         self.check_projection(projection)?;
         if key.iter().any(Datum::is_null) {
@@ -452,7 +453,11 @@ impl FullCache {
     /// before the next, so the misses of a chunk are in flight together instead of one
     /// after another. Read locks of the shards a chunk touches are taken in shard order
     /// and held for the chunk.
-    pub fn get_many(&self, keys: &[&[Datum]], projection: &[usize]) -> Result<Vec<Option<Row>>> {
+    pub(crate) fn get_many(
+        &self,
+        keys: &[&[Datum]],
+        projection: &[usize],
+    ) -> Result<Vec<Option<Row>>> {
         self.check_projection(projection)?;
         let mut out = Vec::with_capacity(keys.len());
         with_scratch(|buf| {
@@ -544,7 +549,12 @@ impl FullCache {
 
     /// Every row whose secondary-index columns equal `values` (null matches nothing),
     /// ordered by primary key, each decoded to `projection`.
-    pub fn get_by(&self, index: usize, values: &[Datum], projection: &[usize]) -> Result<Vec<Row>> {
+    pub(crate) fn get_by(
+        &self,
+        index: usize,
+        values: &[Datum],
+        projection: &[usize],
+    ) -> Result<Vec<Row>> {
         let secondary = self.secondary.get(index).ok_or_else(|| {
             Error::Config(format!(
                 "secondary index {index} does not exist ({} defined)",
@@ -599,17 +609,18 @@ impl FullCache {
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| read(s).rows.len()).sum()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.shards.iter().all(|s| read(s).rows.is_empty())
     }
 
     /// Heap bytes this structure holds (arenas, index tables, secondary indexes, the shard
     /// arrays), measured from capacities and allocation sizes, not estimated per row.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         let shards: usize = self
             .shards
             .iter()
@@ -629,12 +640,13 @@ impl FullCache {
 
     /// Sum over live rows of their BinaryRow size (`binary_row::encode(row).len()`), for
     /// the memory ratio.
-    pub fn binary_row_bytes(&self) -> usize {
+    pub(crate) fn binary_row_bytes(&self) -> usize {
         self.shards.iter().map(|s| read(s).row_bytes).sum()
     }
 
+    #[cfg(test)]
     /// Drops every row (a reload) and gives the memory back.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         // All primary shards first, so no writer is between its primary and secondary
         // updates while the secondary indexes are cleared.
         let mut guards: Vec<_> = self.shards.iter().map(write).collect();

@@ -36,6 +36,7 @@ impl RowTable {
         self.len
     }
 
+    #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -28,7 +28,7 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 }
 
 /// One cached key. Times are milliseconds since the cache was made.
-pub struct FrontEntry {
+pub(crate) struct FrontEntry {
     key: CacheKey,
     row: Option<Arc<Row>>,
     generation: u64,
@@ -40,27 +40,27 @@ pub struct FrontEntry {
 
 /// When entries expire, and how often moka hears of reads.
 #[derive(Debug, Clone, Copy)]
-pub struct FrontTimes {
-    pub expire_after_write_ms: Option<u64>,
-    pub expire_after_access_ms: Option<u64>,
-    pub touch_interval_ms: u64,
+pub(crate) struct FrontTimes {
+    pub(crate) expire_after_write_ms: Option<u64>,
+    pub(crate) expire_after_access_ms: Option<u64>,
+    pub(crate) touch_interval_ms: u64,
 }
 
 /// A front hit: the cached row (`None`: a remembered miss) and whether moka must now
 /// hear of the read.
-pub struct FrontHit {
-    pub row: Option<Arc<Row>>,
-    pub touch: bool,
+pub(crate) struct FrontHit {
+    pub(crate) row: Option<Arc<Row>>,
+    pub(crate) touch: bool,
 }
 
-pub struct Front {
+pub(crate) struct Front {
     shards: Box<[RwLock<HashTable<FrontEntry>>]>,
     hasher: foldhash::fast::RandomState,
     times: FrontTimes,
 }
 
 impl Front {
-    pub fn new(times: FrontTimes) -> Self {
+    pub(crate) fn new(times: FrontTimes) -> Self {
         Front {
             shards: (0..SHARDS).map(|_| RwLock::new(HashTable::new())).collect(),
             hasher: foldhash::fast::RandomState::default(),
@@ -81,7 +81,7 @@ impl Front {
 
     /// The live entry of `key` at `now_ms`; an expired entry is a miss (the insert that
     /// follows the miss replaces it, and moka's expiry removes it otherwise).
-    pub fn get(&self, key: &[u8], now_ms: u64) -> Option<FrontHit> {
+    pub(crate) fn get(&self, key: &[u8], now_ms: u64) -> Option<FrontHit> {
         let hash = self.hash(key);
         let shard = read(self.shard(hash));
         let entry = shard.find(hash, |e| e.key.as_bytes() == key)?;
@@ -108,7 +108,13 @@ impl Front {
     }
 
     /// Adds or replaces the entry of `key`.
-    pub fn insert(&self, key: CacheKey, row: Option<Arc<Row>>, generation: u64, now_ms: u64) {
+    pub(crate) fn insert(
+        &self,
+        key: CacheKey,
+        row: Option<Arc<Row>>,
+        generation: u64,
+        now_ms: u64,
+    ) {
         let hash = self.hash(key.as_bytes());
         let entry = FrontEntry {
             key,
@@ -128,7 +134,7 @@ impl Front {
     }
 
     /// Removes the entry of `key`, or only the one made by `generation` when given.
-    pub fn remove(&self, key: &[u8], generation: Option<u64>) {
+    pub(crate) fn remove(&self, key: &[u8], generation: Option<u64>) {
         let hash = self.hash(key);
         let mut shard = write(self.shard(hash));
         if let Ok(found) = shard.find_entry(hash, |e| {
@@ -138,14 +144,14 @@ impl Front {
         }
     }
 
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         for shard in self.shards.iter() {
             *write(shard) = HashTable::new();
         }
     }
 
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| read(s).len()).sum()
     }
 }

@@ -33,13 +33,13 @@ const INLINE_KEY: usize = 30;
 /// probe with an entry reads the entry's own memory instead of one more allocation (a
 /// likely cache miss on every hit).
 #[derive(Clone)]
-pub enum CacheKey {
+pub(crate) enum CacheKey {
     Inline { len: u8, bytes: [u8; INLINE_KEY] },
     Heap(Box<[u8]>),
 }
 
 impl CacheKey {
-    pub fn new(key: &[u8]) -> Self {
+    pub(crate) fn new(key: &[u8]) -> Self {
         match u8::try_from(key.len()) {
             Ok(len) if key.len() <= INLINE_KEY => {
                 let mut bytes = [0; INLINE_KEY];
@@ -50,7 +50,7 @@ impl CacheKey {
         }
     }
 
-    pub fn as_bytes(&self) -> &[u8] {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
         match self {
             CacheKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
             CacheKey::Heap(bytes) => bytes,
@@ -90,7 +90,7 @@ struct Stored {
 /// Serialized primary key → projected row (`None`: the table has no such key).
 ///
 /// Hits are answered by `Front`; moka decides what stays (see `front.rs`).
-pub struct PartialCache {
+pub(crate) struct PartialCache {
     front: Arc<Front>,
     /// foldhash instead of moka's default SipHash: keys are short and hashed on every
     /// miss; the per-cache random seed keeps the fact stream from choosing collisions.
@@ -118,7 +118,7 @@ fn millis(d: Duration) -> u64 {
 }
 
 impl PartialCache {
-    pub fn new(options: &PartialOptions) -> Self {
+    pub(crate) fn new(options: &PartialOptions) -> Self {
         let front = Arc::new(Front::new(FrontTimes {
             expire_after_write_ms: options.expire_after_write.map(millis),
             expire_after_access_ms: options.expire_after_access.map(millis),
@@ -157,17 +157,17 @@ impl PartialCache {
     }
 
     /// The cache's clock, for [`PartialCache::get_at`].
-    pub fn now_ms(&self) -> u64 {
+    pub(crate) fn now_ms(&self) -> u64 {
         millis(self.started.elapsed())
     }
 
     /// `Some(cached)` on a hit (`cached` is `None` for a remembered miss).
-    pub fn get(&self, key: &[u8]) -> Option<Option<Arc<Row>>> {
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Option<Arc<Row>>> {
         self.get_at(key, self.now_ms())
     }
 
     /// [`PartialCache::get`] at a time read once for a whole batch of keys.
-    pub fn get_at(&self, key: &[u8], now_ms: u64) -> Option<Option<Arc<Row>>> {
+    pub(crate) fn get_at(&self, key: &[u8], now_ms: u64) -> Option<Option<Arc<Row>>> {
         let hit = self.front.get(key, now_ms)?;
         // Outside the front's lock: moka may run its housekeeping here, whose eviction
         // listener locks the front.
@@ -182,7 +182,7 @@ impl PartialCache {
 
     /// Caches what a lookup read at `read_snapshot`, unless the table moved on since
     /// (`current_snapshot` is asked under the epoch lock).
-    pub fn insert(
+    pub(crate) fn insert(
         &self,
         key: &[u8],
         row: Option<Arc<Row>>,
@@ -204,7 +204,7 @@ impl PartialCache {
         }
     }
 
-    pub fn invalidate<'a>(&self, keys: impl IntoIterator<Item = &'a [u8]>) {
+    pub(crate) fn invalidate<'a>(&self, keys: impl IntoIterator<Item = &'a [u8]>) {
         let _exclusive = self.epoch.write().unwrap_or_else(|p| p.into_inner());
         for key in keys {
             self.front.remove(key, None);
@@ -212,18 +212,18 @@ impl PartialCache {
         }
     }
 
-    pub fn invalidate_all(&self) {
+    pub(crate) fn invalidate_all(&self) {
         let _exclusive = self.epoch.write().unwrap_or_else(|p| p.into_inner());
         self.front.clear();
         self.cache.invalidate_all();
     }
 
-    pub fn entry_count(&self) -> u64 {
+    pub(crate) fn entry_count(&self) -> u64 {
         self.cache.entry_count()
     }
 
     /// Estimated bytes of the cached entries (the weighted size when bounded by bytes).
-    pub fn weighted_size(&self) -> u64 {
+    pub(crate) fn weighted_size(&self) -> u64 {
         self.cache.weighted_size()
     }
 }
@@ -233,7 +233,7 @@ impl PartialCache {
 const ENTRY_OVERHEAD: usize = 96 + std::mem::size_of::<front::FrontEntry>();
 
 /// Heap bytes of a decoded row, roughly: the datums plus their out-of-line payloads.
-pub fn estimated_bytes(row: &Row) -> usize {
+pub(crate) fn estimated_bytes(row: &Row) -> usize {
     row.iter()
         .map(|d| {
             std::mem::size_of::<Datum>()

@@ -15,7 +15,7 @@ use crate::table::types::{DataType, Field};
 
 /// Why an `aggregate-function` option cannot be used; the caller names the option key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FunctionError {
+pub(crate) enum FunctionError {
     #[error(
         "`count` was removed from Paimon because a count cannot be merged again across \
          files; use `sum` over a column that holds 1"
@@ -40,7 +40,7 @@ pub enum FunctionError {
 
 /// The functions of `fields.<f>.aggregate-function` that lakejoin implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AggregateFunction {
+pub(crate) enum AggregateFunction {
     /// Primary-key columns: the value is the key, carried through.
     PrimaryKey,
     /// Numeric sum; retracts by subtracting.
@@ -69,7 +69,7 @@ pub enum AggregateFunction {
 
 impl AggregateFunction {
     /// Parses a Paimon function name; the error says why the name cannot be used.
-    pub fn parse(name: &str) -> std::result::Result<Self, FunctionError> {
+    pub(crate) fn parse(name: &str) -> std::result::Result<Self, FunctionError> {
         Ok(match name {
             "primary_key" => Self::PrimaryKey,
             "sum" => Self::Sum,
@@ -99,7 +99,7 @@ impl AggregateFunction {
     }
 
     /// Paimon's name of the function.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::PrimaryKey => "primary_key",
             Self::Sum => "sum",

@@ -8,7 +8,7 @@ mod aggregate;
 mod function;
 mod partial_update;
 
-pub use function::{AggregateFunction, FunctionError};
+pub(crate) use function::AggregateFunction;
 
 use self::aggregate::Aggregation;
 use self::partial_update::PartialUpdate;
@@ -51,7 +51,7 @@ impl SequenceOrder {
     }
 
     /// Order of two versions of one key: older first.
-    pub fn compare(&self, a: &KeyValue, b: &KeyValue) -> Ordering {
+    pub(crate) fn compare(&self, a: &KeyValue, b: &KeyValue) -> Ordering {
         for &i in &self.fields {
             let ord = compare_datums(column(&a.row, i), column(&b.row, i));
             let ord = if self.descending { ord.reverse() } else { ord };
@@ -65,7 +65,7 @@ impl SequenceOrder {
 
 /// What the engine does with an incoming change before it is buffered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
+pub(crate) enum Admission {
     Keep,
     /// Dropped on purpose (`ignore-delete`): never written to a file.
     Drop,
@@ -125,8 +125,8 @@ pub enum RetractionRefused {
 /// `fields.<column>.ignore-retract`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CannotRetract {
-    pub column: String,
-    pub function: AggregateFunction,
+    pub(crate) column: String,
+    pub(crate) function: AggregateFunction,
 }
 
 impl std::fmt::Display for CannotRetract {
@@ -201,7 +201,7 @@ impl MergeEngine {
 
     /// Decides whether a change of `kind` is written; `Err` explains why the table cannot
     /// take it (as Paimon would refuse it when merging), naming the options that would.
-    pub fn admit(&self, kind: RowKind) -> std::result::Result<Admission, RetractionRefused> {
+    pub(crate) fn admit(&self, kind: RowKind) -> std::result::Result<Admission, RetractionRefused> {
         if !kind.is_retract() {
             return Ok(Admission::Keep);
         }
@@ -219,7 +219,7 @@ impl MergeEngine {
     /// Folds the versions of one key, oldest first, into one. `None` when nothing is left
     /// (every version was an ignored retraction). The result may be a retraction, which
     /// a file keeps (it hides older versions) and a reader drops.
-    pub fn merge(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
+    pub(crate) fn merge(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
         match &self.rule {
             Rule::Deduplicate => Ok(self.pick_deduplicate(versions).map(|i| versions[i].clone())),
             Rule::FirstRow => Ok(self.pick_first_row(versions)?.map(|i| versions[i].clone())),
@@ -233,7 +233,7 @@ impl MergeEngine {
     /// two or more are merged (Java's `ReducerMergeFunctionWrapper`). So a -U alone in a
     /// commit stays a -U, which a later merge retracts (an aggregation merge of it alone
     /// would turn it into an insert of the negated values), and a reader drops it.
-    pub fn reduce(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
+    pub(crate) fn reduce(&self, versions: &[KeyValue]) -> Result<Option<KeyValue>> {
         match versions {
             [only] => Ok(Some(only.clone())),
             _ => self.merge(versions),
@@ -242,7 +242,7 @@ impl MergeEngine {
 
     /// [`MergeEngine::reduce`] of versions the caller owns, moving rather than copying the
     /// version kept (the rest are left in place).
-    pub fn reduce_owned(&self, versions: &mut [KeyValue]) -> Result<Option<KeyValue>> {
+    pub(crate) fn reduce_owned(&self, versions: &mut [KeyValue]) -> Result<Option<KeyValue>> {
         match versions {
             [only] => Ok(Some(take(only))),
             _ => self.merge_owned(versions),
@@ -251,7 +251,7 @@ impl MergeEngine {
 
     /// [`MergeEngine::merge`] of versions the caller owns: the engines that keep one
     /// version unchanged move it out instead of copying it (the rest are left in place).
-    pub fn merge_owned(&self, versions: &mut [KeyValue]) -> Result<Option<KeyValue>> {
+    pub(crate) fn merge_owned(&self, versions: &mut [KeyValue]) -> Result<Option<KeyValue>> {
         match self.pick(versions) {
             Some(picked) => Ok(picked?.map(|i| take(&mut versions[i]))),
             None => self.merge(versions),
@@ -347,7 +347,7 @@ fn fill_not_null(row: &mut [Datum], values: &[Datum], nullable: &[bool]) {
 /// Refuses merge options no reader could merge (unknown columns, aggregate functions on
 /// the wrong type, conflicting options, a bad `sequence.field`): the one check both a
 /// `[[table]]` definition and a new table's schema pass before anything is written.
-pub fn validate(schema: &TableSchema, options: &TableOptions) -> Result<()> {
+pub(crate) fn validate(schema: &TableSchema, options: &TableOptions) -> Result<()> {
     MergeEngine::new(schema, options)?;
     SequenceOrder::new(schema, options)?;
     Ok(())
@@ -356,7 +356,7 @@ pub fn validate(schema: &TableSchema, options: &TableOptions) -> Result<()> {
 /// Sorts changes by (key, sequence order) and reduces each key's run with the engine
 /// ([`MergeEngine::reduce`]), so the result holds one row per key in key order
 /// (docs/format.md §7.3).
-pub fn sort_and_fold(
+pub(crate) fn sort_and_fold(
     mut rows: Vec<KeyValue>,
     key_indices: &[usize],
     order: &SequenceOrder,
@@ -387,7 +387,7 @@ fn column(row: &[Datum], i: usize) -> &Datum {
 }
 
 /// The key columns of a row.
-pub fn key_of(row: &[Datum], key_indices: &[usize]) -> Vec<Datum> {
+pub(crate) fn key_of(row: &[Datum], key_indices: &[usize]) -> Vec<Datum> {
     key_indices
         .iter()
         .map(|&i| column(row, i).clone())
@@ -395,7 +395,7 @@ pub fn key_of(row: &[Datum], key_indices: &[usize]) -> Vec<Datum> {
 }
 
 /// Order of two rows by their key columns.
-pub fn compare_keys(a: &[Datum], b: &[Datum], key_indices: &[usize]) -> Ordering {
+pub(crate) fn compare_keys(a: &[Datum], b: &[Datum], key_indices: &[usize]) -> Ordering {
     compare_rows(&key_of(a, key_indices), &key_of(b, key_indices))
 }
 

@@ -21,7 +21,7 @@ struct LocalFile {
 /// Local lookup files under one directory, bounded in bytes, and the open ones, bounded in
 /// number.
 #[derive(Clone)]
-pub struct LocalFileCache {
+pub(crate) struct LocalFileCache {
     dir: PathBuf,
     files: Cache<String, Arc<LocalFile>>,
     open: moka::sync::Cache<String, Arc<LookupFile>>,
@@ -38,7 +38,7 @@ impl std::fmt::Debug for LocalFileCache {
 impl LocalFileCache {
     /// A cache in `dir` (created if missing) holding at most `max_bytes` of files and
     /// indexes, with at most `max_open` files open.
-    pub fn new(dir: PathBuf, max_bytes: u64, max_open: u64) -> Result<Self> {
+    pub(crate) fn new(dir: PathBuf, max_bytes: u64, max_open: u64) -> Result<Self> {
         std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
             context: format!("creating lookup cache directory {}", dir.display()),
             source: e,
@@ -64,7 +64,11 @@ impl LocalFileCache {
     /// given (concurrent callers of one key share a single build). Errors of `build` are
     /// returned as they are; a local file that does not open is an `Err` of the outer
     /// result's inner value, so the caller can [`invalidate`](Self::invalidate) and retry.
-    pub async fn get_or_build<F, Fut>(&self, key: &str, build: F) -> Result<Result<Arc<LookupFile>>>
+    pub(crate) async fn get_or_build<F, Fut>(
+        &self,
+        key: &str,
+        build: F,
+    ) -> Result<Result<Arc<LookupFile>>>
     where
         F: FnOnce(PathBuf) -> Fut,
         Fut: std::future::Future<Output = Result<BuiltFile>>,
@@ -103,13 +107,14 @@ impl LocalFileCache {
     }
 
     /// Forgets (and deletes) the local file of `key`, so the next use builds it again.
-    pub async fn invalidate(&self, key: &str) {
+    pub(crate) async fn invalidate(&self, key: &str) {
         self.open.invalidate(key);
         self.files.invalidate(key).await;
     }
 
+    #[cfg(test)]
     /// Bytes currently held (approximate, KiB granularity).
-    pub async fn weighted_bytes(&self) -> u64 {
+    pub(crate) async fn weighted_bytes(&self) -> u64 {
         self.files.run_pending_tasks().await;
         self.files.weighted_size() * 1024
     }

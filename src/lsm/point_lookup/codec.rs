@@ -14,14 +14,14 @@ use crate::table::types::DataType;
 
 /// Encodes key-values of one table schema into lookup records and back.
 #[derive(Debug, Clone)]
-pub struct RowCodec {
+pub(crate) struct RowCodec {
     key_indices: Vec<usize>,
     key_types: Vec<DataType>,
     value_types: Vec<DataType>,
 }
 
 impl RowCodec {
-    pub fn new(schema: &TableSchema) -> Self {
+    pub(crate) fn new(schema: &TableSchema) -> Self {
         let key_indices = schema.trimmed_key_indices();
         RowCodec {
             key_types: schema.types_of(&key_indices),
@@ -31,7 +31,7 @@ impl RowCodec {
     }
 
     /// Appends the canonical bytes of trimmed primary-key values to `out`.
-    pub fn encode_key(&self, key: &[Datum], out: &mut Vec<u8>) -> Result<()> {
+    pub(crate) fn encode_key(&self, key: &[Datum], out: &mut Vec<u8>) -> Result<()> {
         // Keys compare floating-point values as Java does, where every NaN is equal: give
         // them one image. Everything else already has one image per value.
         let is_nan = |d: &Datum| match d {
@@ -54,7 +54,7 @@ impl RowCodec {
     }
 
     /// Writes the local lookup file of `rows` (rows of this schema) to `target`.
-    pub fn write_file(&self, target: &Path, rows: &[KeyValue]) -> Result<BuiltFile> {
+    pub(crate) fn write_file(&self, target: &Path, rows: &[KeyValue]) -> Result<BuiltFile> {
         let mut writer = LookupFileWriter::create(target)?;
         let (mut key, mut value) = (Vec::new(), Vec::new());
         let mut key_values = Vec::with_capacity(self.key_indices.len());
@@ -75,7 +75,7 @@ impl RowCodec {
     }
 
     /// The key-value of a record read from a lookup file.
-    pub fn decode(&self, record: Record<'_>) -> Result<KeyValue> {
+    pub(crate) fn decode(&self, record: Record<'_>) -> Result<KeyValue> {
         let row: Row = binary_row::decode(record.value, &self.value_types)?;
         Ok(KeyValue {
             sequence_number: record.sequence_number,

@@ -41,10 +41,10 @@ const KEY_SEED: u64 = 0x6c61_6b65_6a6f_696e;
 const CHECKSUM_SEED: u64 = 0x6c6f_6f6b_7570_6669;
 
 /// Hash of a key's bytes that places it in the index.
-pub type KeyHash = fn(&[u8]) -> u64;
+pub(crate) type KeyHash = fn(&[u8]) -> u64;
 
 /// xxHash64 of the key bytes: the hash every lookup file uses.
-pub fn key_hash(key: &[u8]) -> u64 {
+pub(crate) fn key_hash(key: &[u8]) -> u64 {
     XxHash64::oneshot(KEY_SEED, key)
 }
 
@@ -68,21 +68,21 @@ fn io_error(path: &Path, doing: &str, source: std::io::Error) -> Error {
 
 /// What a finished lookup file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BuiltFile {
+pub(crate) struct BuiltFile {
     /// Size on disk.
-    pub file_bytes: u64,
-    pub records: u64,
+    pub(crate) file_bytes: u64,
+    pub(crate) records: u64,
 }
 
 impl BuiltFile {
     /// Memory the index takes while the file is open.
-    pub fn index_bytes(&self) -> u64 {
+    pub(crate) fn index_bytes(&self) -> u64 {
         self.records * INDEX_ENTRY_LEN
     }
 }
 
 /// Writes a lookup file: records in any order, then [`LookupFileWriter::finish`].
-pub struct LookupFileWriter {
+pub(crate) struct LookupFileWriter {
     out: BufWriter<File>,
     temp: PathBuf,
     target: PathBuf,
@@ -94,7 +94,7 @@ pub struct LookupFileWriter {
 
 impl LookupFileWriter {
     /// A writer of the file `target`, written as `target` plus a temporary suffix first.
-    pub fn create(target: &Path) -> Result<Self> {
+    pub(crate) fn create(target: &Path) -> Result<Self> {
         Self::create_with(target, key_hash)
     }
 
@@ -116,7 +116,7 @@ impl LookupFileWriter {
 
     /// Appends the record of one key: its key bytes (which must be canonical: equal keys,
     /// equal bytes), sequence number, row kind and value bytes.
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         key: &[u8],
         sequence_number: i64,
@@ -150,7 +150,7 @@ impl LookupFileWriter {
     }
 
     /// Writes the index and footer and renames the file into place.
-    pub fn finish(mut self) -> Result<BuiltFile> {
+    pub(crate) fn finish(mut self) -> Result<BuiltFile> {
         self.index.sort_unstable();
         let mut sum = XxHash64::with_seed(CHECKSUM_SEED);
         let mut entry = [0u8; INDEX_ENTRY_LEN as usize];
@@ -195,15 +195,15 @@ impl Drop for LookupFileWriter {
 
 /// One record found by [`LookupFile::get`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Record<'a> {
-    pub sequence_number: i64,
-    pub kind: RowKind,
-    pub value: &'a [u8],
+pub(crate) struct Record<'a> {
+    pub(crate) sequence_number: i64,
+    pub(crate) kind: RowKind,
+    pub(crate) value: &'a [u8],
 }
 
 /// An open lookup file: its descriptor and its index.
 #[derive(Debug)]
-pub struct LookupFile {
+pub(crate) struct LookupFile {
     file: File,
     path: PathBuf,
     hashes: Vec<u64>,
@@ -215,7 +215,7 @@ pub struct LookupFile {
 
 impl LookupFile {
     /// Opens and checks the file at `path` and loads its index.
-    pub fn open(path: &Path) -> Result<Self> {
+    pub(crate) fn open(path: &Path) -> Result<Self> {
         Self::open_with(path, key_hash)
     }
 
@@ -294,22 +294,24 @@ impl LookupFile {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
+    #[cfg(test)]
     /// Records in the file.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.hashes.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.hashes.is_empty()
     }
 
     /// Calls `found` with every record whose key bytes are `key` (at most one in a file
     /// written from a data file, whose keys are unique).
-    pub fn get(&self, key: &[u8], mut found: impl FnMut(Record<'_>) -> Result<()>) -> Result<()> {
+    pub(crate) fn get(
+        &self,
+        key: &[u8],
+        mut found: impl FnMut(Record<'_>) -> Result<()>,
+    ) -> Result<()> {
         let target = (self.hash)(key);
         let start = self.hashes.partition_point(|&h| h < target);
         let mut buf = Vec::new();

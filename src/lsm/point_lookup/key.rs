@@ -9,7 +9,7 @@ use crate::table::{Table, binary_row, bucket};
 
 /// The primary-key positions of the columns a lookup needs.
 #[derive(Debug, Clone)]
-pub struct KeyLayout {
+pub(crate) struct KeyLayout {
     table: String,
     key_names: Vec<String>,
     /// Position in the key of each partition column (`None`: not in the key, null).
@@ -26,16 +26,16 @@ pub struct KeyLayout {
 
 /// A lookup key split up by [`KeyLayout::resolve`].
 #[derive(Debug)]
-pub struct ResolvedKey {
-    pub partition: Vec<Datum>,
-    pub partition_bytes: Vec<u8>,
-    pub trimmed: Vec<Datum>,
+pub(crate) struct ResolvedKey {
+    pub(crate) partition: Vec<Datum>,
+    pub(crate) partition_bytes: Vec<u8>,
+    pub(crate) trimmed: Vec<Datum>,
     /// The bucket of the key, when it can be computed.
-    pub bucket: Option<i32>,
+    pub(crate) bucket: Option<i32>,
 }
 
 impl KeyLayout {
-    pub fn new(table: &Table) -> Self {
+    pub(crate) fn new(table: &Table) -> Self {
         let schema: &TableSchema = table.schema();
         let position = |column: &str| schema.primary_keys.iter().position(|k| k == column);
         let bucket_columns = schema.bucket_key_indices();
@@ -60,12 +60,12 @@ impl KeyLayout {
         }
     }
 
-    pub fn num_buckets(&self) -> i32 {
+    pub(crate) fn num_buckets(&self) -> i32 {
         self.num_buckets
     }
 
     /// Splits a key (values in primary-key order).
-    pub fn resolve(&self, key: &[Datum]) -> Result<ResolvedKey> {
+    pub(crate) fn resolve(&self, key: &[Datum]) -> Result<ResolvedKey> {
         if key.len() != self.key_names.len() {
             return Err(Error::Data(format!(
                 "a key of {} needs {} values ({}), got {}",

@@ -13,8 +13,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-pub use cache::LocalFileCache;
-pub use file::{BuiltFile, LookupFile, LookupFileWriter, Record, key_hash};
+pub(crate) use cache::LocalFileCache;
 
 use codec::RowCodec;
 use key::KeyLayout;
@@ -31,11 +30,11 @@ use crate::table::{Table, binary_row};
 #[derive(Debug, Clone)]
 pub struct LookupOptions {
     /// Where local lookup files are kept (a temporary directory when `None`).
-    pub local_cache_dir: Option<PathBuf>,
+    pub(crate) local_cache_dir: Option<PathBuf>,
     /// Upper bound of the local lookup files plus the indexes of the open ones, in bytes.
-    pub local_cache_max_bytes: u64,
+    pub(crate) local_cache_max_bytes: u64,
     /// Open local lookup files (descriptor plus index in memory).
-    pub max_open_files: u64,
+    pub(crate) max_open_files: u64,
 }
 
 impl Default for LookupOptions {
@@ -56,13 +55,13 @@ pub struct SnapshotDelta {
     /// Commit time of the snapshot moved to.
     pub commit_time_millis: Option<i64>,
     /// Newly visible files that may hold changed rows (appends, not compaction rewrites).
-    pub changed_files: Vec<ManifestEntry>,
+    pub(crate) changed_files: Vec<ManifestEntry>,
     /// The deletion vectors of the snapshot moved to, which apply to `changed_files`.
-    pub deletions: DeletionFiles,
+    pub(crate) deletions: DeletionFiles,
     /// The change cannot be applied from `changed_files` alone (an overwrite, expired
     /// snapshots in between, or a deletion vector that now removes rows of a file read
     /// before): caches must reload.
-    pub reload: bool,
+    pub(crate) reload: bool,
 }
 
 /// One live file with its decoded key range.
@@ -150,12 +149,12 @@ impl PointLookup {
         Ok(lookup)
     }
 
-    pub fn table(&self) -> &Arc<Table> {
+    pub(crate) fn table(&self) -> &Arc<Table> {
         &self.table
     }
 
     /// The snapshot lookups currently read.
-    pub fn snapshot_id(&self) -> Option<i64> {
+    pub(crate) fn snapshot_id(&self) -> Option<i64> {
         self.current().snapshot_id
     }
 
@@ -297,7 +296,7 @@ impl PointLookup {
     }
 
     /// Serialized partitions that have live files in the current snapshot.
-    pub fn partitions(&self) -> Vec<Vec<u8>> {
+    pub(crate) fn partitions(&self) -> Vec<Vec<u8>> {
         let state = self.current();
         let mut partitions: Vec<Vec<u8>> = state.buckets.keys().map(|(p, _)| p.clone()).collect();
         partitions.sort();
@@ -313,7 +312,7 @@ impl PointLookup {
     }
 
     /// [`PointLookup::get`], with the snapshot it read.
-    pub async fn get_pinned(&self, key: &[Datum]) -> Result<(Option<Row>, Option<i64>)> {
+    pub(crate) async fn get_pinned(&self, key: &[Datum]) -> Result<(Option<Row>, Option<i64>)> {
         let state = self.current();
         let row = self.get_in(&state, key).await?;
         Ok((row, state.snapshot_id))
@@ -327,7 +326,7 @@ impl PointLookup {
     }
 
     /// [`PointLookup::get_many`], with the snapshot it read.
-    pub async fn get_many_pinned<K: AsRef<[Datum]>>(
+    pub(crate) async fn get_many_pinned<K: AsRef<[Datum]>>(
         &self,
         keys: &[K],
     ) -> Result<(Vec<Option<Row>>, Option<i64>)> {

@@ -12,43 +12,39 @@ use super::Histogram;
 /// Counters and gauges of one join's lookups (hits, misses and latency are counted per
 /// fact by [`JoinMetrics`]).
 #[derive(Debug, Default)]
-pub struct LookupMetrics {
-    pub retries: AtomicU64,
+pub(crate) struct LookupMetrics {
+    pub(crate) retries: AtomicU64,
     /// Facts held by `wait_for_cdc`, and those released by `max_wait` instead.
-    pub waits: AtomicU64,
-    pub wait_timeouts: AtomicU64,
-    pub cache_rows: AtomicU64,
-    pub cache_bytes: AtomicU64,
+    pub(crate) waits: AtomicU64,
+    pub(crate) wait_timeouts: AtomicU64,
+    pub(crate) cache_rows: AtomicU64,
+    pub(crate) cache_bytes: AtomicU64,
     /// Snapshot the join reads, and how long after its commit it became visible here.
-    pub snapshot_id: AtomicI64,
-    pub refresh_lag_millis: AtomicU64,
-    pub refreshes: AtomicU64,
+    pub(crate) snapshot_id: AtomicI64,
+    pub(crate) refresh_lag_millis: AtomicU64,
+    pub(crate) refreshes: AtomicU64,
     /// Time the `full` cache took to load (last load).
-    pub load_millis: AtomicU64,
+    pub(crate) load_millis: AtomicU64,
 }
 
 impl LookupMetrics {
-    pub fn add(counter: &AtomicU64, n: u64) {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub fn get(counter: &AtomicU64) -> u64 {
-        counter.load(Ordering::Relaxed)
     }
 }
 
 /// Counters of one join of an enrich pipeline.
-pub struct JoinMetrics {
+pub(crate) struct JoinMetrics {
     /// The joined table.
-    pub table: String,
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
+    pub(crate) table: String,
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
     /// Time a fact spends in this join (cache, table read, retries).
-    pub latency: Histogram,
+    pub(crate) latency: Histogram,
     /// Whether the join's cache is ready to serve. Strategies that must load a whole
     /// table before serving (`cache = "full"`) set it to false until loaded; readiness
     /// waits for it.
-    pub cache_loaded: AtomicBool,
+    pub(crate) cache_loaded: AtomicBool,
     /// Rows held by the join's cache, read when metrics are scraped.
     cache_rows: Option<Box<dyn Fn() -> u64 + Send + Sync>>,
     /// Whether the join's lookups can serve (a `full` cache has loaded), read by
@@ -69,7 +65,7 @@ impl std::fmt::Debug for JoinMetrics {
 }
 
 impl JoinMetrics {
-    pub fn new(table: &str) -> Self {
+    pub(crate) fn new(table: &str) -> Self {
         JoinMetrics {
             table: table.to_string(),
             hits: AtomicU64::new(0),
@@ -85,7 +81,7 @@ impl JoinMetrics {
     /// Reports the counters a join's lookups keep (`metrics`), their readiness (`ready`)
     /// and their cache size (`cache_rows`); the closures run on scrapes and readiness
     /// checks, never where facts flow.
-    pub fn with_lookup(
+    pub(crate) fn with_lookup(
         mut self,
         metrics: Arc<LookupMetrics>,
         ready: impl Fn() -> bool + Send + Sync + 'static,
@@ -98,28 +94,32 @@ impl JoinMetrics {
     }
 
     /// Whether the join can serve lookups (a `full` cache has loaded).
-    pub fn is_loaded(&self) -> bool {
+    pub(crate) fn is_loaded(&self) -> bool {
         self.cache_loaded.load(Ordering::Relaxed) && self.ready.as_ref().is_none_or(|ready| ready())
     }
 
-    pub fn lookup_metrics(&self) -> Option<&Arc<LookupMetrics>> {
+    pub(crate) fn lookup_metrics(&self) -> Option<&Arc<LookupMetrics>> {
         self.lookup.as_ref()
     }
 
+    #[cfg(test)]
     /// Reports the cache size through `rows` (called on each scrape, never on the hot path).
-    pub fn with_cache_rows(mut self, rows: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
+    pub(crate) fn with_cache_rows(
+        mut self,
+        rows: impl Fn() -> u64 + Send + Sync + 'static,
+    ) -> Self {
         self.cache_rows = Some(Box::new(rows));
         self
     }
 
     /// One fact went through the join.
-    pub fn record(&self, matched: bool, elapsed: Duration) {
+    pub(crate) fn record(&self, matched: bool, elapsed: Duration) {
         let counter = if matched { &self.hits } else { &self.misses };
         counter.fetch_add(1, Ordering::Relaxed);
         self.latency.observe(elapsed);
     }
 
-    pub fn cache_rows(&self) -> Option<u64> {
+    pub(crate) fn cache_rows(&self) -> Option<u64> {
         self.cache_rows.as_ref().map(|rows| rows())
     }
 }

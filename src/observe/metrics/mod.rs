@@ -9,11 +9,11 @@ use std::time::Duration;
 
 mod join;
 
-pub use join::{JoinMetrics, LookupMetrics};
+pub(crate) use join::{JoinMetrics, LookupMetrics};
 
 /// Upper bounds (seconds) of the latency histograms' buckets, from 100 µs (a cached
 /// lookup) to 10 s (a large commit to object storage); `+Inf` follows.
-pub const LATENCY_BUCKETS: [f64; 16] = [
+pub(crate) const LATENCY_BUCKETS: [f64; 16] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
     5.0, 10.0,
 ];
@@ -21,7 +21,7 @@ pub const LATENCY_BUCKETS: [f64; 16] = [
 /// A latency histogram with the fixed [`LATENCY_BUCKETS`]: one atomic per bucket and one
 /// for the sum, so `observe` never blocks.
 #[derive(Debug)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     /// Per-bucket (not cumulative) counts; the last one is `+Inf`.
     buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
     sum_nanos: AtomicU64,
@@ -38,20 +38,20 @@ impl Default for Histogram {
 
 /// What a histogram held at one moment.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HistogramSnapshot {
+pub(crate) struct HistogramSnapshot {
     /// Cumulative counts per bucket of [`LATENCY_BUCKETS`], then `+Inf` (= the count).
-    pub cumulative: Vec<u64>,
-    pub sum_seconds: f64,
+    pub(crate) cumulative: Vec<u64>,
+    pub(crate) sum_seconds: f64,
 }
 
 impl HistogramSnapshot {
-    pub fn count(&self) -> u64 {
+    pub(crate) fn count(&self) -> u64 {
         self.cumulative.last().copied().unwrap_or(0)
     }
 }
 
 impl Histogram {
-    pub fn observe(&self, elapsed: Duration) {
+    pub(crate) fn observe(&self, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
         let index = LATENCY_BUCKETS
             .iter()
@@ -62,7 +62,7 @@ impl Histogram {
         self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
 
-    pub fn snapshot(&self) -> HistogramSnapshot {
+    pub(crate) fn snapshot(&self) -> HistogramSnapshot {
         let mut total = 0;
         let cumulative = self
             .buckets
@@ -81,43 +81,43 @@ impl Histogram {
 
 /// Consumer lag of one partition: records in the partition not yet consumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionLag {
-    pub topic: String,
-    pub partition: i32,
-    pub lag: i64,
+pub(crate) struct PartitionLag {
+    pub(crate) topic: String,
+    pub(crate) partition: i32,
+    pub(crate) lag: i64,
 }
 
 /// Counters of one pipeline.
 #[derive(Debug, Default)]
 pub struct PipelineMetrics {
-    pub records_in: AtomicU64,
-    pub records_out: AtomicU64,
+    pub(crate) records_in: AtomicU64,
+    pub(crate) records_out: AtomicU64,
     /// Records sent to the dead-letter topic (or only logged without one).
     pub dead_lettered: AtomicU64,
     /// Facts dropped by an INNER join without a match.
-    pub dropped: AtomicU64,
-    pub join_hits: AtomicU64,
-    pub join_misses: AtomicU64,
-    pub join_retries: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+    pub(crate) join_hits: AtomicU64,
+    pub(crate) join_misses: AtomicU64,
+    pub(crate) join_retries: AtomicU64,
     /// Attempts of held facts that failed again (enrich: a lookup or the schema registry
     /// failing; the fact is tried again, never dead-lettered).
     pub held_retries: AtomicU64,
     /// Table commits (CDC).
-    pub commits: AtomicU64,
+    pub(crate) commits: AtomicU64,
     /// Table commits that failed and are retried (CDC).
     pub commit_failures: AtomicU64,
-    pub rows_written: AtomicU64,
+    pub(crate) rows_written: AtomicU64,
     /// Duration of table commits (CDC).
-    pub commit_latency: Histogram,
+    pub(crate) commit_latency: Histogram,
     /// Id of the last snapshot committed to the pipeline's table (CDC; 0: none yet).
-    pub snapshot_id: AtomicU64,
+    pub(crate) snapshot_id: AtomicU64,
     /// Per join, in configuration order (enrich).
-    pub joins: Vec<JoinMetrics>,
+    pub(crate) joins: Vec<JoinMetrics>,
     /// Whether the consumer has partitions assigned (sampled off the hot path).
     pub assigned: AtomicBool,
     /// Whether the consumer's group gave it an assignment, even of no partition (more
     /// instances than partitions): such a member is working, and ready.
-    pub joined: AtomicBool,
+    pub(crate) joined: AtomicBool,
     /// Lag per assigned partition (sampled off the hot path).
     lag: Mutex<Vec<PartitionLag>>,
     /// Why the pipeline's table cannot be written right now (CDC): set while its commits
@@ -136,14 +136,14 @@ pub struct PipelineMetrics {
 
 impl PipelineMetrics {
     /// Metrics of an enrich pipeline with these joins.
-    pub fn with_joins(joins: Vec<JoinMetrics>) -> Self {
+    pub(crate) fn with_joins(joins: Vec<JoinMetrics>) -> Self {
         PipelineMetrics {
             joins,
             ..PipelineMetrics::default()
         }
     }
 
-    pub fn add(counter: &AtomicU64, n: u64) {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
@@ -154,7 +154,7 @@ impl PipelineMetrics {
     /// One fact went through join `join` (in `[[enrich.join]]` order): the pipeline's
     /// hit or miss, and the join's own counters and latency. The one recorder of both
     /// enrich paths, a poll batch and a fact on its own.
-    pub fn record_join(&self, join: usize, matched: bool, elapsed: Duration) {
+    pub(crate) fn record_join(&self, join: usize, matched: bool, elapsed: Duration) {
         let counter = if matched {
             &self.join_hits
         } else {
@@ -167,36 +167,36 @@ impl PipelineMetrics {
     }
 
     /// Share of join lookups that found a row, 0..=1 (1 when there were none).
-    pub fn hit_rate(&self) -> f64 {
+    pub(crate) fn hit_rate(&self) -> f64 {
         let hits = Self::get(&self.join_hits) as f64;
         let total = hits + Self::get(&self.join_misses) as f64;
         if total == 0.0 { 1.0 } else { hits / total }
     }
 
-    pub fn set_lag(&self, lag: Vec<PartitionLag>) {
+    pub(crate) fn set_lag(&self, lag: Vec<PartitionLag>) {
         *self.lag.lock().unwrap_or_else(|e| e.into_inner()) = lag;
     }
 
-    pub fn lag(&self) -> Vec<PartitionLag> {
+    pub(crate) fn lag(&self) -> Vec<PartitionLag> {
         self.lag.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Records (`Some`) or clears (`None`) why the pipeline's table cannot be written.
-    pub fn set_table_fault(&self, fault: Option<String>) {
+    pub(crate) fn set_table_fault(&self, fault: Option<String>) {
         *self.table_fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
     }
 
     /// Records (`Some`) or clears (`None`) why the pipeline's Kafka client cannot work.
-    pub fn set_kafka_fault(&self, fault: Option<String>) {
+    pub(crate) fn set_kafka_fault(&self, fault: Option<String>) {
         *self.kafka_fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
     }
 
     /// Records that the pipeline stopped, and why.
-    pub fn set_stopped(&self, reason: String) {
+    pub(crate) fn set_stopped(&self, reason: String) {
         *self.stopped.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
     }
 
-    pub fn stopped(&self) -> Option<String> {
+    pub(crate) fn stopped(&self) -> Option<String> {
         self.stopped
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -204,25 +204,25 @@ impl PipelineMetrics {
     }
 
     /// Records (`Some`) or clears (`None`) why facts are held.
-    pub fn set_hold_fault(&self, fault: Option<String>) {
+    pub(crate) fn set_hold_fault(&self, fault: Option<String>) {
         *self.hold_fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
     }
 
-    pub fn hold_fault(&self) -> Option<String> {
+    pub(crate) fn hold_fault(&self) -> Option<String> {
         self.hold_fault
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 
-    pub fn kafka_fault(&self) -> Option<String> {
+    pub(crate) fn kafka_fault(&self) -> Option<String> {
         self.kafka_fault
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 
-    pub fn table_fault(&self) -> Option<String> {
+    pub(crate) fn table_fault(&self) -> Option<String> {
         self.table_fault
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -230,7 +230,7 @@ impl PipelineMetrics {
     }
 
     /// Sum of the partitions' lag (0 before the first sample).
-    pub fn total_lag(&self) -> i64 {
+    pub(crate) fn total_lag(&self) -> i64 {
         self.lag().iter().map(|p| p.lag).sum()
     }
 }
@@ -243,7 +243,7 @@ pub enum PipelineKind {
 }
 
 impl PipelineKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             PipelineKind::Cdc => "cdc",
             PipelineKind::Enrich => "enrich",
@@ -253,12 +253,12 @@ impl PipelineKind {
 
 /// A registered pipeline.
 #[derive(Debug, Clone)]
-pub struct PipelineEntry {
-    pub name: String,
-    pub kind: PipelineKind,
+pub(crate) struct PipelineEntry {
+    pub(crate) name: String,
+    pub(crate) kind: PipelineKind,
     /// The table a CDC pipeline writes.
-    pub table: Option<String>,
-    pub metrics: Arc<PipelineMetrics>,
+    pub(crate) table: Option<String>,
+    pub(crate) metrics: Arc<PipelineMetrics>,
 }
 
 /// The pipelines of one `lakejoin run` and its lifecycle state, shared with the HTTP
@@ -275,7 +275,7 @@ pub struct Registry {
 
 /// Where a client's current fault is read from.
 #[derive(Clone)]
-pub struct FaultSource(pub Arc<dyn Fn() -> Option<String> + Send + Sync>);
+pub(crate) struct FaultSource(pub(crate) Arc<dyn Fn() -> Option<String> + Send + Sync>);
 
 impl std::fmt::Debug for FaultSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -285,7 +285,7 @@ impl std::fmt::Debug for FaultSource {
 
 impl Registry {
     /// Sets where the shared producer's fault is read from (once, while starting).
-    pub fn set_producer_fault(&self, source: FaultSource) {
+    pub(crate) fn set_producer_fault(&self, source: FaultSource) {
         *self
             .producer_fault
             .write()
@@ -311,7 +311,7 @@ impl Registry {
             });
     }
 
-    pub fn pipelines(&self) -> Vec<PipelineEntry> {
+    pub(crate) fn pipelines(&self) -> Vec<PipelineEntry> {
         self.pipelines
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -324,7 +324,7 @@ impl Registry {
     }
 
     /// A graceful shutdown began: no longer ready.
-    pub fn set_stopping(&self) {
+    pub(crate) fn set_stopping(&self) {
         self.stopping.store(true, Ordering::SeqCst);
     }
 
@@ -721,7 +721,7 @@ fn write_labels(out: &mut String, labels: &[(&str, &str)]) {
 }
 
 /// Label values escape `\`, `"` and newlines.
-pub fn escape_label(value: &str) -> String {
+pub(crate) fn escape_label(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {

@@ -28,14 +28,14 @@ use crate::observe::PipelineMetrics;
 use crate::table::datum::Datum;
 
 /// An output record: key (`None`: the fact's own) and payload.
-pub type Output = (Option<Vec<u8>>, Vec<u8>);
+pub(crate) type Output = (Option<Vec<u8>>, Vec<u8>);
 
 /// A fact whose lookups finished: what to produce (nothing: dropped), or why not.
-pub type Enriched = (OwnedMessage, std::result::Result<Vec<Output>, FactError>);
+pub(crate) type Enriched = (OwnedMessage, std::result::Result<Vec<Output>, FactError>);
 
 /// Why a fact was not turned into output records.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FactError {
+pub(crate) enum FactError {
     /// The fact itself is bad: it goes to the dead-letter topic with this reason.
     Bad(String),
     /// Something the fact depends on failed (a lookup, the schema registry); the fact is
@@ -48,7 +48,7 @@ pub enum FactError {
 
 impl FactError {
     /// A lookup's error: never the fact's fault.
-    pub fn held(error: Error) -> Self {
+    pub(crate) fn held(error: Error) -> Self {
         FactError::Held(error.to_string())
     }
 }
@@ -61,20 +61,20 @@ const HOLD_MAX: Duration = Duration::from_secs(30);
 /// to wait or retry, which the caller enriches one by one (only when the pipeline is
 /// unordered; ordered batches finish them before returning).
 #[derive(Default)]
-pub struct BatchOutcome {
-    pub done: Vec<Enriched>,
-    pub deferred: Vec<OwnedMessage>,
+pub(crate) struct BatchOutcome {
+    pub(crate) done: Vec<Enriched>,
+    pub(crate) deferred: Vec<OwnedMessage>,
 }
 
 /// What a pipeline's fact futures share.
-pub struct Enricher {
-    pub config: EnrichConfig,
-    pub joins: Vec<Join>,
-    pub decoder: FactDecoder,
-    pub encoder: OutputEncoder,
-    pub metrics: Arc<PipelineMetrics>,
+pub(crate) struct Enricher {
+    pub(crate) config: EnrichConfig,
+    pub(crate) joins: Vec<Join>,
+    pub(crate) decoder: FactDecoder,
+    pub(crate) encoder: OutputEncoder,
+    pub(crate) metrics: Arc<PipelineMetrics>,
     /// Ends the wait of held facts.
-    pub shutdown: watch::Receiver<bool>,
+    pub(crate) shutdown: watch::Receiver<bool>,
 }
 
 /// A fact's result in one join: (join index, matched, time).
@@ -94,7 +94,7 @@ enum Progress<'a> {
 
 impl Enricher {
     /// Enriches one fact on its own, holding it while what it depends on fails.
-    pub async fn enrich(self: Arc<Self>, message: OwnedMessage) -> BatchOutcome {
+    pub(crate) async fn enrich(self: Arc<Self>, message: OwnedMessage) -> BatchOutcome {
         let mut shutdown = self.shutdown.clone();
         let mut wait = HOLD_FIRST;
         let mut held = false;
@@ -145,7 +145,7 @@ impl Enricher {
     }
 
     /// Enriches a batch of facts with one lookup per join for the whole batch.
-    pub async fn enrich_batch(self: Arc<Self>, messages: Vec<OwnedMessage>) -> BatchOutcome {
+    pub(crate) async fn enrich_batch(self: Arc<Self>, messages: Vec<OwnedMessage>) -> BatchOutcome {
         let mut progress = Vec::with_capacity(messages.len());
         for message in &messages {
             let record = crate::kafka::record_of(message);
@@ -297,7 +297,7 @@ impl Enricher {
 /// Decodes and joins one fact on its own: the records to produce (none when an INNER
 /// join dropped it, several when a join matched several rows); `Err` is a bad record for
 /// the dead-letter topic.
-pub async fn enrich_one(
+pub(crate) async fn enrich_one(
     record: &KafkaRecord<'_>,
     decoder: &FactDecoder,
     joins: &[Join],

@@ -20,19 +20,19 @@ use crate::table::types::DataType;
 
 /// How a join's key and output map onto its table, from `[[enrich.join]]`.
 #[derive(Debug, Clone)]
-pub struct JoinPlan {
+pub(crate) struct JoinPlan {
     /// Fact field and column type of each join-key value, in `on` order.
-    pub key_fields: Vec<(String, DataType)>,
+    pub(crate) key_fields: Vec<(String, DataType)>,
     /// Table column of each join-key value, in the same order.
-    pub key_columns: Vec<usize>,
+    pub(crate) key_columns: Vec<usize>,
     /// Table columns added to the fact.
-    pub projection: Vec<usize>,
+    pub(crate) projection: Vec<usize>,
     /// Output field name and type of each projected column.
-    pub outputs: Vec<(String, DataType)>,
+    pub(crate) outputs: Vec<(String, DataType)>,
 }
 
 impl JoinPlan {
-    pub fn new(config: &JoinConfig, schema: &TableSchema) -> Result<Self> {
+    pub(crate) fn new(config: &JoinConfig, schema: &TableSchema) -> Result<Self> {
         let column = |name: &str| {
             schema.field_index(name).ok_or_else(|| {
                 Error::Config(format!("join on {}: no column `{name}`", config.table))
@@ -77,7 +77,7 @@ impl JoinPlan {
 }
 
 /// One configured join, resolved against its table.
-pub struct Join {
+pub(crate) struct Join {
     table_name: String,
     lookup: Arc<LookupTable>,
     kind: JoinKind,
@@ -90,7 +90,7 @@ pub struct Join {
 }
 
 impl Join {
-    pub fn new(
+    pub(crate) fn new(
         config: &JoinConfig,
         plan: JoinPlan,
         lookup: Arc<LookupTable>,
@@ -113,13 +113,16 @@ impl Join {
         }
     }
 
-    pub fn lookup(&self) -> &Arc<LookupTable> {
+    pub(crate) fn lookup(&self) -> &Arc<LookupTable> {
         &self.lookup
     }
 
     /// The lookup key of a fact: `Ok(None)` when a key field is missing or null; `Err`
     /// when present but not convertible (a bad record).
-    pub fn key(&self, fact: &Fact<'_>) -> std::result::Result<Option<Vec<Datum>>, FactError> {
+    pub(crate) fn key(
+        &self,
+        fact: &Fact<'_>,
+    ) -> std::result::Result<Option<Vec<Datum>>, FactError> {
         let mut key = Vec::with_capacity(self.key_fields.len());
         for (field, ty) in &self.key_fields {
             match fact
@@ -138,12 +141,12 @@ impl Join {
 
     /// Whether a fact with Kafka timestamp `timestamp_ms` must first wait for the
     /// table's CDC (`wait_for_cdc` and the CDC has not covered it yet).
-    pub fn must_wait(&self, timestamp_ms: Option<i64>) -> bool {
+    pub(crate) fn must_wait(&self, timestamp_ms: Option<i64>) -> bool {
         matches!((&self.wait, timestamp_ms), (Some((progress, _)), Some(ts)) if !progress.covers(ts))
     }
 
     /// Whether a miss is looked up again later (`retry`).
-    pub fn retries(&self) -> bool {
+    pub(crate) fn retries(&self) -> bool {
         self.retry.is_some_and(|(_, attempts)| attempts > 1)
     }
 
@@ -152,7 +155,7 @@ impl Join {
     /// (the caller records it, `PipelineMetrics::record_join`).
     /// `timestamp_ms` is the fact's Kafka timestamp, which `wait_for_cdc` compares with
     /// the CDC progress.
-    pub async fn apply<'a>(
+    pub(crate) async fn apply<'a>(
         &self,
         fact: Fact<'a>,
         timestamp_ms: Option<i64>,
@@ -194,7 +197,7 @@ impl Join {
     /// matches at most one; a join on other columns may match several, as in Flink), the
     /// fact with nulls when nothing matches and the join is LEFT, nothing when it is
     /// INNER. Returns whether a row matched; `Err` is a bad record.
-    pub fn emit<'a>(
+    pub(crate) fn emit<'a>(
         &self,
         fact: Fact<'a>,
         rows: &[Arc<Row>],
@@ -217,7 +220,7 @@ impl Join {
     /// any number otherwise; none for a `None` key (a missing or null key field). The one
     /// lookup of a join, for a poll batch of facts and for a fact on its own alike. An
     /// error is the lookup's (the table's store, a local file), never the facts'.
-    pub async fn find_many(&self, keys: &[Option<&[Datum]>]) -> Result<Vec<Vec<Arc<Row>>>> {
+    pub(crate) async fn find_many(&self, keys: &[Option<&[Datum]>]) -> Result<Vec<Vec<Arc<Row>>>> {
         if !self.lookup.by_primary_key() {
             return keys
                 .iter()
@@ -271,14 +274,5 @@ impl Join {
                 .map_err(|e| FactError::Bad(format!("join on {}: {e}", self.table_name)))?;
         }
         Ok(fact)
-    }
-
-    pub fn kind(&self) -> JoinKind {
-        self.kind
-    }
-
-    /// The joined table and how many fields the join adds, for the pipeline summary.
-    pub fn describe(&self) -> (&str, usize) {
-        (&self.table_name, self.outputs.len())
     }
 }

@@ -13,7 +13,6 @@ mod join;
 mod offsets;
 mod produce;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,8 +30,8 @@ use crate::error::{Error, Result};
 use crate::kafka::{Consumer, Producer};
 use crate::observe::PipelineMetrics;
 use facts::{BatchOutcome, Enriched, Enricher, FactError};
-pub use join::{Join, JoinPlan};
-pub use offsets::OffsetTracker;
+pub(crate) use join::{Join, JoinPlan};
+pub(crate) use offsets::OffsetTracker;
 use produce::Refused;
 
 /// Deliveries not yet acknowledged, per pipeline (bounds memory next to `max_in_flight`
@@ -70,7 +69,7 @@ type Deliveries = FuturesUnordered<BoxFuture<'static, Result<(String, i32, i64)>
 /// Runs one enrich pipeline until `shutdown`. Joins with a `full` cache are loaded before
 /// the first fact is consumed.
 #[allow(clippy::too_many_arguments)]
-pub async fn run(
+pub(crate) async fn run(
     config: EnrichConfig,
     kafka: KafkaConfig,
     joins: Vec<Join>,
@@ -311,15 +310,4 @@ fn store_moved(consumer: &Consumer, offsets: &mut OffsetTracker, pipeline: &str)
             tracing::debug!(pipeline, topic, partition, error = %e, "offset not stored");
         }
     }
-}
-
-/// Join fields per table, for the pipeline summary.
-pub fn describe(joins: &[Join]) -> BTreeMap<String, usize> {
-    joins
-        .iter()
-        .map(|j| {
-            let (table, fields) = j.describe();
-            (table.to_string(), fields)
-        })
-        .collect()
 }

@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 /// positions are handed to the consumer in bulk ([`OffsetTracker::take_moved`]) before a
 /// commit, not once per record, which cost a librdkafka call and a partition list each.
 #[derive(Debug, Default)]
-pub struct OffsetTracker {
+pub(crate) struct OffsetTracker {
     partitions: HashMap<String, HashMap<i32, PartitionOffsets>>,
 }
 
@@ -29,7 +29,7 @@ struct PartitionOffsets {
 }
 
 impl OffsetTracker {
-    pub fn begin(&mut self, topic: &str, partition: i32, offset: i64) {
+    pub(crate) fn begin(&mut self, topic: &str, partition: i32, offset: i64) {
         let partitions = match self.partitions.get_mut(topic) {
             Some(partitions) => partitions,
             None => self.partitions.entry(topic.to_string()).or_default(),
@@ -41,7 +41,7 @@ impl OffsetTracker {
 
     /// Marks an offset finished; returns the offset to store (every offset up to and
     /// including it is finished) when that moved forward.
-    pub fn finish(&mut self, topic: &str, partition: i32, offset: i64) -> Option<i64> {
+    pub(crate) fn finish(&mut self, topic: &str, partition: i32, offset: i64) -> Option<i64> {
         let p = self.partitions.get_mut(topic)?.get_mut(&partition)?;
         p.pending.remove(&offset);
         p.finished = p.finished.max(Some(offset));
@@ -61,7 +61,7 @@ impl OffsetTracker {
 
     /// The partitions whose stored offset moved since the last call: (topic, partition,
     /// offset through which every fact is finished).
-    pub fn take_moved(&mut self) -> Vec<(&str, i32, i64)> {
+    pub(crate) fn take_moved(&mut self) -> Vec<(&str, i32, i64)> {
         let mut moved = Vec::new();
         for (topic, partitions) in &mut self.partitions {
             for (&partition, p) in partitions.iter_mut() {
@@ -73,7 +73,8 @@ impl OffsetTracker {
         moved
     }
 
-    pub fn pending(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
         self.partitions
             .values()
             .flat_map(HashMap::values)

@@ -23,7 +23,7 @@ const QUEUE_FULL_WAIT: Duration = Duration::from_millis(5);
 
 /// Why records were not produced.
 #[derive(Debug)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// The broker or producer refuses this record itself: dead-letter the fact.
     Record(String),
     /// No record can be produced: the pipeline stops.
@@ -57,14 +57,14 @@ fn refused(topic: &str, error: KafkaError, size: Option<usize>) -> Refused {
 }
 
 /// A record sent and not yet acknowledged, kept to be sent again on its own.
-pub struct Sent {
+pub(crate) struct Sent {
     delivery: DeliveryFuture,
     key: Option<Vec<u8>>,
     payload: Vec<u8>,
 }
 
 /// Sends every output record of a fact.
-pub async fn produce_all(
+pub(crate) async fn produce_all(
     producer: &Producer,
     topic: &str,
     message: &OwnedMessage,
@@ -88,7 +88,7 @@ pub async fn produce_all(
 /// counts as refused: the broker judges a whole batch against the topic's
 /// `max.message.bytes`, so a small record batched with an oversized one is refused with
 /// it, and must not become a dead letter for that.
-pub async fn await_deliveries(
+pub(crate) async fn await_deliveries(
     sent: Vec<Sent>,
     producer: &Producer,
     topic: &str,

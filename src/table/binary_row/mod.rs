@@ -2,7 +2,7 @@
 //! and the bytes hashed for bucket assignment (docs/format.md §5).
 //!
 //! Layout of a row with `n` fields (all numbers little-endian):
-//! a null-bit area of [`null_bits_width`] bytes (byte 0 is the RowKind, the null bit of
+//! a null-bit area of `null_bits_width` bytes (byte 0 is the RowKind, the null bit of
 //! field `i` is bit `i + 8`), then one 8-byte slot per field, then the variable part, whose
 //! chunks are zero padded to whole 8-byte words. Values that do not fit a slot (strings and
 //! bytes longer than 7 bytes, DECIMAL with precision > 18, TIMESTAMP with precision > 3)
@@ -16,8 +16,9 @@ use super::datum::{Datum, Row, Timestamp};
 use super::types::DataType;
 use crate::error::{Error, Result};
 
+#[cfg(test)]
 /// Serialized row of arity 0: a zero arity prefix and an 8-byte null-bit area.
-pub const EMPTY_SERIALIZED_ROW: [u8; 12] = [0; 12];
+pub(crate) const EMPTY_SERIALIZED_ROW: [u8; 12] = [0; 12];
 
 /// Number of bits before the first null bit (the RowKind byte).
 const HEADER_BITS: usize = 8;
@@ -34,12 +35,12 @@ const MAX_COMPACT_TIMESTAMP_PRECISION: u8 = 3;
 
 /// Size in bytes of the null-bit area (including the RowKind byte) of a row of `arity`
 /// fields: whole 8-byte words.
-pub fn null_bits_width(arity: usize) -> usize {
+pub(crate) fn null_bits_width(arity: usize) -> usize {
     (arity.saturating_add(63 + HEADER_BITS) / 64) * 8
 }
 
 /// BinaryRow bytes (no arity prefix) of `values`, typed by `types` (same length).
-pub fn encode(values: &[Datum], types: &[DataType]) -> Result<Vec<u8>> {
+pub(crate) fn encode(values: &[Datum], types: &[DataType]) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     encode_into(&mut out, values, types)?;
     Ok(out)
@@ -48,7 +49,7 @@ pub fn encode(values: &[Datum], types: &[DataType]) -> Result<Vec<u8>> {
 /// Appends the BinaryRow bytes (no arity prefix) of `values` to `out`, so hot paths can
 /// reuse one buffer. Offsets in the image count from where the row starts in `out`. On
 /// error `out` is left as it was.
-pub fn encode_into(out: &mut Vec<u8>, values: &[Datum], types: &[DataType]) -> Result<()> {
+pub(crate) fn encode_into(out: &mut Vec<u8>, values: &[Datum], types: &[DataType]) -> Result<()> {
     let base = out.len();
     let result = write_row(out, base, values, types);
     if result.is_err() {
@@ -66,7 +67,11 @@ pub fn serialize(values: &[Datum], types: &[DataType]) -> Result<Vec<u8>> {
 
 /// Appends the serialized row (arity prefix + BinaryRow bytes) to `out`. On error `out` is
 /// left as it was.
-pub fn serialize_into(out: &mut Vec<u8>, values: &[Datum], types: &[DataType]) -> Result<()> {
+pub(crate) fn serialize_into(
+    out: &mut Vec<u8>,
+    values: &[Datum],
+    types: &[DataType],
+) -> Result<()> {
     let start = out.len();
     let arity = i32::try_from(values.len())
         .map_err(|_| Error::Data(format!("row of {} fields is too wide", values.len())))?;
@@ -161,12 +166,12 @@ fn decode_fields(
 /// compare by their bits (`-0.0 != 0.0`, a NaN equals the same NaN), and TIMESTAMP(p <= 3)
 /// by its stored milliseconds.
 #[derive(Debug, Clone, Copy, Eq)]
-pub struct FieldImage<'a> {
+pub(crate) struct FieldImage<'a> {
     /// The slot of fixed-size values, the nano-of-millisecond of TIMESTAMP(p > 3), else 0.
-    pub word: u64,
+    pub(crate) word: u64,
     /// The bytes of strings, byte arrays and DECIMAL(p > 18), the epoch-millisecond bytes
     /// of TIMESTAMP(p > 3); empty for fixed-size values.
-    pub bytes: &'a [u8],
+    pub(crate) bytes: &'a [u8],
 }
 
 impl PartialEq for FieldImage<'_> {
@@ -183,7 +188,7 @@ impl PartialEq for FieldImage<'_> {
 
 /// The image of field `pos` (of type `ty`) of BinaryRow bytes with `arity` fields, `None`
 /// when the field is null. Never panics: bad positions and bytes are `Error::Format`.
-pub fn field_image<'a>(
+pub(crate) fn field_image<'a>(
     body: &'a [u8],
     arity: usize,
     pos: usize,
@@ -354,9 +359,9 @@ const POW10: [i128; 39] = pow10_table();
 /// writing (`Error::Data`), a corrupt image when reading (`Error::Format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("unscaled value {unscaled} has more than {precision} digits")]
-pub struct DecimalOverflow {
-    pub unscaled: i128,
-    pub precision: u8,
+pub(crate) struct DecimalOverflow {
+    pub(crate) unscaled: i128,
+    pub(crate) precision: u8,
 }
 
 /// Rejects unscaled values with more digits than `precision`.

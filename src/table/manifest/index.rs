@@ -10,43 +10,43 @@ use crate::error::{Error, Result};
 
 /// One index file an index manifest lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexFileMeta {
+pub(crate) struct IndexFileMeta {
     /// `_PARTITION`: the serialized partition of the bucket the file indexes.
-    pub partition: Vec<u8>,
+    pub(crate) partition: Vec<u8>,
     /// `_BUCKET`.
-    pub bucket: i32,
+    pub(crate) bucket: i32,
     /// `_INDEX_TYPE`: `HASH`, `DELETION_VECTORS`, …
-    pub index_type: String,
+    pub(crate) index_type: String,
     /// `_FILE_NAME`, in the table's `index/` directory unless `external_path` is set.
-    pub file_name: String,
+    pub(crate) file_name: String,
     /// `_FILE_SIZE`, in bytes.
-    pub file_size: i64,
+    pub(crate) file_size: i64,
     /// `_DELETIONS_VECTORS_RANGES`: where each data file's deletion vector lies in a
     /// `DELETION_VECTORS` file (empty for other index types).
-    pub deletion_vectors: Vec<DeletionVectorRange>,
+    pub(crate) deletion_vectors: Vec<DeletionVectorRange>,
     /// `_EXTERNAL_PATH`, when the file lives outside the table directory.
-    pub external_path: Option<String>,
+    pub(crate) external_path: Option<String>,
 }
 
 /// One data file's deletion vector inside an index file (Java's `DeletionVectorMeta`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeletionVectorRange {
+pub(crate) struct DeletionVectorRange {
     /// `f0`: the data file's name.
-    pub data_file: String,
+    pub(crate) data_file: String,
     /// `f1`: byte offset of the vector in the index file.
-    pub offset: i64,
+    pub(crate) offset: i64,
     /// `f2`: its length as Java records it (the bitmap's for 32-bit vectors, the whole
     /// blob's for 64-bit ones; see `table::deletion_vector`).
-    pub length: i64,
+    pub(crate) length: i64,
     /// `_CARDINALITY`: deleted rows, when the writer recorded it.
-    pub cardinality: Option<i64>,
+    pub(crate) cardinality: Option<i64>,
 }
 
 /// Decodes an index manifest written by Java Paimon or pypaimon. Only ADD entries are
 /// returned: Java writes an index manifest as the full state (`IndexManifestFileHandler`
 /// combines the previous one with the commit's changes), so it holds ADD entries only,
 /// and any DELETE entry cancels nothing here.
-pub fn decode_index_manifest(data: &[u8]) -> Result<Vec<IndexFileMeta>> {
+pub(crate) fn decode_index_manifest(data: &[u8]) -> Result<Vec<IndexFileMeta>> {
     let file = read_container(data)?;
     let record = top_record(&file.schema, "index manifest")?;
     let kind = record.field_index("_KIND");

@@ -1,7 +1,7 @@
 //! Manifest files (`manifest-*`, one [`ManifestEntry`] per data-file change) and manifest
 //! lists (`manifest-list-*`, one [`ManifestFileMeta`] per manifest file): pure Avro
 //! encode/decode, no I/O. See `docs/format.md` §4. The records are in `model`;
-//! the Avro encoding and container files are the crate's Avro core ([`crate::avro`]), so
+//! the Avro encoding and container files are the crate's Avro core (`crate::avro`), so
 //! this module holds only Paimon's layouts: `encode`, `decode`, and `index` for index
 //! manifests.
 //!
@@ -27,10 +27,11 @@ mod model;
 
 pub use decode::{decode_manifest, decode_manifest_list};
 pub use encode::{encode_manifest, encode_manifest_list};
-pub use index::{DeletionVectorRange, IndexFileMeta, decode_index_manifest};
+pub(crate) use index::{DeletionVectorRange, decode_index_manifest};
+pub(crate) use model::FileIdentifier;
 pub use model::{
-    DataFileMeta, FileIdentifier, FileKind, FileSource, ManifestCompression, ManifestEntry,
-    ManifestFileMeta, SimpleStats,
+    DataFileMeta, FileKind, FileSource, ManifestCompression, ManifestEntry, ManifestFileMeta,
+    SimpleStats,
 };
 
 use crate::error::Error;

@@ -129,27 +129,27 @@ pub struct ManifestEntry {
 
 /// Identity of a data file in a table; a DELETE entry cancels the ADD with the same one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct FileIdentifier {
+pub(crate) struct FileIdentifier {
     /// Serialized partition row.
-    pub partition: Vec<u8>,
+    pub(crate) partition: Vec<u8>,
     /// Bucket id.
-    pub bucket: i32,
+    pub(crate) bucket: i32,
     /// LSM level.
-    pub level: i32,
+    pub(crate) level: i32,
     /// Data file name.
-    pub file_name: String,
+    pub(crate) file_name: String,
     /// Sidecar files.
-    pub extra_files: Vec<String>,
+    pub(crate) extra_files: Vec<String>,
     /// Inline file index.
-    pub embedded_file_index: Option<Vec<u8>>,
+    pub(crate) embedded_file_index: Option<Vec<u8>>,
     /// External location.
-    pub external_path: Option<String>,
+    pub(crate) external_path: Option<String>,
 }
 
 impl ManifestEntry {
     /// Identity used to cancel an ADD by a DELETE: (partition, bucket, level, file name,
     /// extra files, embedded index, external path), as Java and pypaimon compare them.
-    pub fn identifier(&self) -> FileIdentifier {
+    pub(crate) fn identifier(&self) -> FileIdentifier {
         FileIdentifier {
             partition: self.partition.clone(),
             bucket: self.bucket,
@@ -209,7 +209,7 @@ impl ManifestCompression {
     /// Parses the option text (case-insensitive): `zstd`/`zstandard`, `deflate`, `snappy`,
     /// `none`/`null`/`uncompressed`. Java and pypaimon also know `bzip2` and `xz`, which
     /// lakejoin does not write.
-    pub fn parse(text: &str) -> Result<Self> {
+    pub(crate) fn parse(text: &str) -> Result<Self> {
         match text.trim().to_ascii_lowercase().as_str() {
             "zstd" | "zstandard" => Ok(ManifestCompression::Zstd),
             "deflate" => Ok(ManifestCompression::Deflate),

@@ -720,3 +720,61 @@ dead_letter_topic = "items_dlq"
     }
     running.shutdown().await.unwrap();
 }
+
+/// A fetch answered with OFFSET_OUT_OF_RANGE although the position is inside the log (as
+/// a broker can answer while it restarts): librdkafka stops the partition and reports a
+/// reset (`auto.offset.reset = error`). The position is checked, found inside the log,
+/// and the partition resumes there: nothing is lost or repeated. (It used to stay stopped
+/// for good, so no later change reached the table.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spurious_offset_reset_resumes_the_cdc_partition_where_it_was() {
+    let cluster = MockCluster::new(1).unwrap();
+    cluster.create_topic("customers", 1, 1).unwrap();
+    let bootstrap = cluster.bootstrap_servers();
+    let dir = tempfile::tempdir().unwrap();
+    let cdc_only = CONFIG[..CONFIG.find("[[enrich]]").unwrap()]
+        .replace("{bootstrap}", &bootstrap)
+        .replace("{warehouse}", &dir.path().display().to_string())
+        .replace("dead_letter_topic = \"customers_dlq\"\n", "");
+    let config = lakejoin::config::from_toml("test", &cdc_only).unwrap();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    send(
+        &producer,
+        "customers",
+        "1",
+        &customer("c", 1, "ada", "ch", 10),
+    )
+    .await;
+    let registry = std::sync::Arc::new(lakejoin::observe::Registry::default());
+    let warehouse = Warehouse::from_uri(dir.path().to_str().unwrap(), &BTreeMap::new()).unwrap();
+    let running = lakejoin::pipeline::start_on(config, registry, warehouse.clone())
+        .await
+        .unwrap();
+    wait_for_rows(&warehouse, 1).await;
+
+    cluster.request_errors(
+        rdkafka::types::RDKafkaApiKey::Fetch,
+        &[rdkafka::types::RDKafkaRespErr::RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE],
+    );
+    send(
+        &producer,
+        "customers",
+        "2",
+        &customer("c", 2, "bob", "de", 10),
+    )
+    .await;
+    send(
+        &producer,
+        "customers",
+        "3",
+        &customer("c", 3, "cy", "fr", 10),
+    )
+    .await;
+    let rows = wait_for_rows(&warehouse, 3).await;
+    let ids: Vec<&Datum> = rows.iter().map(|r| &r[0]).collect();
+    assert_eq!(ids, [&Datum::Int(1), &Datum::Int(2), &Datum::Int(3)]);
+    running.shutdown().await.unwrap();
+}

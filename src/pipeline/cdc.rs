@@ -536,14 +536,9 @@ pub(crate) async fn run_consumer(
                         // A position outside its log: retention overtook this pipeline
                         // (an error), or the topic was created again (read it anew).
                         tracing::info!(pipeline = %config.name, error = %e, "a partition's position is outside its log");
-                        let c = consumer.clone();
-                        let cfg = config.clone();
-                        let assigned = assignment.clone();
-                        tokio::task::spawn_blocking(move || {
-                            cdc_partitions::recover_from_reset(&c, &cfg, &assigned)
-                        })
-                        .await
-                        .map_err(|j| Error::task("offset-reset check", j))??;
+                        if !cdc_partitions::recover_from_reset(&consumer, &config, &assignment, &mut shutdown).await? {
+                            break;
+                        }
                         continue;
                     }
                     Err(e) => {

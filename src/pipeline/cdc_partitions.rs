@@ -246,65 +246,58 @@ pub(crate) fn spawn_discovery(
 
 /// After librdkafka reported a position outside its log (`auto.offset.reset = error`):
 /// each assigned partition's position (the next offset to deliver, else where it was
-/// assigned) is checked as [`resume_position`] checks a saved one. A partition past its
-/// log's end is read again from the beginning (its topic was created again); one before
-/// its log's start is the error that stops the pipeline (blocking: run it off the async
-/// workers).
-pub(crate) fn recover_from_reset(
-    consumer: &Consumer,
+/// assigned) is checked as [`resume_position`] checks a saved one, its log's offsets
+/// read with retries while the broker does not answer (it may be restarting). A
+/// partition past its log's end is read again from the beginning (its topic was created
+/// again); one before its log's start is the error that stops the pipeline. librdkafka
+/// has stopped fetching the partition it reported, and a stopped partition cannot be
+/// seeked ("erroneous state"), so every partition is assigned again at its position:
+/// also one whose position is inside its log, as a broker that is restarting can report
+/// (else that partition would stay stopped for good). `false` when `stop` fires first.
+pub(crate) async fn recover_from_reset(
+    consumer: &Arc<Consumer>,
     config: &CdcConfig,
     assigned: &TopicPartitionList,
-) -> Result<()> {
-    let positions = consumer
+    stop: &mut watch::Receiver<bool>,
+) -> Result<bool> {
+    let positions: Vec<(String, i32, i64)> = consumer
         .position()
-        .map_err(|e| Error::kafka(format!("{}: reading positions", config.name), e))?;
-    for e in positions.elements() {
-        let position = match e.offset() {
-            Offset::Offset(n) => n,
-            _ => match assigned
-                .find_partition(e.topic(), e.partition())
-                .map(|a| a.offset())
-            {
-                Some(Offset::Offset(n)) => n,
-                _ => continue,
-            },
-        };
-        let range = consumer
-            .fetch_watermarks(e.topic(), e.partition(), ATTEMPT_TIMEOUT)
-            .map_err(|err| {
-                Error::kafka(
-                    format!(
-                        "{}: reading the offsets of {}/{}",
-                        config.name,
-                        e.topic(),
-                        e.partition()
-                    ),
-                    err,
-                )
-            })?;
-        let to = resume_position(config, e.topic(), e.partition(), position, range)?;
-        if to != Offset::Offset(position) {
-            // A partition librdkafka stopped on cannot be seeked ("erroneous state"); it
-            // is assigned again at the new position instead.
-            let moved = |err: rdkafka::error::KafkaError| {
-                Error::kafka(
-                    format!(
-                        "{}: moving {}/{} to {to:?}",
-                        config.name,
-                        e.topic(),
-                        e.partition()
-                    ),
-                    err,
-                )
+        .map_err(|e| Error::kafka(format!("{}: reading positions", config.name), e))?
+        .elements()
+        .iter()
+        .filter_map(|e| {
+            let position = match e.offset() {
+                Offset::Offset(n) => n,
+                _ => match assigned
+                    .find_partition(e.topic(), e.partition())
+                    .map(|a| a.offset())
+                {
+                    Some(Offset::Offset(n)) => n,
+                    _ => return None,
+                },
             };
-            let mut partition = TopicPartitionList::new();
-            partition.add_partition(e.topic(), e.partition());
-            consumer.incremental_unassign(&partition).map_err(moved)?;
-            partition.set_all_offsets(to).map_err(moved)?;
-            consumer.incremental_assign(&partition).map_err(moved)?;
-        }
+            Some((e.topic().to_string(), e.partition(), position))
+        })
+        .collect();
+    for (topic, partition, position) in positions {
+        let Some(range) = watermarks(consumer, &topic, partition, stop).await? else {
+            return Ok(false);
+        };
+        let to = resume_position(config, &topic, partition, position, range)?;
+        let moved = |err: rdkafka::error::KafkaError| {
+            let pipeline = &config.name;
+            Error::kafka(
+                format!("{pipeline}: assigning {topic}/{partition} again at {to:?}"),
+                err,
+            )
+        };
+        let mut list = TopicPartitionList::new();
+        list.add_partition(&topic, partition);
+        consumer.incremental_unassign(&list).map_err(moved)?;
+        list.set_all_offsets(to).map_err(moved)?;
+        consumer.incremental_assign(&list).map_err(moved)?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Keeps the high watermarks of the pipeline's assigned partitions current in

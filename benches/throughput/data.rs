@@ -87,6 +87,11 @@ pub fn customer(id: u64) -> (String, String) {
 /// The customer columns the one-join cases (and the Redis design) add to an order.
 pub const CUSTOMER_SELECT: [&str; 5] = ["name", "email", "country", "region", "segment"];
 
+/// The profile columns the three-join cases add, as `profile_<column>`.
+pub const PROFILE_SELECT: [&str; 3] = ["tier", "lifetime_value", "orders_count"];
+/// The region columns the three-join cases add, as `region_<column>`.
+pub const REGION_SELECT: [&str; 3] = ["name", "timezone", "currency"];
+
 /// The value the Redis design stores per customer: the selected columns as JSON.
 pub fn customer_cached(id: u64) -> String {
     let first = pick(&FIRST, id);
@@ -133,6 +138,16 @@ pub fn order_customer(rng: &mut Rng, customers: u64) -> u64 {
         1 + rng.below(customers)
     } else {
         UNKNOWN_BASE + rng.below(customers.max(1))
+    }
+}
+
+/// The customer id of order `n` of the unknown-key storm: a known customer 5% of the
+/// time, else an unknown id seen by no other order (every miss reaches the table).
+pub fn storm_customer(rng: &mut Rng, n: u64, customers: u64) -> u64 {
+    if rng.below(100) < 5 {
+        1 + rng.below(customers)
+    } else {
+        UNKNOWN_BASE + n
     }
 }
 

@@ -16,12 +16,15 @@
 //! `cargo bench --bench throughput`. Scale with ORDERS, CUSTOMERS, RSS_ROWS; run a subset
 //! with CASES (comma-separated case names, or prefixes such as `lakejoin`).
 
+mod check;
 mod cpu;
 mod data;
+mod enrich_case;
 mod flink;
 mod kafka;
 mod lakejoin;
 mod loops;
+mod previous;
 mod redis;
 mod report;
 mod util;
@@ -30,7 +33,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use serde_json::Value;
 
 use cpu::CpuMeter;
 use kafka::{BulkProducer, OutputScan, create_topics, scan_output};
@@ -39,6 +41,8 @@ use report::{BROKER_PROCESS, CASE_PROCESS, CaseResult, Report};
 use util::{proc_status_kib, wait_for};
 
 const REDIS_CASE: &str = "redis 1 join";
+/// 95% of the orders name a customer no other order names: every miss reaches the table.
+const STORM_CASE: &str = "lakejoin partial 1 join, unknown-key storm";
 /// Flink + Paimon's lookup join: (case name, topic/dir name, `flink_enrich.py --cache`).
 const FLINK_CASES: [(&str, &str, &str); 2] = [
     ("flink + paimon, FULL cache, 1 join", "flink-full", "full"),
@@ -102,6 +106,23 @@ impl Settings {
     }
 }
 
+/// A topic of orders and the customer of each of its orders.
+struct Orders {
+    topic: String,
+    /// The customer of order n (1-based) at n - 1.
+    customer_of: Vec<u64>,
+}
+
+impl Orders {
+    /// Orders naming a known customer: the exact number of matched facts expected.
+    fn known(&self, customers: u64) -> u64 {
+        self.customer_of
+            .iter()
+            .filter(|c| (1..=customers).contains(*c))
+            .count() as u64
+    }
+}
+
 /// Everything a case needs: broker, topic names, the loaded warehouse.
 struct Bench {
     settings: Settings,
@@ -109,12 +130,12 @@ struct Bench {
     dir: PathBuf,
     warehouse: PathBuf,
     run_id: String,
-    orders_topic: String,
+    orders: Orders,
+    /// The unknown-key storm's orders (95% unknown customers), produced when its case runs.
+    storm: Orders,
     customers_topic: String,
     profiles_topic: String,
     regions_topic: String,
-    /// Orders naming a known customer: the exact number of matched facts expected.
-    expected_hits: u64,
     /// The broker's JVM when the harness started it (its CPU is reported per case).
     broker_pid: Option<u32>,
 }
@@ -154,7 +175,7 @@ impl Bench {
                 (&self.customers_topic, 4),
                 (&self.profiles_topic, 4),
                 (&self.regions_topic, 1),
-                (&self.orders_topic, s.partitions),
+                (&self.orders.topic, s.partitions),
             ],
         )?;
         let producer = BulkProducer::new(&self.bootstrap)?;
@@ -170,17 +191,24 @@ impl Bench {
             producer.send(&self.regions_topic, &k, &v)?;
         }
         let mut rng = data::Rng::new(0x5eed);
-        let mut hits = 0;
         for n in 1..=s.orders {
             let customer = data::order_customer(&mut rng, s.customers);
-            if customer < data::UNKNOWN_BASE {
-                hits += 1;
-            }
+            self.orders.customer_of.push(customer);
             let (k, v) = data::order(n, customer);
-            producer.send(&self.orders_topic, &k, &v)?;
+            producer.send(&self.orders.topic, &k, &v)?;
+        }
+        if s.wants(STORM_CASE) {
+            create_topics(&self.bootstrap, &[(&self.storm.topic, s.partitions)])?;
+            let mut rng = data::Rng::new(0x570a);
+            for n in 1..=s.orders {
+                let customer = data::storm_customer(&mut rng, n, s.customers);
+                self.storm.customer_of.push(customer);
+                let (k, v) = data::order(n, customer);
+                producer.send(&self.storm.topic, &k, &v)?;
+            }
         }
         producer.flush()?;
-        self.expected_hits = hits;
+        let hits = self.orders.known(s.customers);
         println!(
             "produced {} customers, {} profiles, {} regions, {} orders ({} with a known customer) in {:.1} s",
             s.customers,
@@ -281,12 +309,23 @@ impl Bench {
         }
     }
 
-    /// Reads `topic` back and checks it: exactly `orders` records, and exactly the
-    /// expected number with every join matched (`matched` decides per record).
-    fn scan(&self, topic: &str, matched: fn(&Value) -> bool) -> Result<OutputScan> {
+    /// Reads `topic` back and checks every record: exactly one per order of `orders`,
+    /// each the order unchanged plus what `joins` joins add to it (its customer's columns,
+    /// or nulls for an unknown customer), and exactly as many with every join matched as
+    /// orders name a known customer. `joins` = 0: the orders unchanged.
+    fn scan(&self, topic: &str, joins: usize, orders: &Orders) -> Result<OutputScan> {
+        let expected = check::Joins {
+            count: joins,
+            customers: self.settings.customers,
+            customer_of: &orders.customer_of,
+        };
+        let mut checked = check::OutputCheck::default();
         let scan = scan_output(&self.bootstrap, topic, self.settings.orders, |payload| {
-            serde_json::from_slice::<Value>(payload).is_ok_and(|v| matched(&v))
+            checked.record(payload, expected)
         })?;
+        checked
+            .verdict()
+            .map_err(|e| anyhow::anyhow!("{topic}: {e}"))?;
         if scan.records != self.settings.orders {
             bail!(
                 "{topic} holds {} records, expected {}",
@@ -294,18 +333,19 @@ impl Bench {
                 self.settings.orders
             );
         }
-        Ok(scan)
-    }
-
-    fn check_hits(&self, scan: &OutputScan, expected: u64) -> Result<()> {
-        if scan.accepted != expected {
+        let hits = if joins == 0 {
+            self.settings.orders
+        } else {
+            orders.known(self.settings.customers)
+        };
+        if scan.accepted != hits {
             bail!(
-                "{} of {} outputs were enriched, expected exactly {expected}",
+                "{} of {} outputs were enriched, expected exactly {hits}",
                 scan.accepted,
                 scan.records
             );
         }
-        Ok(())
+        Ok(scan)
     }
 
     /// The harness's plain loop with the producer `settings` (`lean`: the lean ones).
@@ -319,14 +359,13 @@ impl Bench {
         let meter = self.meter(std::process::id(), &[])?;
         loops::passthrough(
             &self.bootstrap,
-            &self.orders_topic,
+            &self.orders.topic,
             &output,
             self.settings.orders,
             settings,
         )?;
         let cpu = meter.stop()?;
-        let scan = self.scan(&output, |v| v.get("order_id").is_some())?;
-        self.check_hits(&scan, self.settings.orders)?;
+        let scan = self.scan(&output, 0, &self.orders)?;
         let producer = if lean {
             "lean producer (linger.ms=5, no compression, no idempotence)"
         } else {
@@ -345,13 +384,12 @@ impl Bench {
         loops::redis_enrich(
             &self.bootstrap,
             redis,
-            &self.orders_topic,
+            &self.orders.topic,
             &output,
             self.settings.orders,
         )?;
         let cpu = meter.stop()?;
-        let scan = self.scan(&output, |v| !v["customer_name"].is_null())?;
-        self.check_hits(&scan, self.expected_hits)?;
+        let scan = self.scan(&output, 1, &self.orders)?;
         CaseResult::measured(
             &scan,
             &format!(
@@ -360,89 +398,6 @@ impl Bench {
             ),
         )
         .map(|r| r.with_cpu(cpu))
-    }
-
-    fn enrich(&self, case: &str, cache: &str, joins: usize) -> Result<CaseResult> {
-        let output = self.new_output(case)?;
-        let mut config = config_head(&self.bootstrap, &self.topic(case), &self.warehouse);
-        config.push_str(table("shop.customers"));
-        if joins == 3 {
-            config.push_str(table("shop.customer_profile"));
-            config.push_str(table("shop.regions"));
-        }
-        let cache_options = if cache == "partial" {
-            "cache = \"partial\"\ncache_max_rows = 1000000\n".to_owned()
-        } else {
-            format!("cache = \"{cache}\"\n")
-        };
-        config.push_str(&format!(
-            r#"
-[[enrich]]
-name = "orders-enriched"
-topics = ["{orders}"]
-format = "json"
-output = {{ topic = "{output}", format = "json", key = "order_id" }}
-
-[[enrich.join]]
-table = "shop.customers"
-on = {{ customer_id = "id" }}
-select = ["name", "email", "country", "region", "segment"]
-prefix = "customer_"
-{cache_options}"#,
-            orders = self.orders_topic,
-        ));
-        if joins == 3 {
-            config.push_str(&format!(
-                r#"
-[[enrich.join]]
-table = "shop.customer_profile"
-on = {{ customer_id = "customer_id" }}
-select = ["tier", "lifetime_value", "orders_count"]
-prefix = "profile_"
-{cache_options}
-[[enrich.join]]
-table = "shop.regions"
-on = {{ customer_region = "code" }}
-select = ["name", "timezone", "currency"]
-prefix = "region_"
-{cache_options}"#
-            ));
-        }
-        let mut process = Lakejoin::start(&self.dir, case, &config)?;
-        let pid = process.pid();
-        // CPU from ready (caches loaded) to the last output acknowledged.
-        process.wait_ready(STALL)?;
-        let meter = self.meter(pid, &[])?;
-        self.wait_produced(&mut process, self.settings.orders)?;
-        let cpu = meter.stop()?;
-        let rss_mib = proc_status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0;
-        let metrics = process.metrics().unwrap_or_default();
-        process.stop()?;
-        let (scan, matched_kind) = if joins == 1 {
-            let scan = self.scan(&output, |v| !v["customer_name"].is_null())?;
-            (scan, "customer")
-        } else {
-            let scan = self.scan(&output, |v| {
-                !v["customer_name"].is_null()
-                    && !v["profile_tier"].is_null()
-                    && !v["region_name"].is_null()
-            })?;
-            (scan, "customer, profile and region")
-        };
-        self.check_hits(&scan, self.expected_hits)?;
-        let hits: f64 = metrics
-            .lines()
-            .filter(|l| l.starts_with("lakejoin_lookup_hits_total{"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum();
-        CaseResult::measured(
-            &scan,
-            &format!(
-                "{:.1}% with {matched_kind} matched ({hits:.0} lookup hits); peak RSS {rss_mib:.0} MiB",
-                100.0 * scan.accepted as f64 / scan.records as f64
-            ),
-        )
-        .map(|r| r.with_cpu(cpu).with_peak_rss(rss_mib))
     }
 
     /// Flink + Paimon's lookup join of the orders with the customers table lakejoin wrote
@@ -459,7 +414,7 @@ prefix = "region_"
             &flink::FlinkEnrich {
                 bootstrap: &self.bootstrap,
                 warehouse: &self.warehouse,
-                orders: &self.orders_topic,
+                orders: &self.orders.topic,
                 output: &output,
                 cache,
                 group: &self.topic(case),
@@ -500,8 +455,7 @@ prefix = "region_"
         // The window saw n − at_start records; CPU per record scales to all n.
         let scale = n as f64 / (n - at_start.min(n - 1)) as f64;
         let cpu = measured.scaled(scale);
-        let scan = self.scan(&output, |v| !v["customer_name"].is_null())?;
-        self.check_hits(&scan, self.expected_hits)?;
+        let scan = self.scan(&output, 1, &self.orders)?;
         CaseResult::measured(
             &scan,
             &format!(
@@ -536,7 +490,7 @@ prefix = "region_"
         config.push_str(table("shop.orders"));
         config.push_str(&format!(
             "\n[[cdc]]\nname = \"orders-cdc\"\ntopics = [\"{}\"]\nformat = \"upsert-json\"\ntable = \"shop.orders\"\ncommit_max_rows = {commit_max_rows}\n",
-            self.orders_topic
+            self.orders.topic
         ));
         let spawned_ms = now_ms();
         let mut process = Lakejoin::start(&self.dir, case, &config)?;
@@ -749,7 +703,14 @@ fn run() -> Result<()> {
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let topic = |base: &str| format!("{base}-{run_id}");
     let mut bench = Bench {
-        orders_topic: topic("orders"),
+        orders: Orders {
+            topic: topic("orders"),
+            customer_of: Vec::new(),
+        },
+        storm: Orders {
+            topic: topic("storm"),
+            customer_of: Vec::new(),
+        },
         customers_topic: topic("customers"),
         profiles_topic: topic("profiles"),
         regions_topic: topic("regions"),
@@ -758,7 +719,6 @@ fn run() -> Result<()> {
         bootstrap,
         dir,
         run_id,
-        expected_hits: 0,
         broker_pid: kafka_broker.as_ref().map(|k| k.pid()).transpose()?,
     };
     bench.produce_data()?;
@@ -796,6 +756,7 @@ fn run() -> Result<()> {
     if enrich_cases
         .iter()
         .any(|(name, ..)| bench.settings.wants(name))
+        || bench.settings.wants(STORM_CASE)
         || flink_install.is_some()
     {
         bench.load_dimensions()?;
@@ -834,8 +795,13 @@ fn run() -> Result<()> {
         run_case(REDIS_CASE, &mut || bench.redis("redis", client, pid));
     }
     for (name, case, cache, joins) in &enrich_cases {
-        run_case(name, &mut || bench.enrich(case, cache, *joins));
+        run_case(name, &mut || {
+            bench.enrich(case, cache, *joins, &bench.orders)
+        });
     }
+    run_case(STORM_CASE, &mut || {
+        bench.enrich("storm", "partial", 1, &bench.storm)
+    });
     run_case("lakejoin CDC ingest", &mut || bench.ingest("ingest"));
     if let Some(install) = &flink_install {
         for (name, case, cache) in FLINK_CASES {

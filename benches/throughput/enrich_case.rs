@@ -1,0 +1,107 @@
+//! The lakejoin enrich cases: `lakejoin run` with one `[[enrich]]` pipeline of one join
+//! (customers) or three chained joins (customers, their profiles, their regions), with
+//! the case's cache, on an orders topic; every output record is checked.
+
+use anyhow::Result;
+
+use crate::lakejoin::{Lakejoin, config_head, table};
+use crate::report::CaseResult;
+use crate::util::proc_status_kib;
+use crate::{Bench, Orders, STALL, data};
+
+/// `["a", "b"]` for the TOML of a `select`.
+fn quoted(columns: &[&str]) -> String {
+    columns
+        .iter()
+        .map(|c| format!("\"{c}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Bench {
+    pub(super) fn enrich(
+        &self,
+        case: &str,
+        cache: &str,
+        joins: usize,
+        orders: &Orders,
+    ) -> Result<CaseResult> {
+        let output = self.new_output(case)?;
+        let mut config = config_head(&self.bootstrap, &self.topic(case), &self.warehouse);
+        config.push_str(table("shop.customers"));
+        if joins == 3 {
+            config.push_str(table("shop.customer_profile"));
+            config.push_str(table("shop.regions"));
+        }
+        let cache_options = if cache == "partial" {
+            "cache = \"partial\"\ncache_max_rows = 1000000\n".to_owned()
+        } else {
+            format!("cache = \"{cache}\"\n")
+        };
+        config.push_str(&format!(
+            r#"
+[[enrich]]
+name = "orders-enriched"
+topics = ["{orders}"]
+format = "json"
+output = {{ topic = "{output}", format = "json", key = "order_id" }}
+
+[[enrich.join]]
+table = "shop.customers"
+on = {{ customer_id = "id" }}
+select = [{customer_select}]
+prefix = "customer_"
+{cache_options}"#,
+            orders = orders.topic,
+            customer_select = quoted(&data::CUSTOMER_SELECT),
+        ));
+        if joins == 3 {
+            config.push_str(&format!(
+                r#"
+[[enrich.join]]
+table = "shop.customer_profile"
+on = {{ customer_id = "customer_id" }}
+select = [{profile_select}]
+prefix = "profile_"
+{cache_options}
+[[enrich.join]]
+table = "shop.regions"
+on = {{ customer_region = "code" }}
+select = [{region_select}]
+prefix = "region_"
+{cache_options}"#,
+                profile_select = quoted(&data::PROFILE_SELECT),
+                region_select = quoted(&data::REGION_SELECT),
+            ));
+        }
+        let mut process = Lakejoin::start(&self.dir, case, &config)?;
+        let pid = process.pid();
+        // CPU from ready (caches loaded) to the last output acknowledged.
+        process.wait_ready(STALL)?;
+        let meter = self.meter(pid, &[])?;
+        self.wait_produced(&mut process, self.settings.orders)?;
+        let cpu = meter.stop()?;
+        let rss_mib = proc_status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0;
+        let metrics = process.metrics().unwrap_or_default();
+        process.stop()?;
+        let scan = self.scan(&output, joins, orders)?;
+        let matched_kind = if joins == 1 {
+            "customer"
+        } else {
+            "customer, profile and region"
+        };
+        let hits: f64 = metrics
+            .lines()
+            .filter(|l| l.starts_with("lakejoin_lookup_hits_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        CaseResult::measured(
+            &scan,
+            &format!(
+                "{:.1}% with {matched_kind} matched ({hits:.0} lookup hits); peak RSS {rss_mib:.0} MiB",
+                100.0 * scan.accepted as f64 / scan.records as f64
+            ),
+        )
+        .map(|r| r.with_cpu(cpu).with_peak_rss(rss_mib))
+    }
+}

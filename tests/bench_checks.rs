@@ -1,0 +1,80 @@
+//! The throughput benchmark's own logic, tested with the suite: the check every output
+//! record of a case must pass, and the history column read back from BENCHMARKS.md.
+//!
+//! Why here: the benchmark (benches/throughput/) has no test harness of its own (it is a
+//! `harness = false` binary that runs the whole benchmark), so its unit tests would never
+//! run. Its pure modules are compiled into this test crate instead.
+
+// The data module serves the benchmark's other cases too.
+#![allow(dead_code)]
+
+#[path = "../benches/throughput/check.rs"]
+mod check;
+#[path = "../benches/throughput/data.rs"]
+mod data;
+#[path = "../benches/throughput/previous.rs"]
+mod previous;
+
+use serde_json::{Map, Value};
+
+use check::{Joins, OutputCheck, expected_joined};
+use previous::Previous;
+
+const CUSTOMER_OF: [u64; 3] = [3, data::UNKNOWN_BASE + 3, 3];
+const ONE: Joins<'static> = Joins {
+    count: 1,
+    customers: 10,
+    customer_of: &CUSTOMER_OF,
+};
+
+fn enriched(order: u64, customer: u64, joins: Joins<'_>) -> Vec<u8> {
+    let mut record: Map<String, Value> =
+        serde_json::from_str(&data::order(order, customer).1).unwrap();
+    record.extend(expected_joined(customer, joins).0);
+    serde_json::to_vec(&record).unwrap()
+}
+
+#[test]
+fn correct_records_pass_and_count_their_matches() {
+    let mut check = OutputCheck::default();
+    assert!(check.record(&enriched(1, 3, ONE), ONE));
+    assert!(!check.record(&enriched(2, data::UNKNOWN_BASE + 3, ONE), ONE));
+    assert_eq!((check.matched, check.wrong), (1, 0));
+    check.verdict().unwrap();
+}
+
+#[test]
+fn a_wrong_row_a_missing_field_or_a_duplicate_fails() {
+    let mut check = OutputCheck::default();
+    // Customer 4's columns on an order of customer 3.
+    let mut wrong: Map<String, Value> = serde_json::from_slice(&enriched(1, 3, ONE)).unwrap();
+    wrong.extend(expected_joined(4, ONE).0);
+    check.record(&serde_json::to_vec(&wrong).unwrap(), ONE);
+    let mut missing: Map<String, Value> = serde_json::from_slice(&enriched(2, 3, ONE)).unwrap();
+    missing.remove("sku");
+    check.record(&serde_json::to_vec(&missing).unwrap(), ONE);
+    check.record(&enriched(3, 3, ONE), ONE);
+    check.record(&enriched(3, 3, ONE), ONE);
+    // The right enrichment of the wrong customer.
+    check.record(&enriched(3, 5, ONE), ONE);
+    assert_eq!(check.wrong, 4, "{:?}", check.examples);
+    assert!(check.verdict().is_err());
+}
+
+#[test]
+fn the_previous_run_is_read_from_its_results_table() {
+    let old = "- date: 2026-12-01 22:42 UTC\n- commit: 40db59a979e9\n\n\
+        | case | records | records/s | × passthrough | CPU-s per M records | broker |\n\
+        | --- | ---: | ---: | ---: | ---: | ---: |\n\
+        | lakejoin full 1 join | 300000 | 58,151 | 0.41 | 9.27 | 5.47 |\n\
+        | lakejoin CDC ingest | | FAILED: stalled | | | |\n\n\
+        | lakejoin full 1 join | 1 | 2 | 3 | 4 | 5 |\n";
+    let previous = Previous::parse(old);
+    assert_eq!(previous.of("lakejoin full 1 join"), "0.41, 9.27");
+    assert_eq!(previous.of("lakejoin CDC ingest"), "failed");
+    assert_eq!(previous.of("redis 1 join"), "");
+    assert_eq!(
+        previous.heading(),
+        "previous run (40db59a979e9, 2026-12-01): ×, CPU-s/M"
+    );
+}

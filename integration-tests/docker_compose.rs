@@ -506,3 +506,203 @@ fn the_runtime_image_installs_what_the_binary_links() {
         );
     }
 }
+
+/// The README's fenced block of `lang` whose first line is `first_line`.
+fn readme_block(lang: &str, first_line: &str) -> String {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let fence = format!("```{lang}\n");
+    readme
+        .split(fence.as_str())
+        .skip(1)
+        .filter_map(|rest| rest.split_once("```").map(|(block, _)| block))
+        .find(|block| block.lines().next() == Some(first_line))
+        .unwrap_or_else(|| panic!("the README has no ```{lang} block starting {first_line:?}"))
+        .to_owned()
+}
+
+/// `key=value` lines of a properties file.
+fn properties(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (k, v) = l.split_once('=').expect("key=value");
+            (k.trim().to_owned(), v.trim().to_owned())
+        })
+        .collect()
+}
+
+/// The file a bind mount of `service` puts at `target`: its path in the repository.
+fn bind_source(service: &Value, target: &str) -> PathBuf {
+    let mounts = service["volumes"].as_array().expect("volumes");
+    let mount = mounts
+        .iter()
+        .find(|m| m["target"] == target)
+        .unwrap_or_else(|| panic!("nothing mounted at {target}: {mounts:?}"));
+    assert_eq!(mount["type"], "bind", "{mount}");
+    assert_eq!(mount["read_only"], true, "{mount}");
+    repo()
+        .join("docker")
+        .join(str_of(&mount["source"], "source"))
+}
+
+/// The `debezium` profile runs the README's Debezium quick start: the files it mounts are
+/// the README's blocks, byte for byte, and the addresses in them are the services'.
+#[test]
+fn debezium_profile_is_the_readme_quick_start() {
+    let compose = compose();
+    let services = &compose["services"];
+    let (kafka, mariadb, connect, lakejoin) = (
+        &services["kafka"],
+        &services["mariadb"],
+        &services["connect"],
+        &services["lakejoin-debezium"],
+    );
+    for (name, service) in [
+        ("mariadb", mariadb),
+        ("connect", connect),
+        ("lakejoin-debezium", lakejoin),
+    ] {
+        assert_eq!(
+            service["profiles"],
+            serde_json::json!(["debezium"]),
+            "{name} belongs to the debezium profile only"
+        );
+        if let Some(image) = service["image"].as_str() {
+            assert!(!image.ends_with(":latest"), "pin {name}'s image: {image}");
+        }
+    }
+    let advertised = listeners(&environment(kafka)["KAFKA_ADVERTISED_LISTENERS"]);
+    let internal = advertised
+        .values()
+        .find(|a| a.starts_with("kafka:"))
+        .expect("an in-network listener")
+        .clone();
+
+    // MariaDB: a ROW binlog with full images, and the README's setup.sql as init script.
+    let command: Vec<&str> = mariadb["command"]
+        .as_array()
+        .expect("mariadb command")
+        .iter()
+        .map(|a| str_of(a, "argument"))
+        .collect();
+    for flag in ["--binlog-format=ROW", "--binlog-row-image=FULL"] {
+        assert!(command.contains(&flag), "mariadb needs {flag}: {command:?}");
+    }
+    assert!(
+        command.iter().any(|a| a.starts_with("--log-bin")),
+        "{command:?}"
+    );
+    assert!(
+        command.iter().any(|a| a.starts_with("--server-id=")),
+        "{command:?}"
+    );
+    let setup = bind_source(mariadb, "/docker-entrypoint-initdb.d/setup.sql");
+    assert_eq!(
+        std::fs::read_to_string(&setup).expect("setup.sql"),
+        readme_block("sql", "-- docker/debezium/setup.sql")
+    );
+    assert!(
+        mariadb["healthcheck"]["test"].is_array(),
+        "mariadb needs a healthcheck"
+    );
+
+    // The worker: standalone, on the README's two files.
+    let image = str_of(&connect["image"], "connect image");
+    assert!(image.starts_with("quay.io/debezium/connect:"), "{image}");
+    let entrypoint: Vec<&str> = connect["entrypoint"]
+        .as_array()
+        .expect("entrypoint")
+        .iter()
+        .map(|a| str_of(a, "entrypoint"))
+        .collect();
+    assert_eq!(entrypoint, ["/kafka/bin/connect-standalone.sh"]);
+    let args: Vec<&str> = connect["command"]
+        .as_array()
+        .expect("command")
+        .iter()
+        .map(|a| str_of(a, "argument"))
+        .collect();
+    assert_eq!(args.len(), 2, "{args:?}");
+    let worker_file = bind_source(connect, args[0]);
+    let connector_file = bind_source(connect, args[1]);
+    let worker_text = std::fs::read_to_string(&worker_file).expect("worker properties");
+    let connector_text = std::fs::read_to_string(&connector_file).expect("connector properties");
+    assert_eq!(
+        worker_text,
+        readme_block(
+            "properties",
+            "# docker/debezium/connect-standalone.properties"
+        )
+    );
+    assert_eq!(
+        connector_text,
+        readme_block("properties", "# docker/debezium/mariadb-source.properties")
+    );
+    let worker = properties(&worker_text);
+    let connector = properties(&connector_text);
+    assert_eq!(worker["bootstrap.servers"], internal);
+    assert_eq!(
+        worker["plugin.path"], "/kafka/connect",
+        "where the image has Debezium"
+    );
+    let offsets = &worker["offset.storage.file.filename"];
+    let volumes = connect["volumes"].as_array().expect("volumes");
+    assert!(
+        volumes.iter().any(|m| m["type"] == "volume"
+            && offsets.starts_with(&format!("{}/", str_of(&m["target"], "target")))),
+        "the worker's offsets {offsets} are on a volume: {volumes:?}"
+    );
+    assert_eq!(connector["database.hostname"], "mariadb");
+    assert_eq!(connector["database.port"], "3306");
+    assert_eq!(
+        connector["schema.history.internal.kafka.bootstrap.servers"],
+        internal
+    );
+    for service in ["kafka", "mariadb"] {
+        assert_eq!(
+            connect["depends_on"][service]["condition"], "service_healthy",
+            "the worker waits for {service}"
+        );
+    }
+
+    // lakejoin: the README's connectors.toml, reading the connector's topic.
+    let config_path = bind_source(lakejoin, "/etc/lakejoin/connectors.toml");
+    assert_eq!(
+        std::fs::read_to_string(&config_path).expect("connectors.toml"),
+        readme_block("toml", "# docker/debezium/connectors.toml")
+    );
+    let mut env = config::Map::new();
+    for (k, v) in environment(lakejoin)
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("LAKEJOIN__"))
+    {
+        env.insert(k, v);
+    }
+    let config = lakejoin::config::load_with_env(&config_path, Some(env))
+        .unwrap_or_else(|e| panic!("docker/debezium/connectors.toml: {e}"));
+    assert_eq!(config.kafka.bootstrap_servers, internal);
+    let listen: SocketAddr = config.observe.listen_address().expect("observe.listen");
+    assert!(listen.ip().is_unspecified(), "{listen}");
+    assert!(
+        published(lakejoin).iter().any(|(_, c)| *c == listen.port()),
+        "observe port {} is not published",
+        listen.port()
+    );
+    let topic = format!("{}.shop.user_profile", connector["topic.prefix"]);
+    let text = std::fs::read_to_string(&config_path).expect("connectors.toml");
+    assert!(
+        text.contains(&format!("topics = [\"{topic}\"]")),
+        "the CDC pipeline reads the connector's topic {topic}"
+    );
+    assert_eq!(
+        lakejoin["depends_on"]["kafka"]["condition"],
+        "service_healthy"
+    );
+    for volume in ["mariadb-data", "connect-data", "debezium-warehouse"] {
+        assert!(
+            compose["volumes"].get(volume).is_some(),
+            "volume {volume} is not declared"
+        );
+    }
+}

@@ -8,7 +8,9 @@
 # venv (.venv), Apache Kafka's jars (~/.cache/lakejoin, from Maven Central), and PyFlink
 # with the Kafka and Paimon connector jars for the Flink lookup-join cross-check
 # (scripts/flink.sh, ~/.cache/lakejoin/flink-<version>, about 1 GB, 2 minutes once), and
-# Debian's strace when the machine has none (scripts/debian.sh, for the power-loss test).
+# Debian's strace when the machine has none (scripts/debian.sh, for the power-loss test),
+# and Debian's MariaDB with Debezium's MariaDB connector and a Kafka Connect worker for the
+# Debezium chain test (scripts/debezium/install.sh, ~/.cache/lakejoin, about 110 MB).
 #
 # Environment:
 #   LAKEJOIN_PYTHON   use this Python (must have pypaimon) instead of creating .venv
@@ -91,6 +93,20 @@ ensure_strace() {
     log "strace for the power-loss test: ${LAKEJOIN_STRACE}"
 }
 
+# Installs the Debezium chain of integration-tests/debezium_mariadb.rs when missing
+# (scripts/debezium/install.sh: Debian's MariaDB unpacked into ~/.cache/lakejoin/debian/mariadb,
+# 60 MB; Debezium's MariaDB connector and a Kafka Connect worker from Maven Central into
+# ~/.cache/lakejoin/debezium-<version>, 52 MB; a stamp check once installed). The test runs
+# the same script itself; this moves the one-time install out of the test's time.
+ensure_debezium() {
+    local mariadb connect
+    mariadb="$(bash "${REPO_ROOT}/scripts/debezium/install.sh" mariadb)" \
+        || fail "scripts/debezium/install.sh could not unpack Debian's MariaDB for the Debezium test"
+    connect="$(bash "${REPO_ROOT}/scripts/debezium/install.sh" connect)" \
+        || fail "scripts/debezium/install.sh could not install Debezium for the Debezium test (needs mvn)"
+    log "MariaDB and Debezium for the Debezium test: ${mariadb}, ${connect}"
+}
+
 # Starts Apache Kafka on free loopback ports and exports its addresses for the integration
 # tests; it is stopped when this script exits, however it exits. The tests that stop and
 # start a broker of their own use scripts/kafka/broker.sh too, so the jars are installed
@@ -138,6 +154,7 @@ main() {
     ensure_python_env
     ensure_flink
     ensure_strace
+    ensure_debezium
     check_format
     check_lints
     check_docs

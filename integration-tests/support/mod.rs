@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod broker;
+pub mod debezium;
 pub mod fixture;
 pub mod flink;
 pub mod java;

@@ -411,3 +411,6 @@ mod tests {
         assert!(err.to_string().contains("shoe_size"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod real_output;

@@ -32,7 +32,7 @@ fn per_key(spec: &TableSpec, rows: &[Value], kind_column: &str) -> PerKey {
             .and_then(|o| o.remove(kind_column))
             .unwrap_or_else(|| panic!("no {kind_column} in {row}"));
         let key = key_of(&row, &spec.primary_key);
-        out.entry(format!("{key}"))
+        out.entry(key)
             .or_default()
             .push(serde_json::json!([kind, row]));
     }

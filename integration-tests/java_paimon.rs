@@ -16,6 +16,8 @@ mod support;
 
 #[path = "java_paimon/aggregation.rs"]
 mod aggregation;
+#[path = "java_paimon/changelog.rs"]
+mod changelog;
 #[path = "java_paimon/changes.rs"]
 mod changes;
 #[path = "java_paimon/deletion_vectors.rs"]

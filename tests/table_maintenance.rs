@@ -499,6 +499,7 @@ async fn compact_commit_fails_when_its_inputs_are_gone_or_its_output_overlaps() 
                 ..e.clone()
             })
             .collect(),
+        changelog: Vec::new(),
         properties: BTreeMap::new(),
     };
     match table.commit(late).await {
@@ -516,6 +517,7 @@ async fn compact_commit_fails_when_its_inputs_are_gone_or_its_output_overlaps() 
         commit_identifier: 2,
         kind: CommitKind::Compact,
         entries: vec![twin],
+        changelog: Vec::new(),
         properties: BTreeMap::new(),
     };
     match table.commit(overlap).await {

@@ -15,7 +15,7 @@ use crate::support::java::{
 use crate::{keyed_spec, maybe, random_commits, row};
 
 /// The functions that take retractions, over random +I/+U/-U/-D.
-fn retracting_aggregates_case(partitioned: bool) -> Case {
+pub(crate) fn retracting_aggregates_case(partitioned: bool) -> Case {
     let spec = keyed_spec(
         "db.aggregates",
         &[

@@ -170,7 +170,7 @@ fn partial_update_remove_record_on_delete_java_writes_lakejoin_reads() {
 
 /// Two sequence groups: each group follows its own sequence column (nulls first), a
 /// newer-or-equal version sets the whole group (nulls too), a winning -U/-D clears it.
-fn sequence_groups_case() -> Case {
+pub(crate) fn sequence_groups_case() -> Case {
     let spec = TableSpec::new(
         "db.groups",
         &[

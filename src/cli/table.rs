@@ -9,15 +9,17 @@ use clap::{Args, Subcommand};
 use super::Outcome;
 use crate::codec::json::{row_from_json, row_to_json};
 use crate::error::{Error, Result};
+use crate::lsm::changes::read_changes;
 use crate::lsm::compact::{CompactScope, Compactor};
 use crate::lsm::expire::{ExpireConfig, expire_snapshots};
 use crate::lsm::orphan::{OrphanCleanConfig, clean_orphan_files};
 use crate::lsm::point_lookup::{LookupOptions, PointLookup};
-use crate::lsm::reader::{ScanFilter, scan};
+use crate::lsm::reader::{ScanFilter, scan_with_kinds};
 use crate::lsm::writer::TableWriter;
 use crate::table::check::check_snapshot;
-use crate::table::datum::datum_from_json;
+use crate::table::datum::{Row, datum_from_json};
 use crate::table::options::MergeEngineKind;
+use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 use crate::table::{Table, TableIdentifier, Warehouse};
@@ -84,6 +86,17 @@ pub(crate) enum TableCommand {
         /// Equality filter col=value, repeatable.
         #[arg(long = "where", value_name = "COL=VALUE")]
         filters: Vec<String>,
+        /// Add a `rowkind` column (+I, -U, +U, -D) first, as Paimon's `$audit_log` table.
+        #[arg(long = "audit-log")]
+        audit_log: bool,
+        /// Print the changes made after this snapshot instead of the rows (0: from the
+        /// start), from the changelog when the table has a changelog producer, else from
+        /// the commits' delta files; each change has its `rowkind`.
+        #[arg(long = "from-snapshot", conflicts_with = "snapshot")]
+        from_snapshot: Option<i64>,
+        /// The last snapshot whose changes `--from-snapshot` prints (default: the latest).
+        #[arg(long = "to-snapshot", requires = "from_snapshot")]
+        to_snapshot: Option<i64>,
     },
     /// Print the current row of one primary key as a JSON line; exit 1 when absent.
     Get {
@@ -218,7 +231,22 @@ impl TableCommand {
                 location,
                 snapshot,
                 filters,
-            } => scan_command(&location, snapshot, &filters).await,
+                audit_log,
+                from_snapshot,
+                to_snapshot,
+            } => {
+                let read = match from_snapshot {
+                    Some(from) => ScanRead::Changes {
+                        from,
+                        to: to_snapshot,
+                    },
+                    None => ScanRead::Rows {
+                        snapshot,
+                        audit_log,
+                    },
+                };
+                scan_command(&location, read, &filters).await
+            }
             TableCommand::Get { location, key } => get(&location, &key).await,
             TableCommand::Snapshots { location } => snapshots(&location).await,
             TableCommand::Compact { location, full } => compact(&location, full).await,
@@ -408,9 +436,21 @@ async fn write(location: &TableLocation, row_kind_field: Option<&str>) -> Result
     Ok(Outcome::Success)
 }
 
+/// What `table scan` reads.
+enum ScanRead {
+    /// The merged rows of a snapshot (the latest by default), with their kinds when
+    /// `audit_log`.
+    Rows {
+        snapshot: Option<i64>,
+        audit_log: bool,
+    },
+    /// The changes of the snapshots after `from` up to `to` (the latest by default).
+    Changes { from: i64, to: Option<i64> },
+}
+
 async fn scan_command(
     location: &TableLocation,
-    snapshot: Option<i64>,
+    read: ScanRead,
     filters: &[String],
 ) -> Result<Outcome> {
     let table = location.open().await?;
@@ -437,18 +477,60 @@ async fn scan_command(
     if !problems.is_empty() {
         return Err(Error::Config(problems.join("\n")));
     }
-    let snapshot = match snapshot {
-        Some(id) => Some(table.snapshot(id).await?),
-        None => None,
+    let (rows, with_kind): (Vec<(RowKind, Row)>, bool) = match read {
+        ScanRead::Rows {
+            snapshot,
+            audit_log,
+        } => {
+            let snapshot = match snapshot {
+                Some(id) => Some(table.snapshot(id).await?),
+                None => None,
+            };
+            (
+                scan_with_kinds(&table, snapshot.as_ref(), &filter).await?,
+                audit_log,
+            )
+        }
+        ScanRead::Changes { from, to } => {
+            let to = match to {
+                Some(to) => to,
+                None => table.latest_snapshot_id().await?.unwrap_or(0),
+            };
+            let changes = read_changes(&table, from, to).await?;
+            let rows = changes
+                .into_iter()
+                .filter(|c| filter.matches(&c.row))
+                .map(|c| (c.kind, c.row))
+                .collect();
+            (rows, true)
+        }
     };
-    let rows = scan(&table, snapshot.as_ref(), &filter).await?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    for row in &rows {
-        writeln!(out, "{}", row_to_json(&schema, row)).map_err(stdout_error)?;
+    for (kind, row) in &rows {
+        let json = row_to_json(&schema, row);
+        if with_kind {
+            writeln!(out, "{}", with_row_kind(*kind, json)).map_err(stdout_error)?;
+        } else {
+            writeln!(out, "{json}").map_err(stdout_error)?;
+        }
     }
     out.flush().map_err(stdout_error)?;
     Ok(Outcome::Success)
+}
+
+/// A row's JSON object with `rowkind` (`+I`, `-U`, `+U`, `-D`) added first, the column
+/// Paimon's `$audit_log` table puts before the table's.
+fn with_row_kind(kind: RowKind, row: serde_json::Value) -> serde_json::Value {
+    let mut object = serde_json::Map::new();
+    object.insert(
+        "rowkind".into(),
+        serde_json::Value::String(kind.short_string().into()),
+    );
+    if let serde_json::Value::Object(columns) = row {
+        object.extend(columns);
+    }
+    serde_json::Value::Object(object)
 }
 
 async fn get(location: &TableLocation, key: &str) -> Result<Outcome> {

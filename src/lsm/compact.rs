@@ -336,6 +336,7 @@ async fn compact_round(
             commit_identifier,
             kind: CommitKind::Compact,
             entries,
+            changelog: Vec::new(),
             properties: BTreeMap::new(),
         };
         match table.commit(request).await {
@@ -454,6 +455,7 @@ async fn rewrite(
         level: plan.unit.output_level,
         source: FileSource::Compact,
         options: ctx.file_options,
+        changelog: false,
     }
     .write(rows)
     .await

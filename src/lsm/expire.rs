@@ -17,7 +17,10 @@
 //!   does not use. A manifest is referenced by a contiguous range of snapshots (from the
 //!   commit that writes it until one merges it away), so what `end` does not use, no
 //!   newer snapshot uses either.
-//! - **Changelog files** added by expired snapshots.
+//! - **Changelog files** added by expired snapshots, unless the table's changelog
+//!   retention outlasts its snapshots (Java's `changelogDecoupled`): then each expired
+//!   snapshot is first kept as a long-lived changelog (`changelog/changelog-<id>`) with
+//!   its changelog files and manifests, which `lsm::expire_changelog` removes later.
 //!
 //! Index manifests and index files (deletion vectors, dynamic-bucket index) are left in
 //! place: lakejoin does not decode them, and keeping them is always safe.
@@ -32,6 +35,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
+use super::expire_changelog::expire_changelogs;
 use crate::error::{Error, Result};
 use crate::table::manifest::{FileKind, ManifestEntry, ManifestFileMeta};
 use crate::table::options::MaintenanceOptions;
@@ -77,6 +81,8 @@ pub struct ExpireReport {
     pub manifests_deleted: usize,
     /// Manifest lists removed.
     pub manifest_lists_deleted: usize,
+    /// Ids of the long-lived changelogs removed (`changelog/changelog-<id>`), ascending.
+    pub changelogs_expired: Vec<i64>,
 }
 
 /// Expires snapshots of `table` per `config` (see the module docs).
@@ -141,13 +147,22 @@ pub async fn expire_snapshots(table: &Table, config: &ExpireConfig) -> Result<Ex
             ..ExpireReport::default()
         });
     }
-    let plan = plan_deletions(table, begin, end).await?;
+    let changelog = &table.options().changelog;
+    let keep_changelog = changelog.produces()
+        && changelog.decoupled(config.retain_min, config.retain_max, config.time_retained);
+    let plan = plan_deletions(table, begin, end, keep_changelog).await?;
 
     let mut report = ExpireReport {
         earliest: Some(end),
         ..ExpireReport::default()
     };
     for id in begin..end {
+        if keep_changelog {
+            // Its changelog outlives it: kept before the snapshot goes.
+            table
+                .write_long_lived_changelog(&table.snapshot(id).await?)
+                .await?;
+        }
         let location = table.snapshot_dir().join(format!("snapshot-{id}"));
         delete_quietly(table, &location).await?;
         report.expired.push(id);
@@ -156,6 +171,9 @@ pub async fn expire_snapshots(table: &Table, config: &ExpireConfig) -> Result<Ex
     report.data_files_deleted = delete_all(table, plan.data_files).await?;
     report.manifests_deleted = delete_all(table, plan.manifests).await?;
     report.manifest_lists_deleted = delete_all(table, plan.manifest_lists).await?;
+    let changelogs = expire_changelogs(table, changelog).await?;
+    report.changelogs_expired = changelogs.ids;
+    report.data_files_deleted += changelogs.files_deleted;
     tracing::info!(
         table = %table.identifier(),
         from = begin,
@@ -175,7 +193,14 @@ struct DeletionPlan {
     manifest_lists: Vec<Path>,
 }
 
-async fn plan_deletions(table: &Table, begin: i64, end: i64) -> Result<DeletionPlan> {
+/// `keep_changelog`: the changelog files and manifests of the expired snapshots stay
+/// (they become long-lived changelogs).
+async fn plan_deletions(
+    table: &Table,
+    begin: i64,
+    end: i64,
+    keep_changelog: bool,
+) -> Result<DeletionPlan> {
     let tags = tagged_snapshots(table).await?;
     let retained = table.snapshot(end).await?;
 
@@ -211,7 +236,11 @@ async fn plan_deletions(table: &Table, begin: i64, end: i64) -> Result<DeletionP
     let mut lists: HashSet<String> = HashSet::new();
     for id in begin..end {
         let snapshot = table.snapshot(id).await?;
-        if let Some(changelog) = &snapshot.changelog_manifest_list {
+        let changelog = snapshot
+            .changelog_manifest_list
+            .as_ref()
+            .filter(|_| !keep_changelog);
+        if let Some(changelog) = changelog {
             for entry in read_list_entries(table, changelog).await? {
                 if entry.kind == FileKind::Add {
                     data.extend(file_paths(table, &entry)?);
@@ -221,7 +250,7 @@ async fn plan_deletions(table: &Table, begin: i64, end: i64) -> Result<DeletionP
         let own_lists = [
             Some(&snapshot.base_manifest_list),
             Some(&snapshot.delta_manifest_list),
-            snapshot.changelog_manifest_list.as_ref(),
+            changelog,
         ];
         for list in own_lists.into_iter().flatten() {
             if keep_manifests.contains(list) {
@@ -320,7 +349,10 @@ pub(crate) async fn metadata_files(table: &Table, snapshot: &Snapshot) -> Result
 }
 
 /// A manifest list, or `None` if it is already gone (a previous run was interrupted).
-async fn read_list_lenient(table: &Table, name: &str) -> Result<Option<Vec<ManifestFileMeta>>> {
+pub(crate) async fn read_list_lenient(
+    table: &Table,
+    name: &str,
+) -> Result<Option<Vec<ManifestFileMeta>>> {
     match table.read_manifest_list(name).await {
         Ok(metas) => Ok(Some(metas)),
         Err(e) if e.is_not_found() => Ok(None),
@@ -329,7 +361,7 @@ async fn read_list_lenient(table: &Table, name: &str) -> Result<Option<Vec<Manif
 }
 
 /// The entries of every manifest of a list; missing files count as empty.
-async fn read_list_entries(table: &Table, list: &str) -> Result<Vec<ManifestEntry>> {
+pub(crate) async fn read_list_entries(table: &Table, list: &str) -> Result<Vec<ManifestEntry>> {
     let Some(metas) = read_list_lenient(table, list).await? else {
         return Ok(Vec::new());
     };
@@ -358,7 +390,7 @@ pub(crate) async fn tagged_snapshots(table: &Table) -> Result<Vec<Snapshot>> {
 }
 
 /// The smallest `nextSnapshot` of the table's consumers (`consumer/consumer-<id>`).
-async fn min_consumer_snapshot(table: &Table) -> Result<Option<i64>> {
+pub(crate) async fn min_consumer_snapshot(table: &Table) -> Result<Option<i64>> {
     let dir = table.path_of("consumer");
     let mut min: Option<i64> = None;
     for path in list_files(table, &dir, "consumer-").await? {
@@ -396,7 +428,7 @@ async fn delete_quietly(table: &Table, location: &Path) -> Result<bool> {
 }
 
 /// Deletes `paths` concurrently; returns how many existed.
-async fn delete_all(table: &Table, paths: Vec<Path>) -> Result<usize> {
+pub(crate) async fn delete_all(table: &Table, paths: Vec<Path>) -> Result<usize> {
     let deletes: Vec<_> = paths.iter().map(|p| delete_quietly(table, p)).collect();
     let done: Vec<bool> = futures::stream::iter(deletes)
         .buffer_unordered(IO_CONCURRENCY)

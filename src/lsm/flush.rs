@@ -52,10 +52,14 @@ pub(crate) struct FileTarget<'a> {
     /// Why the files are written: a flush (`Append`) or a compaction.
     pub(crate) source: FileSource,
     pub(crate) options: DataFileWriteOptions,
+    /// Changelog files (`changelog-<uuid>-0.parquet`, docs/format.md §3.1) rather than
+    /// data files: the same layout, several rows of a key allowed.
+    pub(crate) changelog: bool,
 }
 
 impl FileTarget<'_> {
-    /// Writes rows (sorted by key, one per key) as data files, rolling at the table's
+    /// Writes rows (sorted by key, one per key; a changelog may hold several of a key, in
+    /// sequence order) as data files, rolling at the table's
     /// `target-file-size`, and returns their ADD entries.
     pub(crate) async fn write(&self, rows: Vec<KeyValue>) -> Result<Vec<ManifestEntry>> {
         match self.write_or_return(rows).await {
@@ -103,6 +107,7 @@ impl FileTarget<'_> {
             level,
             source,
             options,
+            changelog,
         } = *self;
         let schema = table.schema().clone();
         let key_indices = schema.trimmed_key_indices();
@@ -141,7 +146,8 @@ impl FileTarget<'_> {
             Ok(b) => b,
             Err(e) => return Err((e, part)),
         };
-        let file_name = format!("data-{}-0.parquet", uuid::Uuid::new_v4());
+        let prefix = if changelog { "changelog" } else { "data" };
+        let file_name = format!("{prefix}-{}-0.parquet", uuid::Uuid::new_v4());
         let location = table.data_file_location(partition, bucket, &file_name);
         let file_size = bytes.len() as i64;
         if let Err(e) = table.store().put(&location, PutPayload::from(bytes)).await {

@@ -2,9 +2,13 @@
 //! flush, merge-on-read scan, compaction, snapshot expiry and orphan-file cleaning.
 
 mod auto_compact;
+mod changelog;
+mod changelog_flush;
+pub mod changes;
 pub mod compact;
 pub(crate) mod compact_task;
 pub mod expire;
+mod expire_changelog;
 mod flush;
 pub mod levels;
 pub mod merge;

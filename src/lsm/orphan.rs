@@ -197,6 +197,25 @@ async fn used_files(table: &Table) -> Result<UsedFiles> {
             }
         }
     }
+    // Long-lived changelogs (docs/format.md §11.2) keep the changelog files and
+    // manifests of expired snapshots; their other lists are gone with the snapshots.
+    for id in table.long_lived_changelog_ids().await? {
+        let Some(changelog) = table.long_lived_changelog(id).await? else {
+            continue;
+        };
+        if let Some(list) = &changelog.changelog_manifest_list {
+            used.metadata.insert(list.clone());
+            match table.read_manifest_list(list).await {
+                Ok(metas) => {
+                    for m in metas {
+                        manifests.entry(m.file_name).or_insert(Some(id));
+                    }
+                }
+                Err(e) if e.is_not_found() => ensure_gone(table, Some(id), list).await?,
+                Err(e) => return Err(e),
+            }
+        }
+    }
     used.metadata.extend(manifests.keys().cloned());
     let reads: Vec<_> = manifests
         .iter()

@@ -13,6 +13,7 @@ use crate::table::data_file::KeyValue;
 use crate::table::datum::{Datum, Row, compare_datums};
 use crate::table::deletion_vector::DeletionFiles;
 use crate::table::manifest::ManifestEntry;
+use crate::table::row_kind::RowKind;
 use crate::table::snapshot::Snapshot;
 use crate::table::{IO_CONCURRENCY, Table, binary_row, bucket};
 
@@ -39,6 +40,20 @@ pub async fn scan(
     snapshot: Option<&Snapshot>,
     filter: &ScanFilter,
 ) -> Result<Vec<Row>> {
+    Ok(scan_with_kinds(table, snapshot, filter)
+        .await?
+        .into_iter()
+        .map(|(_, row)| row)
+        .collect())
+}
+
+/// [`scan`], with the row kind of each merged row (`+I` or `+U`): Paimon's `$audit_log`
+/// system table read in batch, whose `rowkind` column is this kind.
+pub async fn scan_with_kinds(
+    table: &Table,
+    snapshot: Option<&Snapshot>,
+    filter: &ScanFilter,
+) -> Result<Vec<(RowKind, Row)>> {
     let latest;
     let snapshot = match snapshot {
         Some(s) => s,
@@ -68,14 +83,14 @@ pub async fn scan(
             }
         })
         .collect();
-    let per_bucket: Vec<Vec<Row>> = futures::stream::iter(reads)
+    let per_bucket: Vec<Vec<(RowKind, Row)>> = futures::stream::iter(reads)
         .buffer_unordered(IO_CONCURRENCY)
         .try_collect()
         .await?;
     let schema = table.schema();
     let pk = schema.primary_key_indices();
-    let mut rows: Vec<Row> = per_bucket.into_iter().flatten().collect();
-    rows.sort_by(|a, b| {
+    let mut rows: Vec<(RowKind, Row)> = per_bucket.into_iter().flatten().collect();
+    rows.sort_by(|(_, a), (_, b)| {
         pk.iter()
             .map(|&i| compare_datums(&a[i], &b[i]))
             .find(|o| *o != Ordering::Equal)
@@ -102,7 +117,7 @@ pub(crate) async fn scan_each_bucket(
             table, &partition, &entries, &deletions, &engine, &order, filter,
         )
         .await?;
-        each(rows)?;
+        each(rows.into_iter().map(|(_, row)| row).collect())?;
     }
     Ok(())
 }
@@ -147,7 +162,7 @@ async fn read_bucket(
     engine: &MergeEngine,
     order: &SequenceOrder,
     filter: &ScanFilter,
-) -> Result<Vec<Row>> {
+) -> Result<Vec<(RowKind, Row)>> {
     let merged = read_and_merge(table, entries, deletions, engine, order).await?;
     let partition = table.partition_values(partition_bytes)?;
     let partition_indices = table.schema().partition_indices();
@@ -162,7 +177,7 @@ async fn read_bucket(
             row[i] = v.clone();
         }
         if filter.matches(&row) {
-            rows.push(row);
+            rows.push((kv.kind, row));
         }
     }
     Ok(rows)

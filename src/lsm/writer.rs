@@ -7,12 +7,15 @@ use std::sync::Arc;
 use futures::StreamExt;
 
 use super::auto_compact::AutoCompaction;
+use super::changelog_flush::{ChangelogFlush, Images};
 use super::flush::{FileTarget, estimate_row_bytes};
 use super::merge::{MergeEngine, SequenceOrder, key_of, sort_and_fold};
+use super::point_lookup::{LookupOptions, PointLookup};
 use super::row_check::{CheckedChange, RowCheck};
 use crate::error::{Error, Result};
 use crate::table::binary_row;
 use crate::table::bucket;
+use crate::table::changelog_options::ChangelogProducer;
 use crate::table::commit::{CommitRequest, PreparedCommit};
 use crate::table::data_file::{DataFileWriteOptions, KeyValue};
 use crate::table::datum::Row;
@@ -49,6 +52,13 @@ pub struct TableWriter {
     buffers: HashMap<BucketId, BucketBuffer>,
     next_sequence: HashMap<BucketId, i64>,
     pending: Vec<ManifestEntry>,
+    /// The changelog of the tables that have a `changelog-producer`: how flushes write
+    /// it, and the changelog files written since the last commit.
+    changelog: Option<ChangelogFlush>,
+    pending_changelog: Vec<ManifestEntry>,
+    /// `lookup`: the after images of the keys flushed since the last commit that landed,
+    /// which the point lookups of the committed table do not see yet.
+    images: HashMap<BucketId, Images>,
     buffered_bytes: usize,
     buffer_limit: usize,
     file_options: DataFileWriteOptions,
@@ -70,6 +80,7 @@ pub struct TableWriter {
 #[derive(Debug, Clone)]
 pub(crate) struct RowLayout {
     pub(crate) key_indices: Vec<usize>,
+    pub(crate) key_types: Vec<DataType>,
     pub(crate) partition_indices: Vec<usize>,
     pub(crate) partition_types: Vec<DataType>,
     pub(crate) bucket_indices: Vec<usize>,
@@ -86,6 +97,7 @@ impl RowLayout {
         RowLayout {
             partition_types: schema.types_of(&partition_indices),
             bucket_types: schema.types_of(&bucket_indices),
+            key_types: schema.types_of(&key_indices),
             key_indices,
             partition_indices,
             bucket_indices,
@@ -128,6 +140,7 @@ impl TableWriter {
             .latest_snapshot_of_user(&commit_user)
             .await?
             .map_or(1, |s| s.commit_identifier.saturating_add(1));
+        let changelog = changelog_flush(&table, &engine, &order).await?;
         Ok(TableWriter {
             check: RowCheck::new(&table)?,
             layout: RowLayout::new(&table),
@@ -139,6 +152,9 @@ impl TableWriter {
             buffers: HashMap::new(),
             next_sequence,
             pending: Vec::new(),
+            changelog,
+            pending_changelog: Vec::new(),
+            images: HashMap::new(),
             buffered_bytes: 0,
             buffer_limit: DEFAULT_BUFFER_BYTES,
             file_options,
@@ -237,7 +253,10 @@ impl TableWriter {
     /// Writes every buffered bucket as level-0 files (not yet committed). On failure the
     /// rows not yet in a file go back into the buffer (folded), and the files that were
     /// written are kept for the next commit, so a flush that fails loses nothing.
-    pub(crate) async fn flush(&mut self) -> Result<()> {
+    pub async fn flush(&mut self) -> Result<()> {
+        if let Some(changelog) = self.changelog.clone() {
+            return self.flush_with_changelog(&changelog).await;
+        }
         let buffers = std::mem::take(&mut self.buffers);
         self.buffered_bytes = 0;
         let jobs: Vec<(BucketId, BucketBuffer)> = buffers.into_iter().collect();
@@ -279,6 +298,7 @@ impl TableWriter {
                         level: 0,
                         source: FileSource::Append,
                         options,
+                        changelog: false,
                     };
                     let (entries, failed) = target.write_or_return(folded).await;
                     let failed =
@@ -335,7 +355,7 @@ impl TableWriter {
                     self.committed(&snapshot, &prepared.request().entries).await;
                     let same = prepared.request().properties == properties;
                     resolved = Some(snapshot);
-                    if self.pending.is_empty() && same {
+                    if self.pending.is_empty() && self.pending_changelog.is_empty() && same {
                         return Ok(resolved);
                     }
                 }
@@ -345,7 +365,7 @@ impl TableWriter {
                 }
             }
         }
-        if self.pending.is_empty() && properties.is_empty() {
+        if self.pending.is_empty() && self.pending_changelog.is_empty() && properties.is_empty() {
             return Ok(resolved);
         }
         let request = CommitRequest {
@@ -353,6 +373,7 @@ impl TableWriter {
             commit_identifier: self.next_commit_identifier,
             kind: CommitKind::Append,
             entries: std::mem::take(&mut self.pending),
+            changelog: std::mem::take(&mut self.pending_changelog),
             properties,
         };
         let mut prepared = match self.table.prepare_commit(request.clone()).await {
@@ -360,6 +381,7 @@ impl TableWriter {
             Err(e) => {
                 // Nothing was published; keep the files so a retried commit has them.
                 self.pending = request.entries;
+                self.pending_changelog = request.changelog;
                 return Err(e);
             }
         };
@@ -385,6 +407,11 @@ impl TableWriter {
         // Saturating: a batch commit of this user (i64::MAX) must not panic here.
         self.next_commit_identifier = self.next_commit_identifier.saturating_add(1);
         self.known_snapshot = self.known_snapshot.max(snapshot.id);
+        if self.pending.is_empty() && self.pending_changelog.is_empty() && self.in_doubt.is_none() {
+            // Every flushed change is in a published snapshot now, which the point
+            // lookups see once refreshed.
+            self.images.clear();
+        }
         if let Some(auto) = &mut self.auto_compaction
             && let Err(e) = auto.after_commit(snapshot.id, entries).await
         {
@@ -392,6 +419,110 @@ impl TableWriter {
             tracing::warn!(table = %self.table.identifier(), error = %e,
                 "could not start compaction after a commit");
         }
+    }
+}
+
+/// The changelog a writer of `table` produces, if its `changelog-producer` asks for
+/// one. `full-compaction` is refused: lakejoin's writers do not produce it (yet), and
+/// a writer that silently produced no changelog would leave streaming readers without
+/// the changes they were promised.
+async fn changelog_flush(
+    table: &Arc<Table>,
+    engine: &MergeEngine,
+    order: &SequenceOrder,
+) -> Result<Option<ChangelogFlush>> {
+    let options = &table.options().changelog;
+    let lookup = match options.producer {
+        ChangelogProducer::None => return Ok(None),
+        ChangelogProducer::FullCompaction => {
+            return Err(Error::Config(format!(
+                "table {} has `changelog-producer` = full-compaction, which lakejoin's writers \
+                 do not produce; use `changelog-producer` = lookup (the same changes, at \
+                 every commit) or input",
+                table.identifier()
+            )));
+        }
+        ChangelogProducer::Input => None,
+        ChangelogProducer::Lookup => Some(Arc::new(
+            PointLookup::open(table.clone(), LookupOptions::default()).await?,
+        )),
+    };
+    Ok(Some(ChangelogFlush {
+        producer: options.producer,
+        row_deduplicate: options.row_deduplicate,
+        lookup,
+        layout: RowLayout::new(table),
+        engine: engine.clone(),
+        order: order.clone(),
+        primary_key_indices: table.schema().primary_key_indices(),
+    }))
+}
+
+impl TableWriter {
+    /// [`Self::flush`] of a table with a changelog producer: each bucket all or nothing
+    /// (see `lsm::changelog_flush`). A bucket that fails keeps its changes in the
+    /// buffer; the others' files are kept for the next commit.
+    async fn flush_with_changelog(&mut self, changelog: &ChangelogFlush) -> Result<()> {
+        if let Some(lookup) = &changelog.lookup {
+            // The newest committed state, the one the images of this commit build on.
+            lookup.refresh().await?;
+        }
+        let buffers = std::mem::take(&mut self.buffers);
+        self.buffered_bytes = 0;
+        let table = self.table.clone();
+        let options = self.file_options;
+        let empty = Images::new();
+        let images = &self.images;
+        let flushes: Vec<_> = buffers
+            .into_iter()
+            .map(|(id, buffer)| {
+                let table = table.clone();
+                let bucket_images = images.get(&id).unwrap_or(&empty);
+                async move {
+                    let target = FileTarget {
+                        table: &table,
+                        partition_bytes: &id.0,
+                        partition: &buffer.partition,
+                        bucket: id.1,
+                        level: 0,
+                        source: FileSource::Append,
+                        options,
+                        changelog: false,
+                    };
+                    let result = changelog
+                        .flush_bucket(target, buffer.rows, bucket_images)
+                        .await;
+                    (id, buffer.partition, result)
+                }
+            })
+            .collect();
+        let results: Vec<_> = futures::stream::iter(flushes)
+            .buffer_unordered(IO_CONCURRENCY)
+            .collect()
+            .await;
+        let mut first_error = None;
+        for (id, partition, result) in results {
+            match result {
+                Ok(flushed) => {
+                    self.pending.extend(flushed.data);
+                    self.pending_changelog.extend(flushed.changelog);
+                    if !flushed.images.is_empty() {
+                        self.images.entry(id).or_default().extend(flushed.images);
+                    }
+                }
+                Err((e, rows)) => {
+                    self.buffered_bytes += rows
+                        .iter()
+                        .map(|kv| estimate_row_bytes(&kv.row))
+                        .sum::<usize>();
+                    if !rows.is_empty() {
+                        self.buffers.insert(id, BucketBuffer { partition, rows });
+                    }
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 }
 

@@ -31,6 +31,9 @@ pub struct CommitRequest {
     pub kind: CommitKind,
     /// ADD entries for new files, DELETE entries for files a compaction replaced.
     pub entries: Vec<ManifestEntry>,
+    /// ADD entries of the commit's changelog files (docs/format.md §3.1), listed in the
+    /// snapshot's changelog manifest list; empty for tables without a changelog producer.
+    pub changelog: Vec<ManifestEntry>,
     /// Stored in the snapshot (e.g. Kafka offsets covered by this commit).
     pub properties: BTreeMap<String, String>,
 }
@@ -48,6 +51,8 @@ pub(crate) struct PreparedCommit {
     delta_list: String,
     delta_list_size: i64,
     delta_record_count: i64,
+    /// The changelog manifest list and its size, when the commit has changelog files.
+    changelog_list: Option<(String, i64)>,
     /// The newest snapshot id seen before a publish attempt whose outcome is unknown:
     /// this commit may be any snapshot after it.
     in_doubt_since: Option<i64>,
@@ -170,12 +175,21 @@ impl Table {
                 FileKind::Delete => -e.file.row_count,
             })
             .sum();
+        // As Java's commit: a changelog manifest and list only when there are changelog
+        // files.
+        let changelog_list = if request.changelog.is_empty() {
+            None
+        } else {
+            let meta = self.write_manifest(&request.changelog, compression).await?;
+            Some(self.write_manifest_list(&[meta], compression).await?)
+        };
         Ok(PreparedCommit {
             request,
             delta_metas,
             delta_list,
             delta_list_size,
             delta_record_count,
+            changelog_list,
             in_doubt_since: None,
             user_guard_since: None,
         })
@@ -235,6 +249,7 @@ impl Table {
                             .map(|m| m.file_name.clone())
                             .collect();
                         names.push(prepared.delta_list.clone());
+                        names.extend(prepared.changelog_list.iter().map(|(n, _)| n.clone()));
                         self.delete_quietly(&names).await;
                     }
                     return Err(e);
@@ -290,8 +305,8 @@ impl Table {
             schema_id: self.schema().id,
             base_manifest_list: base_list,
             delta_manifest_list: prepared.delta_list.clone(),
-            changelog_manifest_list: None,
-            changelog_manifest_list_size: None,
+            changelog_manifest_list: prepared.changelog_list.as_ref().map(|(n, _)| n.clone()),
+            changelog_manifest_list_size: prepared.changelog_list.as_ref().map(|(_, s)| *s),
             index_manifest: latest.as_ref().and_then(|s| s.index_manifest.clone()),
             commit_user: request.commit_user.clone(),
             commit_identifier: request.commit_identifier,
@@ -303,7 +318,8 @@ impl Table {
             // As Java's commit: no changelog count without changelog files, the
             // watermark carried forward (lakejoin sets none of its own), and the row id
             // counter carried forward (lakejoin's tables do not track row ids).
-            changelog_record_count: None,
+            changelog_record_count: (!request.changelog.is_empty())
+                .then(|| request.changelog.iter().map(|e| e.file.row_count).sum()),
             base_manifest_list_size: Some(base_list_size),
             delta_manifest_list_size: Some(prepared.delta_list_size),
             watermark: latest.as_ref().and_then(|s| s.watermark),

@@ -3,12 +3,14 @@
 
 pub mod binary_row;
 pub mod bucket;
+pub mod changelog_options;
 pub mod check;
 pub mod commit;
 pub mod data_file;
 pub mod datum;
 pub(crate) mod deletion_vector;
 pub mod fence;
+mod long_lived_changelog;
 pub mod manifest;
 pub mod options;
 mod page_headers;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::changelog_options::{self, ChangelogOptions};
 use crate::error::{Error, Result};
 
 /// `merge-engine`.
@@ -80,6 +81,8 @@ pub struct TableOptions {
     pub(crate) target_file_size: u64,
     /// LSM compaction and snapshot retention.
     pub maintenance: MaintenanceOptions,
+    /// Changelog producer and changelog retention.
+    pub changelog: ChangelogOptions,
 }
 
 /// Compaction and snapshot-retention options, named and defaulted as in Paimon's
@@ -224,6 +227,16 @@ impl TableOptions {
         // Non-negative, so the conversion cannot fail.
         let commit_max_retries = u32::try_from(java_int("commit.max-retries", 10)).unwrap_or(0);
         let maintenance = parse_maintenance(options, &mut problems);
+        let changelog = changelog_options::parse(
+            options,
+            &changelog_options::Defaults {
+                merge_engine,
+                snapshot_retained_min: maintenance.snapshot_retained_min,
+                snapshot_retained_max: maintenance.snapshot_retained_max,
+                snapshot_time_retained: maintenance.snapshot_time_retained,
+            },
+            &mut problems,
+        );
         let options = TableOptions {
             bucket,
             merge_engine,
@@ -251,6 +264,7 @@ impl TableOptions {
             commit_max_retries,
             target_file_size,
             maintenance,
+            changelog,
         };
         if problems.is_empty() {
             Ok(options)

@@ -357,21 +357,13 @@ pub(crate) fn validate(schema: &TableSchema, options: &TableOptions) -> Result<(
 /// ([`MergeEngine::reduce`]), so the result holds one row per key in key order
 /// (docs/format.md §7.3).
 pub(crate) fn sort_and_fold(
-    mut rows: Vec<KeyValue>,
+    rows: Vec<KeyValue>,
     key_indices: &[usize],
     order: &SequenceOrder,
     engine: &MergeEngine,
 ) -> Result<Vec<KeyValue>> {
-    let key_cmp = |a: &KeyValue, b: &KeyValue| {
-        for &i in key_indices {
-            let ord = compare_datums(column(&a.row, i), column(&b.row, i));
-            if ord != Ordering::Equal {
-                return ord;
-            }
-        }
-        Ordering::Equal
-    };
-    rows.sort_by(|a, b| key_cmp(a, b).then_with(|| order.compare(a, b)));
+    let key_cmp = |a: &KeyValue, b: &KeyValue| key_order(a, b, key_indices);
+    let mut rows = sort_changes(rows, key_indices, order);
     let mut out = Vec::with_capacity(rows.len());
     for versions in rows.chunk_by_mut(|a, b| key_cmp(a, b) == Ordering::Equal) {
         if let Some(merged) = engine.reduce_owned(versions)? {
@@ -379,6 +371,28 @@ pub(crate) fn sort_and_fold(
         }
     }
     Ok(out)
+}
+
+/// Sorts changes by (key, sequence order): the order a flush folds them in, and the
+/// order of an `input` changelog file (Java's sorted write buffer).
+pub(crate) fn sort_changes(
+    mut rows: Vec<KeyValue>,
+    key_indices: &[usize],
+    order: &SequenceOrder,
+) -> Vec<KeyValue> {
+    rows.sort_by(|a, b| key_order(a, b, key_indices).then_with(|| order.compare(a, b)));
+    rows
+}
+
+/// Order of two changes by their key columns.
+fn key_order(a: &KeyValue, b: &KeyValue, key_indices: &[usize]) -> Ordering {
+    for &i in key_indices {
+        let ord = compare_datums(column(&a.row, i), column(&b.row, i));
+        if ord != Ordering::Equal {
+            return ord;
+        }
+    }
+    Ordering::Equal
 }
 
 /// Column `i` of a row; a short row reads as null rather than panicking.

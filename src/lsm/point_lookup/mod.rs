@@ -20,6 +20,7 @@ use key::KeyLayout;
 
 use super::merge::{MergeEngine, SequenceOrder};
 use crate::error::{Error, Result};
+use crate::table::data_file::KeyValue;
 use crate::table::datum::{Datum, Row};
 use crate::table::deletion_vector::{DeletionFile, DeletionFiles};
 use crate::table::manifest::{FileSource, ManifestEntry};
@@ -323,6 +324,17 @@ impl PointLookup {
     pub async fn get_many<K: AsRef<[Datum]>>(&self, keys: &[K]) -> Result<Vec<Option<Row>>> {
         let state = self.current();
         self.get_batch(&state, keys).await
+    }
+
+    /// What the versions of each key (primary-key values) in the files reduce to, with
+    /// its sequence number and kind: a retraction is returned, not dropped (a later
+    /// merge starts from it). `None` when the key is in no file.
+    pub(crate) async fn reduced_many<K: AsRef<[Datum]>>(
+        &self,
+        keys: &[K],
+    ) -> Result<Vec<Option<KeyValue>>> {
+        let state = self.current();
+        self.reduced_batch(&state, keys).await
     }
 
     /// [`PointLookup::get_many`], with the snapshot it read.

@@ -41,6 +41,34 @@ impl PointLookup {
         state: &LookupState,
         keys: &[K],
     ) -> Result<Vec<Option<Row>>> {
+        self.versions_batch(state, keys)
+            .await?
+            .into_iter()
+            .map(|(v, partition)| self.merge(v, partition))
+            .collect()
+    }
+
+    /// What each key's versions reduce to, retractions included (`None`: the key is in
+    /// no file): the state a merge with newer versions starts from, as the changelog of
+    /// `changelog-producer = lookup` needs it.
+    pub(super) async fn reduced_batch<K: AsRef<[Datum]>>(
+        &self,
+        state: &LookupState,
+        keys: &[K],
+    ) -> Result<Vec<Option<KeyValue>>> {
+        self.versions_batch(state, keys)
+            .await?
+            .into_iter()
+            .map(|(v, partition)| self.reduce(v, &partition))
+            .collect()
+    }
+
+    /// Every version of each key found in the files, with the key's partition values.
+    async fn versions_batch<K: AsRef<[Datum]>>(
+        &self,
+        state: &LookupState,
+        keys: &[K],
+    ) -> Result<Vec<(Vec<KeyValue>, Vec<Datum>)>> {
         let mut partitions = Vec::with_capacity(keys.len());
         let mut key_bytes: Vec<Vec<u8>> = Vec::with_capacity(keys.len());
         // The files to probe, in order of first use, with the keys to probe in each.
@@ -76,11 +104,7 @@ impl PointLookup {
             })
             .await?;
         }
-        versions
-            .into_iter()
-            .zip(partitions)
-            .map(|(v, partition)| self.merge(v, partition))
-            .collect()
+        Ok(versions.into_iter().zip(partitions).collect())
     }
 
     /// The files that may hold the key: its partition, its bucket (every bucket when it
@@ -117,7 +141,16 @@ impl PointLookup {
     }
 
     /// The current row from the versions of one key found in the files.
-    fn merge(&self, mut versions: Vec<KeyValue>, partition: Vec<Datum>) -> Result<Option<Row>> {
+    fn merge(&self, versions: Vec<KeyValue>, partition: Vec<Datum>) -> Result<Option<Row>> {
+        Ok(self
+            .reduce(versions, &partition)?
+            .filter(|merged| !merged.kind.is_retract())
+            .map(|merged| merged.row))
+    }
+
+    /// The versions of one key reduced by the engine, retraction or not, with the
+    /// partition columns set from the key.
+    fn reduce(&self, mut versions: Vec<KeyValue>, partition: &[Datum]) -> Result<Option<KeyValue>> {
         if versions.is_empty() {
             return Ok(None);
         }
@@ -126,19 +159,15 @@ impl PointLookup {
         versions.sort_by(|a, b| {
             compare_keys(&a.row, &b.row, key_indices).then_with(|| self.order.compare(a, b))
         });
-        let Some(merged) = self.engine.reduce(&versions)? else {
+        let Some(mut merged) = self.engine.reduce(&versions)? else {
             return Ok(None);
         };
-        if merged.kind.is_retract() {
-            return Ok(None);
-        }
-        let mut row = merged.row;
         for (&i, v) in schema.partition_indices().iter().zip(partition) {
-            if let Some(slot) = row.get_mut(i) {
-                *slot = v;
+            if let Some(slot) = merged.row.get_mut(i) {
+                *slot = v.clone();
             }
         }
-        Ok(Some(row))
+        Ok(Some(merged))
     }
 
     /// Hands `found` the version in the file `f` of each key (canonical key bytes), with

@@ -1,0 +1,124 @@
+//! The rows of a table's changelog files (docs/format.md §3.1), as Java's writers compute
+//! them for each `changelog-producer`:
+//!
+//! - `input` (`MergeTreeWriter.flushWriteBuffer`): every change of a flush, before the
+//!   merge engine folds them, sorted by key and sequence order;
+//! - `lookup` (`LookupChangelogMergeFunctionWrapper`, `FirstRowMergeFunctionWrapper`):
+//!   for each key a flush changes, the merged row before the change (what the table's
+//!   files reduce to) and after it, as `+I`, `-U/+U` or `-D`.
+//!
+//! Why its own module: the writer runs it at flush time, but the rules are the merge
+//! engine's, and they are tested here against a model of merged rows, engine by engine.
+
+use super::merge::{MergeEngine, SequenceOrder};
+use crate::error::Result;
+use crate::table::data_file::KeyValue;
+use crate::table::options::MergeEngineKind;
+use crate::table::row_kind::RowKind;
+
+/// What a flush writes for one key of a `lookup` table.
+#[derive(Debug)]
+pub(crate) struct LookupOutcome {
+    /// The key's row in the flush's data file.
+    pub(crate) written: KeyValue,
+    /// What the key's versions reduce to afterwards (what a later flush of the same
+    /// commit starts from).
+    pub(crate) after: Option<KeyValue>,
+    /// The changelog rows, in order.
+    pub(crate) changes: Vec<KeyValue>,
+}
+
+/// The `lookup` changelog of one key: what the table's files reduce to before the
+/// flush (`before`, a retraction included, `None` when the key is in no file) and the
+/// flush's folded version of the key (`folded`).
+///
+/// The changelog rows:
+/// - no live row before, a live row after: `+I` of the after image;
+/// - a live row before, none after: `-D` of the before image;
+/// - live rows before and after: `-U` before, `+U` after, unless
+///   `changelog-producer.row-deduplicate` is set and the two rows are equal.
+///
+/// A key in no file whose folded version is a retraction is merged on its own, as
+/// Java's lookup compaction merges it (`LookupMergeFunction`, no reducer): an
+/// aggregation's lone `-U` becomes an insert of the retracted values, which is also what
+/// the data file gets, so the table holds what Java's table holds.
+///
+/// First-row tables produce only the `+I` of a key seen for the first time, with the
+/// kind the kept version has (Java's `FirstRowMergeFunctionWrapper`).
+pub(crate) fn lookup_change(
+    engine: &MergeEngine,
+    order: &SequenceOrder,
+    row_deduplicate: bool,
+    before: Option<KeyValue>,
+    folded: KeyValue,
+) -> Result<LookupOutcome> {
+    let Some(before) = before else {
+        let written = if folded.kind.is_retract() {
+            engine
+                .merge(std::slice::from_ref(&folded))?
+                .unwrap_or(folded)
+        } else {
+            folded
+        };
+        let changes = if written.kind.is_retract() {
+            Vec::new()
+        } else {
+            vec![with_kind(&written, insert_kind(engine, &written))]
+        };
+        return Ok(LookupOutcome {
+            after: Some(written.clone()),
+            written,
+            changes,
+        });
+    };
+    let mut versions = vec![before.clone(), folded.clone()];
+    versions.sort_by(|a, b| order.compare(a, b));
+    let after = engine.merge(&versions)?;
+    let mut changes = Vec::new();
+    if engine.kind() == MergeEngineKind::FirstRow {
+        // A key the table holds already: first-row keeps that version, and emits nothing.
+        return Ok(LookupOutcome {
+            written: folded,
+            after,
+            changes,
+        });
+    }
+    let live_before = !before.kind.is_retract();
+    match (live_before, after.as_ref().filter(|a| !a.kind.is_retract())) {
+        (false, Some(a)) => changes.push(with_kind(a, RowKind::Insert)),
+        (false, None) => {}
+        (true, None) => changes.push(with_kind(&before, RowKind::Delete)),
+        (true, Some(a)) => {
+            if !(row_deduplicate && a.row == before.row) {
+                changes.push(with_kind(&before, RowKind::UpdateBefore));
+                changes.push(with_kind(a, RowKind::UpdateAfter));
+            }
+        }
+    }
+    Ok(LookupOutcome {
+        written: folded,
+        after,
+        changes,
+    })
+}
+
+/// The kind of the `+I` a new key's row gets: `+I`, except first-row, which keeps the
+/// kind of the version it kept.
+fn insert_kind(engine: &MergeEngine, folded: &KeyValue) -> RowKind {
+    if engine.kind() == MergeEngineKind::FirstRow {
+        folded.kind
+    } else {
+        RowKind::Insert
+    }
+}
+
+fn with_kind(kv: &KeyValue, kind: RowKind) -> KeyValue {
+    KeyValue {
+        sequence_number: kv.sequence_number,
+        kind,
+        row: kv.row.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

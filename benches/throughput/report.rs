@@ -449,8 +449,20 @@ const METHOD: &str = "## Method
   consumer-group joins and cache loading happen before the first output and are not counted;
   the harness does not read the output while a case runs (it polls lakejoin's
   `lakejoin_records_produced_total` every 200 ms; its own loops count for themselves) and reads
-  it afterwards to check it: exactly one output per order, and exactly as many with every join
-  matched as orders name a known customer.
+  it afterwards to check every record (benches/throughput/check.rs): exactly one output per
+  order, each carrying its order's own fields unchanged, the customer the orders topic gave
+  it, and exactly the columns of that customer (and, with three joins, of its profile and
+  region) that the data generator wrote, or nulls for an unknown customer; and exactly as
+  many with every join matched as orders name a known customer. One wrong record fails the
+  case.
+- **unknown-key storm**: a second orders topic in which 95% of the orders name a customer
+  that no other order names (so every miss reaches the table's files; the `partial` cache
+  cannot answer it from memory) and 5% a known one; `partial` cache, one join. Its target
+  is absolute (≥ 100,000 facts/s), not a ratio.
+- **Targets** (issue 18): `full` 1 join ≥ 0.8× passthrough and ≤ 2.5 CPU-seconds per million
+  records of lakejoin's process; `partial` and `none` 1 join ≥ 0.7×; 3 chained joins ≥ 0.6×;
+  CDC ingest ≥ 0.8×. The "previous run" column repeats the ratio and CPU of the run this
+  one overwrote, as its BENCHMARKS.md recorded them.
 - **passthrough**: a plain rdkafka loop in the harness (BaseConsumer on every partition,
   BaseProducer), payload and key unchanged, once with lakejoin's producer settings and once
   with a lean producer (librdkafka's defaults, no idempotence, `linger.ms=5`, no

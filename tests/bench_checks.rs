@@ -78,3 +78,13 @@ fn the_previous_run_is_read_from_its_results_table() {
         "previous run (40db59a979e9, 2026-12-01): ×, CPU-s/M"
     );
 }
+
+#[test]
+fn the_passthrough_expects_the_orders_unchanged() {
+    let none = Joins { count: 0, ..ONE };
+    let mut check = OutputCheck::default();
+    let order = data::order(1, 3).1.into_bytes();
+    assert!(check.record(&order, none));
+    assert!(!check.record(&enriched(3, 3, ONE), none));
+    assert_eq!(check.wrong, 1, "{:?}", check.examples);
+}

@@ -461,7 +461,7 @@ const METHOD: &str = "## Method
   is absolute (≥ 100,000 facts/s), not a ratio.
 - **Targets** (issue 18): `full` 1 join ≥ 0.8× passthrough and ≤ 2.5 CPU-seconds per million
   records of lakejoin's process; `partial` and `none` 1 join ≥ 0.7×; 3 chained joins ≥ 0.6×;
-  CDC ingest ≥ 0.8×. The "previous run" column repeats the ratio and CPU of the run this
+  CDC ingest ≥ 0.8×. The previous-run column repeats the ratio and CPU of the run this
   one overwrote, as its BENCHMARKS.md recorded them.
 - **passthrough**: a plain rdkafka loop in the harness (BaseConsumer on every partition,
   BaseProducer), payload and key unchanged, once with lakejoin's producer settings and once

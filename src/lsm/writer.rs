@@ -315,13 +315,7 @@ impl TableWriter {
         for (entries, failed) in results {
             self.pending.extend(entries);
             if let Some((e, id, partition, rows)) = failed {
-                self.buffered_bytes += rows
-                    .iter()
-                    .map(|kv| estimate_row_bytes(&kv.row))
-                    .sum::<usize>();
-                if !rows.is_empty() {
-                    self.buffers.insert(id, BucketBuffer { partition, rows });
-                }
+                self.put_back(id, partition, rows);
                 first_error.get_or_insert(e);
             }
         }
@@ -511,18 +505,26 @@ impl TableWriter {
                     }
                 }
                 Err((e, rows)) => {
-                    self.buffered_bytes += rows
-                        .iter()
-                        .map(|kv| estimate_row_bytes(&kv.row))
-                        .sum::<usize>();
-                    if !rows.is_empty() {
-                        self.buffers.insert(id, BucketBuffer { partition, rows });
-                    }
+                    self.put_back(id, partition, rows);
                     first_error.get_or_insert(e);
                 }
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl TableWriter {
+    /// Puts a bucket's rows back in its buffer after its flush failed, so the next flush
+    /// (or commit) writes them again and nothing is lost.
+    fn put_back(&mut self, id: BucketId, partition: Row, rows: Vec<KeyValue>) {
+        self.buffered_bytes += rows
+            .iter()
+            .map(|kv| estimate_row_bytes(&kv.row))
+            .sum::<usize>();
+        if !rows.is_empty() {
+            self.buffers.insert(id, BucketBuffer { partition, rows });
+        }
     }
 }
 

@@ -35,8 +35,10 @@ pub(crate) use offsets::OffsetTracker;
 use produce::Refused;
 
 /// Facts whose records are not yet acknowledged, per pipeline (bounds memory next to
-/// `max_in_flight` facts in lookups).
-const MAX_UNACKNOWLEDGED: usize = 10_000;
+/// `max_in_flight` facts in lookups). Enough for a quarter second of output at 200k
+/// records/s: with `acks=all` a delivery takes a broker round trip plus `linger.ms`, and
+/// the consumer stops taking facts while the bound is reached.
+const MAX_UNACKNOWLEDGED: usize = 50_000;
 /// Most facts taken from the consumer into one batch.
 const FACT_BATCH: usize = 256;
 

@@ -493,9 +493,11 @@ impl Bench {
         CaseResult::measured(
             &scan,
             &format!(
-                "PyFlink {} job (parallelism 1), `lookup.cache` {}; {:.1}% with customer matched; \
-                 peak RSS {rss_mib:.0} MiB (Python process + JVM); CPU over the last {} records",
+                "PyFlink {} job (parallelism {parallelism}{}), `lookup.cache` {}; {:.1}% with \
+                 customer matched; peak RSS {rss_mib:.0} MiB (Python process + JVM); CPU over the \
+                 last {} records",
                 "2.0.2",
+                if async_lookup { ", async lookups" } else { "" },
                 if cache == "full" {
                     "FULL"
                 } else {

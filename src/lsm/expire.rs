@@ -391,22 +391,7 @@ pub(crate) async fn tagged_snapshots(table: &Table) -> Result<Vec<Snapshot>> {
 
 /// The smallest `nextSnapshot` of the table's consumers (`consumer/consumer-<id>`).
 pub(crate) async fn min_consumer_snapshot(table: &Table) -> Result<Option<i64>> {
-    let dir = table.path_of("consumer");
-    let mut min: Option<i64> = None;
-    for path in list_files(table, &dir, "consumer-").await? {
-        let text = read_text(&**table.store(), &path).await?;
-        let next = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v.get("nextSnapshot").and_then(serde_json::Value::as_i64))
-            .ok_or_else(|| {
-                Error::format(format!(
-                    "consumer file {path} has no numeric `nextSnapshot`; \
-                     refusing to expire snapshots a consumer may need"
-                ))
-            })?;
-        min = Some(min.map_or(next, |m| m.min(next)));
-    }
-    Ok(min)
+    Ok(table.consumers().await?.into_iter().map(|(_, next)| next).min())
 }
 
 /// Objects directly under `dir` whose names start with `prefix`.

@@ -86,18 +86,31 @@ fn replay(records: &[(Value, Option<Value>)]) -> Model {
     for (key, value) in records {
         let Some(value) = value else { continue };
         let id = key["user_id"].as_i64().unwrap();
-        assert_eq!(value["after"]["user_id"].as_i64().or(value["before"]["user_id"].as_i64()), Some(id));
+        assert_eq!(
+            value["after"]["user_id"]
+                .as_i64()
+                .or(value["before"]["user_id"].as_i64()),
+            Some(id)
+        );
         match value["op"].as_str().unwrap() {
             "c" => {
                 assert!(!state.contains_key(&id), "insert of a present key: {value}");
                 state.insert(id, value["after"].clone());
             }
             "u" => {
-                assert_eq!(state.get(&id), Some(&value["before"]), "before image: {value}");
+                assert_eq!(
+                    state.get(&id),
+                    Some(&value["before"]),
+                    "before image: {value}"
+                );
                 state.insert(id, value["after"].clone());
             }
             "d" => {
-                assert_eq!(state.remove(&id).as_ref(), Some(&value["before"]), "{value}");
+                assert_eq!(
+                    state.remove(&id).as_ref(),
+                    Some(&value["before"]),
+                    "{value}"
+                );
             }
             op => panic!("unexpected op {op}"),
         }
@@ -109,7 +122,9 @@ async fn send(producer: &FutureProducer, topic: &str, payload: &Value) {
     let key = payload["user_id"].to_string();
     producer
         .send(
-            FutureRecord::to(topic).key(&key).payload(&payload.to_string()),
+            FutureRecord::to(topic)
+                .key(&key)
+                .payload(&payload.to_string()),
             Duration::from_secs(10),
         )
         .await
@@ -219,7 +234,9 @@ async fn a_partial_update_tables_merged_changes_reach_kafka_and_a_restart_resume
     let expected = model.clone();
     let out = read_until(&bootstrap, "user_wide_changes", |r| replay(r) == expected).await;
     assert!(
-        out.iter().any(|(_, v)| v.as_ref().is_some_and(|v| v["op"] == "u" && !v["before"].is_null())),
+        out.iter().any(|(_, v)| v
+            .as_ref()
+            .is_some_and(|v| v["op"] == "u" && !v["before"].is_null())),
         "updates carry their before image: {out:#?}"
     );
     let consumer = wait_caught_up(&warehouse).await;
@@ -244,7 +261,10 @@ async fn a_partial_update_tables_merged_changes_reach_kafka_and_a_restart_resume
         if rows.len() == 4 && rows.iter().any(|r| r[2] == Datum::Int(5)) {
             break;
         }
-        assert!(Instant::now() < deadline, "the table never took the second changes");
+        assert!(
+            Instant::now() < deadline,
+            "the table never took the second changes"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     writer.shutdown().await.unwrap();

@@ -24,6 +24,9 @@ use crate::table::datum::{Row, datum_to_json};
 use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 
+/// The member of a `json` record holding the row kind.
+pub(crate) const OP_FIELD: &str = "op";
+
 /// A changelog record's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ChangeFormat {
@@ -86,7 +89,9 @@ impl ChangeEncoder {
             for column in key {
                 match schema.fields.iter().position(|f| &f.name == column) {
                     Some(i) => indices.push(i),
-                    None => return Err(format!("key column `{column}` is not a column of {table}")),
+                    None => {
+                        return Err(format!("key column `{column}` is not a column of {table}"));
+                    }
                 }
             }
             indices
@@ -115,7 +120,7 @@ impl ChangeEncoder {
             match self.format {
                 ChangeFormat::Json => {
                     let mut object = self.row_object(row);
-                    object.insert("op".into(), Value::String(kind.short_string().into()));
+                    object.insert(OP_FIELD.into(), Value::String(kind.short_string().into()));
                     records.push(ChangeRecord {
                         key,
                         value: Some(Value::Object(object).to_string().into_bytes()),
@@ -238,7 +243,12 @@ mod tests {
 
     #[test]
     fn debezium_pairs_an_update_and_follows_a_delete_with_a_tombstone() {
-        let (a, a2, b, c) = (row(1, "ada", 5), row(1, "ada", 9), row(2, "bo", 1), row(3, "cy", 2));
+        let (a, a2, b, c) = (
+            row(1, "ada", 5),
+            row(1, "ada", 9),
+            row(2, "bo", 1),
+            row(3, "cy", 2),
+        );
         let changes = [
             (RowKind::Insert, &b),
             (RowKind::UpdateBefore, &a),
@@ -266,9 +276,16 @@ mod tests {
         assert_eq!(delete["op"], "d");
         assert_eq!(delete["before"]["id"], 3);
         assert_eq!(delete["after"], Value::Null);
-        assert_eq!(out[3], (json!({"id": 3}), None), "the tombstone of the delete");
+        assert_eq!(
+            out[3],
+            (json!({"id": 3}), None),
+            "the tombstone of the delete"
+        );
         let lone = out[4].1.as_ref().unwrap();
-        assert_eq!((lone["op"].as_str(), &lone["before"]), (Some("u"), &Value::Null));
+        assert_eq!(
+            (lone["op"].as_str(), &lone["before"]),
+            (Some("u"), &Value::Null)
+        );
     }
 
     #[test]
@@ -280,10 +297,17 @@ mod tests {
             .iter()
             .map(|(_, v)| v.as_ref().unwrap()["op"].as_str().unwrap())
             .collect();
-        assert_eq!(ops, ["d", "u"], "no tombstone after a retraction that is no delete");
+        assert_eq!(
+            ops,
+            ["d", "u"],
+            "no tombstone after a retraction that is no delete"
+        );
         // The key column changed: the before and after belong to two Kafka keys.
         let renamed = row(1, "eve", 5);
-        let changes = [(RowKind::UpdateBefore, &a), (RowKind::UpdateAfter, &renamed)];
+        let changes = [
+            (RowKind::UpdateBefore, &a),
+            (RowKind::UpdateAfter, &renamed),
+        ];
         let out = values(&encoder(ChangeFormat::DebeziumJson, &["name"]).encode(&changes, SOURCE));
         assert_eq!(out.len(), 2);
         assert_eq!(out[0].0, json!({"name": "ada"}));
@@ -316,8 +340,8 @@ mod tests {
     fn an_unknown_key_column_is_named() {
         let schema = keyed_schema(&[("id", DataType::Int)], &["id"], &[]);
         let table = TableIdentifier::parse("shop.users").unwrap();
-        let err = ChangeEncoder::new(ChangeFormat::Json, schema, &["nope".into()], &table)
-            .unwrap_err();
+        let err =
+            ChangeEncoder::new(ChangeFormat::Json, schema, &["nope".into()], &table).unwrap_err();
         assert_eq!(err, "key column `nope` is not a column of shop.users");
     }
 
@@ -332,7 +356,8 @@ mod tests {
             update_mode: UpdateMode::UpdateBeforeAfter,
             ..CdcOptions::default()
         };
-        let decoder = CdcDecoder::new(Format::DebeziumJson, e.schema.clone(), options).unwrap();
+        let schema = std::sync::Arc::new(e.schema.clone());
+        let decoder = CdcDecoder::new(Format::DebeziumJson, schema, options).unwrap();
         let record = KafkaRecord {
             topic: "t",
             partition: 0,

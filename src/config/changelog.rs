@@ -8,16 +8,14 @@
 
 use std::collections::BTreeMap;
 
-use super::{ChangelogConfig, ChangelogStart, CdcConfig, check_format, check_nonzero};
+use super::{CdcConfig, ChangelogConfig, ChangelogStart, check_format, check_nonzero};
+use crate::codec::changelog::OP_FIELD as JSON_OP_FIELD;
 use crate::table::consumer::valid_consumer_id;
 use crate::table::options::TableOptions;
 use crate::table::schema::TableSchema;
 
 /// Formats of `[[changelog]]` records.
 pub(crate) const CHANGELOG_FORMATS: [&str; 2] = ["debezium-json", "json"];
-
-/// The member of a `json` changelog record holding the row kind.
-pub(crate) const JSON_OP_FIELD: &str = "op";
 
 /// Adds every problem of changelog pipeline `c` (named `at` in messages) to `problems`.
 pub(super) fn check(
@@ -112,7 +110,9 @@ mod tests {
 
     /// GOOD with a `[[changelog]]` of `shop.customers` whose body is `body`.
     fn with_changelog(body: &str) -> String {
-        format!("{GOOD}\n[[changelog]]\nname = \"customers-out\"\ntable = \"shop.customers\"\n{body}\n")
+        format!(
+            "{GOOD}\n[[changelog]]\nname = \"customers-out\"\ntable = \"shop.customers\"\n{body}\n"
+        )
     }
 
     #[test]
@@ -121,10 +121,17 @@ mod tests {
         let p = &c.changelog[0];
         assert_eq!(p.format, "debezium-json");
         assert!(p.key.is_empty());
-        assert_eq!(p.start_from, super::ChangelogStart::Named("earliest".into()));
+        assert_eq!(
+            p.start_from,
+            super::ChangelogStart::Named("earliest".into())
+        );
         assert_eq!(p.discovery_interval, Duration::from_secs(1));
         assert_eq!(p.consumer_id(), "customers-out");
-        assert!(c.summary().ends_with(", 1 changelog pipeline(s)"), "{}", c.summary());
+        assert!(
+            c.summary().ends_with(", 1 changelog pipeline(s)"),
+            "{}",
+            c.summary()
+        );
         let c = from_toml(
             "c.toml",
             &with_changelog(
@@ -146,8 +153,11 @@ mod tests {
              colour = \"red\"",
         );
         let err = from_toml("c.toml", &text).unwrap_err().to_string();
-        // An unknown key is reported alone first (the entry does not parse); then the rest.
-        assert!(err.contains("c.toml: changelog[0] (customers-out).colour: unknown key"), "{err}");
+        // An unknown key is reported with the others.
+        assert!(
+            err.contains("c.toml: changelog[0] (customers-out).colour: unknown key"),
+            "{err}"
+        );
         let text = text.replace("\ncolour = \"red\"", "");
         let err = from_toml("c.toml", &text).unwrap_err().to_string();
         for needle in [
@@ -162,14 +172,21 @@ mod tests {
         }
         let err = from_toml(
             "c.toml",
-            &with_changelog("topic = \"t\"\nstart_from = 0")
-                .replace("table = \"shop.customers\"\ntopic", "table = \"shop.nope\"\ntopic"),
+            &with_changelog("topic = \"t\"\nstart_from = 0").replace(
+                "table = \"shop.customers\"\ntopic",
+                "table = \"shop.nope\"\ntopic",
+            ),
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("start_from: snapshot ids start at 1, got 0"), "{err}");
         assert!(
-            err.contains("changelog[0] (customers-out).table: `shop.nope` is not defined by any [[table]]"),
+            err.contains("start_from: snapshot ids start at 1, got 0"),
+            "{err}"
+        );
+        assert!(
+            err.contains(
+                "changelog[0] (customers-out).table: `shop.nope` is not defined by any [[table]]"
+            ),
             "{err}"
         );
         let twice = format!(
@@ -177,7 +194,10 @@ mod tests {
             with_changelog("topic = \"t\"")
         );
         let err = from_toml("c.toml", &twice).unwrap_err().to_string();
-        assert!(err.contains("pipeline name `customers-out` is used twice"), "{err}");
+        assert!(
+            err.contains("pipeline name `customers-out` is used twice"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -191,8 +211,9 @@ mod tests {
         );
         let err = from_toml("c.toml", &text).unwrap_err().to_string();
         assert!(
-            err.contains("c.toml: changelog[0] (out).table: shop.customers cannot feed a changelog")
-                && err.contains("partial rows")
+            err.contains(
+                "c.toml: changelog[0] (out).table: shop.customers cannot feed a changelog"
+            ) && err.contains("partial rows")
                 && err.contains("'changelog-producer' = 'lookup'"),
             "{err}"
         );

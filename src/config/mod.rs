@@ -644,10 +644,18 @@ impl Config {
                 }
             }
         }
+        let mut consumers = HashSet::new();
         for (i, c) in self.changelog.iter().enumerate() {
             let topics = std::slice::from_ref(&c.topic);
             let at = check_pipeline("changelog", i, &c.name, topics, &mut problems);
             changelog::check(c, &at, &schemas, &self.cdc, &mut problems);
+            if !consumers.insert((&c.table, c.consumer_id())) {
+                problems.push(format!(
+                    "{at}.consumer_id: consumer `{}` of {} is used by another [[changelog]]",
+                    c.consumer_id(),
+                    c.table
+                ));
+            }
         }
         problems
     }
@@ -684,10 +692,7 @@ impl Config {
             self.enrich.iter().map(|e| e.join.len()).sum::<usize>()
         );
         if !self.changelog.is_empty() {
-            summary.push_str(&format!(
-                ", {} changelog pipeline(s)",
-                self.changelog.len()
-            ));
+            summary.push_str(&format!(", {} changelog pipeline(s)", self.changelog.len()));
         }
         summary
     }

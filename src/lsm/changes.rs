@@ -143,9 +143,18 @@ mod tests {
         for faithful in [
             &[][..],
             &[("changelog-producer", "input")][..],
-            &[("merge-engine", "partial-update"), ("changelog-producer", "lookup")][..],
-            &[("merge-engine", "aggregation"), ("changelog-producer", "lookup")][..],
-            &[("merge-engine", "first-row"), ("changelog-producer", "lookup")][..],
+            &[
+                ("merge-engine", "partial-update"),
+                ("changelog-producer", "lookup"),
+            ][..],
+            &[
+                ("merge-engine", "aggregation"),
+                ("changelog-producer", "lookup"),
+            ][..],
+            &[
+                ("merge-engine", "first-row"),
+                ("changelog-producer", "lookup"),
+            ][..],
         ] {
             assert_eq!(unfaithful_changes(&options(faithful)), None, "{faithful:?}");
         }
@@ -160,6 +169,9 @@ mod tests {
             ("changelog-producer", "input"),
         ]))
         .unwrap();
-        assert!(input.contains("`input`") && input.contains("aggregation"), "{input}");
+        assert!(
+            input.contains("`input`") && input.contains("aggregation"),
+            "{input}"
+        );
     }
 }

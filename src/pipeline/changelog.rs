@@ -38,8 +38,7 @@ use crate::table::Table;
 /// How long a record waits when librdkafka's local queue is full (backpressure).
 const QUEUE_FULL_WAIT: Duration = Duration::from_millis(5);
 /// First and longest wait between attempts of a failing table read.
-const STORE_BACKOFF: (Duration, Duration) =
-    (Duration::from_millis(100), Duration::from_secs(30));
+const STORE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(30));
 
 /// Runs one changelog pipeline until `stop` fires (the snapshot in flight is delivered
 /// and recorded first) or it cannot go on.
@@ -115,14 +114,17 @@ impl Changelog {
         };
         let id = pipeline.config.consumer_id().to_string();
         let table = pipeline.table.clone();
+        // `None` below: stopped while the table could not be read; nothing was produced.
         let Some(saved) = pipeline.retrying(|| table.consumer(&id)).await? else {
             return Ok(pipeline);
         };
-        pipeline.next = match saved {
+        let next = match saved {
             Some(next) => next,
-            None => pipeline.start_position().await?,
+            None => match pipeline.start_position().await? {
+                Some(next) => next,
+                None => return Ok(pipeline),
+            },
         };
-        let next = pipeline.next;
         if pipeline
             .retrying(|| table.write_consumer(&id, next))
             .await?
@@ -130,6 +132,7 @@ impl Changelog {
         {
             return Ok(pipeline);
         }
+        pipeline.next = next;
         tracing::info!(pipeline = %pipeline.config.name, table = %pipeline.table.identifier(),
             consumer = %id, next_snapshot = next, resumed = saved.is_some(), "changelog starts");
         pipeline.metrics.joined.store(true, Ordering::Relaxed);
@@ -137,26 +140,27 @@ impl Changelog {
         Ok(pipeline)
     }
 
-    /// The first snapshot to produce without a consumer file.
-    async fn start_position(&mut self) -> Result<i64> {
+    /// The first snapshot to produce without a consumer file (`None`: stopped first).
+    async fn start_position(&self) -> Result<Option<i64>> {
         let table = self.table.clone();
         Ok(match &self.config.start_from {
-            ChangelogStart::Snapshot(id) => *id,
-            ChangelogStart::Named(name) if name == "latest" => {
-                let latest = self.retrying(|| table.latest_snapshot_id()).await?;
-                latest.flatten().unwrap_or(0) + 1
-            }
+            ChangelogStart::Snapshot(id) => Some(*id),
+            ChangelogStart::Named(name) if name == "latest" => self
+                .retrying(|| table.latest_snapshot_id())
+                .await?
+                .map(|latest| latest.unwrap_or(0) + 1),
             ChangelogStart::Named(_) => {
                 // The oldest snapshot still readable: a long-lived changelog outlives
                 // its snapshot.
-                let snapshots = self.retrying(|| table.snapshot_ids()).await?;
-                let changelogs = self.retrying(|| table.long_lived_changelog_ids()).await?;
-                let first = |ids: Option<Vec<i64>>| ids.and_then(|ids| ids.first().copied());
-                [first(snapshots), first(changelogs)]
-                    .into_iter()
-                    .flatten()
-                    .min()
-                    .unwrap_or(1)
+                let Some(snapshots) = self.retrying(|| table.snapshot_ids()).await? else {
+                    return Ok(None);
+                };
+                let Some(changelogs) = self.retrying(|| table.long_lived_changelog_ids()).await?
+                else {
+                    return Ok(None);
+                };
+                let first = [snapshots.first(), changelogs.first()];
+                Some(first.into_iter().flatten().copied().min().unwrap_or(1))
             }
         })
     }
@@ -184,19 +188,23 @@ impl Changelog {
                 let mut stop = self.stop.clone();
                 tokio::select! {
                     _ = tokio::time::sleep(self.config.discovery_interval) => {}
-                    _ = stop.changed() => {}
+                    changed = stop.changed() => if changed.is_err() { return Ok(()); },
                 }
                 continue;
             }
             // A snapshot in flight is finished even when a stop comes meanwhile: its
             // records are out, and recording the position spares their replay.
-            self.produce_snapshot(self.next).await?;
+            let stopped_before_recording = !self.produce_snapshot(self.next).await?;
+            if stopped_before_recording {
+                return Ok(());
+            }
         }
     }
 
     /// Produces the changes of snapshot `id`, waits for the broker to acknowledge each,
-    /// and moves the consumer past it.
-    async fn produce_snapshot(&mut self, id: i64) -> Result<()> {
+    /// and moves the consumer past it; `false` when stopped before that (the table could
+    /// not be read or written meanwhile).
+    async fn produce_snapshot(&mut self, id: i64) -> Result<bool> {
         let table = self.table.clone();
         let read = self
             .retrying(|| async {
@@ -207,7 +215,7 @@ impl Changelog {
             .await;
         let (time_millis, changes) = match read {
             Ok(Some(read)) => read,
-            Ok(None) => return Ok(()),
+            Ok(None) => return Ok(false),
             Err(e) if e.is_not_found() => return Err(self.expired(id, e).await),
             Err(e) => return Err(e),
         };
@@ -227,7 +235,7 @@ impl Changelog {
         {
             // Stopped before the position was recorded: the snapshot is produced again
             // after the restart (within the replay window).
-            return Ok(());
+            return Ok(false);
         }
         self.next = next;
         self.metrics
@@ -235,14 +243,19 @@ impl Changelog {
             .store(u64::try_from(id).unwrap_or(0), Ordering::Relaxed);
         tracing::debug!(pipeline = %self.config.name, snapshot = id, records = records.len(),
             "snapshot produced");
-        Ok(())
+        Ok(true)
     }
 
     /// The error for a snapshot that no longer exists: expiry removed it before this
     /// consumer held it (a `start_from` older than the table's history, or a consumer
     /// file deleted or expired meanwhile).
     async fn expired(&self, id: i64, e: Error) -> Error {
-        let earliest = self.table.snapshot_ids().await.ok().and_then(|ids| ids.first().copied());
+        let earliest = self
+            .table
+            .snapshot_ids()
+            .await
+            .ok()
+            .and_then(|ids| ids.first().copied());
         Error::Config(format!(
             "changelog {}: snapshot {id} of {} can no longer be read ({e}); the oldest \
              snapshot is {}. Set start_from to a snapshot that exists, or delete \

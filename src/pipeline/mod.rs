@@ -5,8 +5,8 @@
 pub(crate) mod build;
 pub mod cdc;
 pub(crate) mod cdc_partitions;
-pub(crate) mod changelog;
 pub(crate) mod cdc_progress;
+pub(crate) mod changelog;
 pub(crate) mod dead_letter;
 pub(crate) mod enrich;
 

@@ -43,7 +43,8 @@ pub(crate) fn parse_consumer(text: &str) -> Option<i64> {
 
 impl Table {
     fn consumer_path(&self, id: &str) -> object_store::path::Path {
-        self.path_of("consumer").join(format!("{CONSUMER_PREFIX}{id}"))
+        self.path_of("consumer")
+            .join(format!("{CONSUMER_PREFIX}{id}"))
     }
 
     /// The `nextSnapshot` of consumer `id`, or `None` when it has no file.
@@ -115,7 +116,10 @@ mod tests {
         assert_eq!(consumer_json(7), "{\n  \"nextSnapshot\" : 7\n}");
         assert_eq!(parse_consumer(&consumer_json(7)), Some(7));
         // Java's own files, and fields it may add later, read the same.
-        assert_eq!(parse_consumer(r#"{"nextSnapshot":12,"other":true}"#), Some(12));
+        assert_eq!(
+            parse_consumer(r#"{"nextSnapshot":12,"other":true}"#),
+            Some(12)
+        );
         assert_eq!(parse_consumer(r#"{"nextSnapshot":"12"}"#), None);
         assert_eq!(parse_consumer("not json"), None);
     }

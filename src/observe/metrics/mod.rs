@@ -504,7 +504,10 @@ impl Registry {
             "Id of the last snapshot this process committed to the table (CDC), or whose \
              changes it produced (changelog); 0: none yet.",
         );
-        for p in pipelines.iter().filter(|p| p.kind == Cdc || p.kind == Changelog) {
+        for p in pipelines
+            .iter()
+            .filter(|p| p.kind == Cdc || p.kind == Changelog)
+        {
             out.sample(
                 "lakejoin_table_snapshot_id",
                 &[

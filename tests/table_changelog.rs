@@ -7,7 +7,8 @@
 //!   twice (a tiny write buffer) check that a second flush starts from the first.
 //! - `input`: the changes read back are the changes written, key by key in order.
 //! - Expiry keeps the changelog of expired snapshots while the changelog retention
-//!   lasts (long-lived changelogs), through orphan cleaning, and removes it after.
+//!   lasts (long-lived changelogs), through orphan cleaning, and removes it after; a
+//!   consumer (`consumer/consumer-<id>`) holds what it reads next.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -338,7 +339,7 @@ async fn expiry_keeps_changelogs_while_their_retention_lasts() {
         &[
             ("changelog-producer", "input"),
             ("write-only", "true"),
-            ("snapshot.num-retained.min", "1"),
+            ("snapshot.num-retained.min", "2"),
             ("snapshot.num-retained.max", "2"),
             ("snapshot.time-retained", "1 ms"),
         ],

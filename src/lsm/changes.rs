@@ -9,7 +9,7 @@
 //!   (`DeltaFollowUpScanner`): each commit's folded rows, with their row kinds.
 //!   Compactions rewrite rows and change nothing, so their snapshots are skipped.
 //!
-//! [`unfaithful_changes`] tells which tables these changes are the merged rows' changes
+//! `unfaithful_changes` tells which tables these changes are the merged rows' changes
 //! of, for the `[[changelog]]` pipelines that produce them to Kafka.
 //!
 //! Why its own module: the merged scan (`lsm::reader`) answers "what is the table",

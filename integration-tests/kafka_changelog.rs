@@ -424,7 +424,7 @@ bootstrap_servers = "{bootstrap}"
 group_id = "{group}"
 
 [warehouse]
-uri = "{shared}"
+uri = "{warehouse}"
 
 [[table]]
 name = "shop.user_wide"
@@ -453,20 +453,22 @@ fn a_killed_changelog_pipeline_loses_nothing_and_replays_only_the_snapshot_in_fl
         unique("k"),
     );
     broker::create_topics(&[(&basics, 2), (&vip, 2), (&changes, 1)]);
-    let shared = tempfile::tempdir().unwrap();
-    let base = KILLED
-        .replace("{group}", &group)
-        .replace("{shared}", &shared.path().join("wh").display().to_string());
+    let base = KILLED.replace("{group}", &group);
     let writer = Deployment::new(&format!(
         "{base}\n[[cdc]]\nname = \"basics\"\ntopics = [\"{basics}\"]\nformat = \"json\"\n\
          table = \"shop.user_wide\"\ncommit_interval = \"100ms\"\n\n\
          [[cdc]]\nname = \"vip\"\ntopics = [\"{vip}\"]\nformat = \"json\"\n\
          table = \"shop.user_wide\"\ncommit_interval = \"100ms\"\n"
     ));
-    let reader = Deployment::new(&format!(
-        "{base}\n[[changelog]]\nname = \"wide-out\"\ntable = \"shop.user_wide\"\n\
-         topic = \"{changes}\"\ndiscovery_interval = \"50ms\"\n"
-    ));
+    // The changelog process reads the writer's warehouse.
+    let shared = writer.dir.path().join("wh");
+    let reader = Deployment::new(
+        &format!(
+            "{base}\n[[changelog]]\nname = \"wide-out\"\ntable = \"shop.user_wide\"\n\
+             topic = \"{changes}\"\ndiscovery_interval = \"50ms\"\n"
+        )
+        .replace("{warehouse}", &shared.display().to_string()),
+    );
     let writing = writer.start();
     let model = Arc::new(std::sync::Mutex::new(Model::new()));
     let done = Arc::new(AtomicBool::new(false));
@@ -532,7 +534,7 @@ fn a_killed_changelog_pipeline_loses_nothing_and_replays_only_the_snapshot_in_fl
         );
     };
     // The consumer file ends up naming the snapshot after the table's last one.
-    let table_dir = shared.path().join("wh/shop.db/user_wide");
+    let table_dir = shared.join("shop.db/user_wide");
     let latest: i64 = std::fs::read_to_string(table_dir.join("snapshot/LATEST"))
         .unwrap()
         .trim()

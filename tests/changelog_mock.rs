@@ -3,7 +3,8 @@
 //! pipeline produces the merged rows' changes as Debezium JSON. The topic, replayed, is
 //! the model's merged rows; every before image is the row the topic had given for its
 //! key; the position is a Paimon consumer file, and a restart resumes there without
-//! producing anything twice.
+//! producing anything twice. `start_from = "latest"` skips the history; a start before
+//! what expiry left is refused with what to do.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -291,4 +292,131 @@ async fn a_partial_update_tables_merged_changes_reach_kafka_and_a_restart_resume
         "after a clean stop the restart produces only the new changes: {all:#?}"
     );
     assert_eq!(replay(&all), model);
+}
+
+/// Where a pipeline without a consumer starts: `latest` produces only what is committed
+/// after it started; a snapshot id that expiry already removed stops the pipeline with a
+/// message naming the snapshot, the oldest one left and what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_from_latest_skips_history_and_an_expired_start_is_refused_clearly() {
+    use lakejoin::lsm::expire::{ExpireConfig, expire_snapshots};
+    let cluster = MockCluster::new(1).unwrap();
+    for t in ["basics", "vip", "user_wide_changes"] {
+        cluster.create_topic(t, 2, 1).unwrap();
+    }
+    let bootstrap = cluster.bootstrap_servers();
+    let dir = tempfile::tempdir().unwrap();
+    // One snapshot retained, and the changelog with it (its retention follows).
+    let text = CONFIG
+        .replace("{bootstrap}", &bootstrap)
+        .replace("{warehouse}", &dir.path().display().to_string())
+        .replace(
+            r#"options = { "changelog-producer" = "lookup" }"#,
+            r#"options = { "changelog-producer" = "lookup", "snapshot.num-retained.min" = "1", "snapshot.num-retained.max" = "1", "snapshot.time-retained" = "1 ms" }"#,
+        );
+    let warehouse = Warehouse::from_uri(dir.path().to_str().unwrap(), &BTreeMap::new()).unwrap();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    let id = TableIdentifier::parse("shop.user_wide").unwrap();
+    let writer = lakejoin::pipeline::start(lakejoin::config::from_toml("test", &text).unwrap())
+        .await
+        .unwrap();
+    for user in 1..=3 {
+        send(
+            &producer,
+            "basics",
+            &json!({"user_id": user, "name": "old"}),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while scan(
+        &Table::open(&warehouse, &id).await.unwrap(),
+        None,
+        &ScanFilter::default(),
+    )
+    .await
+    .unwrap()
+    .len()
+        < 3
+    {
+        assert!(Instant::now() < deadline, "the table never got three rows");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    writer.shutdown().await.unwrap();
+    let table = Table::open(&warehouse, &id).await.unwrap();
+    let latest = table.latest_snapshot_id().await.unwrap().unwrap();
+    assert!(latest >= 2, "several snapshots: {latest}");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let config = ExpireConfig::from_options(&table.options().maintenance);
+    expire_snapshots(&table, &config).await.unwrap();
+    assert!(table.snapshot(1).await.is_err(), "snapshot 1 expired");
+
+    // A start before the table's history: refused, nothing produced.
+    let expired = format!("{text}{CHANGELOG}start_from = 1\n");
+    let running = lakejoin::pipeline::start(lakejoin::config::from_toml("test", &expired).unwrap())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let err = loop {
+        let ready = running.registry().readiness();
+        if let Err(reasons) = ready
+            && let Some(reason) = reasons.iter().find(|r| r.contains("wide-out stopped"))
+        {
+            break reason.clone();
+        }
+        assert!(Instant::now() < deadline, "the pipeline never stopped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        err.contains("snapshot 1 of shop.user_wide can no longer be read")
+            && err.contains(&format!("the oldest snapshot is {latest}"))
+            && err.contains("consumer/consumer-wide-out"),
+        "{err}"
+    );
+    assert!(running.shutdown().await.is_err());
+    assert_eq!(records_in(&bootstrap, "user_wide_changes"), 0);
+    // The consumer it recorded at start is removed again for the next case.
+    table
+        .store()
+        .delete(&table.path_of("consumer/consumer-wide-out"))
+        .await
+        .unwrap();
+
+    // `latest`: only the changes committed after the start.
+    let latest_text = format!("{text}{CHANGELOG}start_from = \"latest\"\n");
+    let running =
+        lakejoin::pipeline::start(lakejoin::config::from_toml("test", &latest_text).unwrap())
+            .await
+            .unwrap();
+    // The start is recorded before anything new is committed.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let recorded = format!("{{\n  \"nextSnapshot\" : {}\n}}", latest + 1);
+    loop {
+        let path = table.path_of("consumer/consumer-wide-out");
+        if let Ok(got) = table.store().get(&path).await
+            && got.bytes().await.unwrap() == recorded.as_bytes()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no consumer recorded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    send(&producer, "vip", &json!({"user_id": 2, "vip": 7})).await;
+    let out = read_until(&bootstrap, "user_wide_changes", |r| !r.is_empty()).await;
+    running.shutdown().await.unwrap();
+    assert_eq!(out.len(), 1, "{out:?}");
+    let change = out[0].1.as_ref().unwrap();
+    assert_eq!(change["op"], "u");
+    assert_eq!(
+        change["before"],
+        json!({"user_id": 2, "name": "old", "vip": null})
+    );
+    assert_eq!(
+        change["after"],
+        json!({"user_id": 2, "name": "old", "vip": 7})
+    );
 }

@@ -133,6 +133,15 @@ impl Changelog {
             return Ok(pipeline);
         }
         pipeline.next = next;
+        if let Some(Some(latest)) = pipeline.retrying(|| table.latest_snapshot_id()).await?
+            && next > latest + 1
+        {
+            // Nothing is lost waiting, but nothing comes either until the table gets
+            // there: a consumer file of an earlier table of the same name, say.
+            tracing::warn!(pipeline = %pipeline.config.name, table = %pipeline.table.identifier(),
+                consumer = %id, next_snapshot = next, latest,
+                "the consumer is ahead of the table's latest snapshot; waiting for it");
+        }
         tracing::info!(pipeline = %pipeline.config.name, table = %pipeline.table.identifier(),
             consumer = %id, next_snapshot = next, resumed = saved.is_some(), "changelog starts");
         pipeline.metrics.joined.store(true, Ordering::Relaxed);

@@ -503,12 +503,16 @@ fn a_killed_changelog_pipeline_loses_nothing_and_replays_only_the_snapshot_in_fl
         })
     };
     let mut topic = TopicReader::new(&changes);
-    for kill in 0..4 {
+    for kill in 0..8 {
         let process = reader.start();
-        // Mid-stream: after some new records of this run arrived.
-        let seen = topic.records.len();
-        topic.read_until(&format!("records after restart {kill}"), |r| {
-            r.len() > seen + 20
+        // Mid-stream: after a few new records of this run arrived (how many varies, so
+        // kills land inside snapshots and between them).
+        // Each run gets past the snapshots produced before it (replays do not count).
+        let snapshot = |r: &Record| r.value["source"]["snapshot"].as_i64().unwrap_or(0);
+        let produced = topic.records.iter().map(snapshot).max().unwrap_or(0);
+        let more = 3 + 7 * (kill % 3);
+        topic.read_until(&format!("new snapshots after restart {kill}"), |r| {
+            r.iter().filter(|r| snapshot(r) > produced).count() > more
         });
         process.kill_9();
     }
@@ -546,5 +550,10 @@ fn a_killed_changelog_pipeline_loses_nothing_and_replays_only_the_snapshot_in_fl
             .is_ok_and(|text| text == caught_up)
     });
     last.terminate();
-    eprintln!("{records} changes, {duplicates} produced again after the kills");
+    eprintln!(
+        "{records} changes in {} records, {duplicates} produced again after the kills; \
+         the consumer at {}",
+        topic.records.len(),
+        latest + 1
+    );
 }

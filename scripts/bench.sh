@@ -5,7 +5,9 @@
 # BENCHMARKS.md.
 #
 # Installs what it needs once: Apache Kafka's jars (into ~/.cache/lakejoin, as
-# scripts/test.sh does) and redis-server (Debian package, with apt-get when missing). The
+# scripts/test.sh does) and Debian's redis-server (unpacked into ~/.cache/lakejoin/debian/redis
+# by scripts/debian.sh; nothing is installed on the system), and PyFlink for the Flink cases
+# (scripts/flink.sh, ~/.cache/lakejoin). The
 # benchmark starts its own Kafka broker and redis-server on free loopback ports and stops
 # them at the end.
 #
@@ -26,23 +28,23 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=lib/broker.sh
 source "${REPO_ROOT}/scripts/lib/broker.sh"
 
+# Unpacks Debian's redis-server once into ~/.cache/lakejoin/debian/redis (scripts/debian.sh;
+# nothing is installed on the system) and exports a wrapper for it as REDIS_SERVER.
 ensure_redis() {
     if [[ -n "${REDIS_SERVER:-}" ]]; then
         [[ -x "${REDIS_SERVER}" ]] || fail "REDIS_SERVER=${REDIS_SERVER} is not an executable"
         return
     fi
-    if command -v redis-server >/dev/null; then
-        log "redis-server: $(command -v redis-server)"
-        return
-    fi
-    command -v apt-get >/dev/null || fail "no redis-server and no apt-get to install it; set REDIS_SERVER"
-    log "Installing redis-server (Debian package)"
-    local sudo=""
-    [[ "$(id -u)" == 0 ]] || sudo="sudo"
-    ${sudo} apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive ${sudo} apt-get install -y -qq redis-server >/dev/null
-    command -v redis-server >/dev/null || fail "apt-get install redis-server did not install redis-server"
-    # The package starts a system-wide instance; the benchmark starts its own.
+    local dir
+    dir="$(bash "${REPO_ROOT}/scripts/debian.sh" redis redis-server redis-tools liblzf1 libjemalloc2)" \
+        || fail "scripts/debian.sh could not unpack Debian's redis-server; set REDIS_SERVER"
+    REDIS_SERVER="${dir}/redis-server"
+    printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s/usr/bin/redis-server" "$@"\n' \
+        "${dir}" "${dir}" > "${REDIS_SERVER}"
+    chmod +x "${REDIS_SERVER}"
+    "${REDIS_SERVER}" --version >/dev/null || fail "${REDIS_SERVER} does not run"
+    export REDIS_SERVER
+    log "redis-server: ${REDIS_SERVER} ($("${REDIS_SERVER}" --version | cut -d' ' -f3))"
 }
 
 main() {

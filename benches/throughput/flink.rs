@@ -49,6 +49,10 @@ pub struct FlinkEnrich<'a> {
     pub output: &'a str,
     /// `full` (`lookup.cache` FULL) or `default` (Paimon's default, AUTO).
     pub cache: &'a str,
+    /// `parallelism.default` of the job.
+    pub parallelism: u32,
+    /// Paimon's `lookup.async` for the join.
+    pub async_lookup: bool,
     pub group: &'a str,
 }
 
@@ -87,6 +91,8 @@ impl FlinkJob {
             .args(["--output", job.output])
             .args(["--cache", job.cache])
             .args(["--group", job.group])
+            .args(["--parallelism", &job.parallelism.to_string()])
+            .args(job.async_lookup.then_some("--async-lookup"))
             .arg("--tmp-dir")
             .arg(&tmp_dir)
             .env("FLINK_LOG_DIR", &log_dir)

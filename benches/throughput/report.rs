@@ -293,11 +293,21 @@ impl Report {
                 .and_then(|(_, r, _)| r.as_ref().ok())
         };
         let mut out = String::new();
+        // Each Flink setting (parallelism 1, and 2 with async lookups) against the same
+        // lakejoin case: the target holds against Flink's best.
         for (ours, theirs) in [
             ("lakejoin full 1 join", "flink + paimon, FULL cache, 1 join"),
             (
+                "lakejoin full 1 join",
+                "flink + paimon, FULL cache, 1 join, parallelism 2",
+            ),
+            (
                 "lakejoin partial 1 join",
                 "flink + paimon, default cache, 1 join",
+            ),
+            (
+                "lakejoin partial 1 join",
+                "flink + paimon, default cache, 1 join, parallelism 2, async lookups",
             ),
         ] {
             let (Some(a), Some(b)) = (ok(ours), ok(theirs)) else {

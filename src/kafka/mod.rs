@@ -6,9 +6,11 @@
 //! ([`partitions_with_retry`]), and [`watch`] logs when the broker goes away and comes back.
 
 mod client_log;
+mod produce;
 pub(crate) mod watch;
 
 pub(crate) use client_log::ClientLog;
+pub(crate) use produce::{Deliveries, Failure, OutRecord, Producer};
 
 use std::time::Duration;
 
@@ -16,7 +18,6 @@ use rdkafka::ClientConfig;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::message::{Header, Headers as _, Message, OwnedHeaders};
-use rdkafka::producer::FutureProducer;
 
 use crate::codec::KafkaRecord;
 use crate::config::{KafkaConfig, OffsetOutOfRange, StartFrom};
@@ -25,8 +26,6 @@ use crate::secret::Redactor;
 
 /// A lakejoin consumer: its librdkafka logs go through [`ClientLog`].
 pub(crate) type Consumer = StreamConsumer<ClientLog>;
-/// A lakejoin producer: its librdkafka logs go through [`ClientLog`].
-pub(crate) type Producer = FutureProducer<ClientLog>;
 
 /// How long one attempt of a retried request waits for the broker.
 pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -160,8 +159,7 @@ pub(crate) fn producer(kafka: &KafkaConfig) -> Result<(Producer, ClientLog)> {
         .set("compression.type", "lz4");
     apply_properties(&mut config, kafka);
     let log = ClientLog::new("producer", kafka);
-    let producer = config
-        .create_with_context(log.clone())
+    let producer = Producer::create(&config, log.clone())
         .map_err(|e| kafka_error(kafka, "creating the Kafka producer", e))?;
     Ok((producer, log))
 }

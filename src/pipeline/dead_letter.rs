@@ -2,13 +2,10 @@
 //! unchanged, to the pipeline's dead-letter topic with the reason and its origin in
 //! headers, and the pipeline goes on. Without a dead-letter topic it is logged.
 
-use std::time::Duration;
-
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message};
-use rdkafka::producer::FutureRecord;
 
-use crate::kafka::Producer;
+use crate::kafka::{OutRecord, Producer};
 
 use crate::error::{Error, Result};
 
@@ -130,17 +127,11 @@ impl DeadLetters {
                 value: Some(size),
             });
         }
-        let mut record: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).headers(headers);
-        if let Some(k) = message.key() {
-            record = record.key(k);
-        }
-        if let Some(p) = payload {
-            record = record.payload(p);
-        }
-        self.producer
-            .send(record, Duration::from_secs(60))
-            .await
-            .map(|_| ())
-            .map_err(|(e, _)| e)
+        let record = OutRecord {
+            topic,
+            key: message.key(),
+            payload,
+        };
+        self.producer.send_one(record, Some(headers)).await
     }
 }

@@ -27,16 +27,18 @@ use super::dead_letter::DeadLetters;
 use crate::codec::{FactDecoder, OutputEncoder};
 use crate::config::{EnrichConfig, KafkaConfig};
 use crate::error::{Error, Result};
-use crate::kafka::{Consumer, Producer};
+use crate::kafka::{Consumer, Deliveries, Producer};
 use crate::observe::PipelineMetrics;
 use facts::{BatchOutcome, Enriched, Enricher, FactError};
 pub(crate) use join::{Join, JoinPlan};
 pub(crate) use offsets::OffsetTracker;
 use produce::Refused;
 
-/// Deliveries not yet acknowledged, per pipeline (bounds memory next to `max_in_flight`
-/// facts in lookups).
-const MAX_UNACKNOWLEDGED: usize = 10_000;
+/// Facts whose records are not yet acknowledged, per pipeline (bounds memory next to
+/// `max_in_flight` facts in lookups). Enough for a quarter second of output at 200k
+/// records/s: with `acks=all` a delivery takes a broker round trip plus `linger.ms`, and
+/// the consumer stops taking facts while the bound is reached.
+const MAX_UNACKNOWLEDGED: usize = 50_000;
 /// Most facts taken from the consumer into one batch.
 const FACT_BATCH: usize = 256;
 
@@ -63,8 +65,9 @@ impl InFlight {
     }
 }
 
-/// Deliveries in flight: each resolves to the fact's position once acknowledged.
-type Deliveries = FuturesUnordered<BoxFuture<'static, Result<(String, i32, i64)>>>;
+/// A delivery group in flight: once every record is acknowledged, resolves to how many
+/// facts it was given and those whose offsets are done.
+type Delivery = BoxFuture<'static, Result<(usize, Vec<OwnedMessage>)>>;
 
 /// Runs one enrich pipeline until `shutdown`. Joins with a `full` cache are loaded before
 /// the first fact is consumed.
@@ -125,7 +128,9 @@ pub(crate) async fn run(
         metrics: &metrics,
         alone: Arc::new(tokio::sync::Mutex::new(())),
     };
-    let mut deliveries = Deliveries::new();
+    let mut deliveries = FuturesUnordered::<Delivery>::new();
+    // Facts in `deliveries`.
+    let mut unacknowledged = 0usize;
     let mut offsets = OffsetTracker::default();
     let mut commit_tick = tokio::time::interval(Duration::from_secs(1));
     let mut stored = false;
@@ -133,7 +138,7 @@ pub(crate) async fn run(
     let mut in_flight = 0usize;
     loop {
         tokio::select! {
-            message = consumer.recv(), if in_flight < max_in_flight && deliveries.len() < MAX_UNACKNOWLEDGED => {
+            message = consumer.recv(), if in_flight < max_in_flight && unacknowledged < MAX_UNACKNOWLEDGED => {
                 let first = match message {
                     Ok(m) => m.detach(),
                     Err(e) => {
@@ -171,15 +176,12 @@ pub(crate) async fn run(
                     lookups.push(enricher.clone().enrich(message).boxed());
                 }
                 in_flight -= outcome.done.len();
-                for enriched in outcome.done {
-                    if let Some(delivery) = sink.deliver(enriched).await? {
-                        deliveries.push(delivery);
-                    }
-                }
+                unacknowledged += outcome.done.len();
+                let delivery = sink.deliver(outcome.done).await?;
+                deliveries.push(delivery);
             }
             Some(done) = deliveries.next() => {
-                let (topic, partition, offset) = done?;
-                stored |= offsets.finish(&topic, partition, offset).is_some();
+                unacknowledged -= done_facts(&mut offsets, done?, &mut stored);
             }
             _ = commit_tick.tick() => {
                 if stored {
@@ -199,15 +201,11 @@ pub(crate) async fn run(
         for message in outcome.deferred {
             lookups.push(enricher.clone().enrich(message).boxed());
         }
-        for enriched in outcome.done {
-            if let Some(delivery) = sink.deliver(enriched).await? {
-                deliveries.push(delivery);
-            }
-        }
+        let delivery = sink.deliver(outcome.done).await?;
+        deliveries.push(delivery);
     }
     while let Some(done) = deliveries.next().await {
-        let (topic, partition, offset) = done?;
-        stored |= offsets.finish(&topic, partition, offset).is_some();
+        done_facts(&mut offsets, done?, &mut stored);
     }
     if stored {
         store_moved(&consumer, &mut offsets, &config.name);
@@ -225,72 +223,105 @@ struct Sink<'a> {
     config: &'a EnrichConfig,
     metrics: &'a Arc<PipelineMetrics>,
     /// Records refused as too large are sent again one at a time (see
-    /// `produce::await_deliveries`).
+    /// `produce::redeliver`).
     alone: Arc<tokio::sync::Mutex<()>>,
 }
 
+/// A fact whose records were sent: once they are all acknowledged, its offset is done.
+struct SentFact {
+    message: OwnedMessage,
+    /// Its records in the delivery group.
+    records: u64,
+    /// It went to the dead-letter topic instead (a record of it was refused at once):
+    /// its other records' failures do not matter.
+    dead_lettered: bool,
+}
+
 impl Sink<'_> {
-    /// Sends a finished fact's records (or its dead letter); the returned delivery
-    /// resolves to its position once the broker acknowledged everything. `None`: a fact
-    /// left unfinished at shutdown, whose offset must not be committed.
+    /// Sends the records of a batch's finished facts (or their dead letters) in one
+    /// delivery group; the returned delivery resolves to the facts whose offsets are done
+    /// once the broker acknowledged every record. A fact left unfinished at shutdown is
+    /// not among them: its offset must not be committed.
     ///
     /// A record the broker refuses for what it is (too large for the topic, invalid)
     /// turns its fact into a dead letter, with the reason; an error that no record could
     /// get past (the topic is gone, the pipeline may not write it) stops the pipeline.
-    async fn deliver(
-        &self,
-        (message, result): Enriched,
-    ) -> Result<Option<BoxFuture<'static, Result<(String, i32, i64)>>>> {
-        let position = (
-            message.topic().to_string(),
-            message.partition(),
-            message.offset(),
-        );
-        Ok(Some(match result {
-            Ok(outputs) if outputs.is_empty() => {
-                PipelineMetrics::add(&self.metrics.dropped, 1);
-                futures::future::ready(Ok(position)).boxed()
-            }
-            Ok(outputs) => {
-                let topic = &self.config.output.topic;
-                let sent = match produce::produce_all(self.producer, topic, &message, outputs).await
-                {
-                    Ok(sent) => sent,
-                    Err(Refused::Record(reason)) => {
-                        self.dead_letter(&message, &reason).await?;
-                        return Ok(Some(futures::future::ready(Ok(position)).boxed()));
-                    }
-                    Err(Refused::Pipeline(e)) => return Err(e),
-                };
-                let metrics = self.metrics.clone();
-                let topic = topic.clone();
-                let dead_letters = self.dead_letters.clone();
-                let pipeline = self.config.name.clone();
-                let producer = self.producer.clone();
-                let alone = self.alone.clone();
-                async move {
-                    let n = sent.len() as u64;
-                    match produce::await_deliveries(sent, &producer, &topic, &message, &alone).await
+    async fn deliver(&self, done: Vec<Enriched>) -> Result<Delivery> {
+        let group = Deliveries::new();
+        let given = done.len();
+        let topic = &self.config.output.topic;
+        let mut sent = Vec::with_capacity(done.len());
+        for (message, result) in done {
+            let tag = u32::try_from(sent.len()).unwrap_or(u32::MAX);
+            let (records, dead_lettered) = match result {
+                Ok(outputs) if outputs.is_empty() => {
+                    PipelineMetrics::add(&self.metrics.dropped, 1);
+                    (0, false)
+                }
+                Ok(outputs) => {
+                    match produce::send_all(self.producer, topic, &group, tag, &message, outputs)
+                        .await
                     {
-                        Ok(()) => PipelineMetrics::add(&metrics.records_out, n),
+                        Ok(records) => (records, false),
                         Err(Refused::Record(reason)) => {
-                            PipelineMetrics::add(&metrics.dead_lettered, 1);
-                            dead_letters.send(&pipeline, &message, &reason).await?;
+                            self.dead_letter(&message, &reason).await?;
+                            (0, true)
                         }
                         Err(Refused::Pipeline(e)) => return Err(e),
                     }
-                    Ok(position)
                 }
-                .boxed()
+                Err(FactError::Bad(reason)) => {
+                    self.dead_letter(&message, &reason).await?;
+                    (0, true)
+                }
+                // Held facts come back only once they succeed, fail on their own, or are
+                // given up at shutdown.
+                Err(FactError::Held(_) | FactError::Unfinished) => continue,
+            };
+            sent.push(SentFact {
+                message,
+                records,
+                dead_lettered,
+            });
+        }
+        let metrics = self.metrics.clone();
+        let topic = topic.clone();
+        let dead_letters = self.dead_letters.clone();
+        let pipeline = self.config.name.clone();
+        let producer = self.producer.clone();
+        let alone = self.alone.clone();
+        Ok(async move {
+            let mut failures = group.all_delivered().await;
+            failures.sort_by_key(|f| f.tag);
+            for failure in failures {
+                let Some(fact) = usize::try_from(failure.tag)
+                    .ok()
+                    .and_then(|i| sent.get_mut(i))
+                else {
+                    continue;
+                };
+                if fact.dead_lettered {
+                    continue;
+                }
+                match produce::redeliver(failure, &producer, &topic, &alone).await {
+                    Ok(()) => {}
+                    Err(Refused::Record(reason)) => {
+                        fact.dead_lettered = true;
+                        PipelineMetrics::add(&metrics.dead_lettered, 1);
+                        dead_letters.send(&pipeline, &fact.message, &reason).await?;
+                    }
+                    Err(Refused::Pipeline(e)) => return Err(e),
+                }
             }
-            Err(FactError::Bad(reason)) => {
-                self.dead_letter(&message, &reason).await?;
-                futures::future::ready(Ok(position)).boxed()
-            }
-            // Held facts come back only once they succeed, fail on their own, or are
-            // given up at shutdown.
-            Err(FactError::Held(_) | FactError::Unfinished) => return Ok(None),
-        }))
+            let delivered = sent
+                .iter()
+                .filter(|f| !f.dead_lettered)
+                .map(|f| f.records)
+                .sum();
+            PipelineMetrics::add(&metrics.records_out, delivered);
+            Ok((given, sent.into_iter().map(|f| f.message).collect()))
+        }
+        .boxed())
     }
 
     async fn dead_letter(&self, message: &OwnedMessage, reason: &str) -> Result<()> {
@@ -299,6 +330,21 @@ impl Sink<'_> {
             .send(&self.config.name, message, reason)
             .await
     }
+}
+
+/// Marks a delivered group's facts done; `stored` says whether a committable offset moved.
+/// Returns how many facts the group was given.
+fn done_facts(
+    offsets: &mut OffsetTracker,
+    (given, facts): (usize, Vec<OwnedMessage>),
+    stored: &mut bool,
+) -> usize {
+    for m in &facts {
+        *stored |= offsets
+            .finish(m.topic(), m.partition(), m.offset())
+            .is_some();
+    }
+    given
 }
 
 /// Stores, before a commit, each partition's committable offset that moved since the

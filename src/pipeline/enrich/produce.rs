@@ -8,18 +8,14 @@
 //! was deleted, the pipeline may not write it, the cluster is gone past the producer's own
 //! retries) no record gets past, so the pipeline stops, saying why.
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Message, OwnedMessage};
-use rdkafka::producer::{DeliveryFuture, FutureRecord};
 
 use super::facts::Output;
 use crate::error::Error;
-use crate::kafka::Producer;
-
-/// How long a send waits before trying again while librdkafka's queue is full.
-const QUEUE_FULL_WAIT: Duration = Duration::from_millis(5);
+use crate::kafka::{Deliveries, Failure, OutRecord, Producer};
 
 /// Why records were not produced.
 #[derive(Debug)]
@@ -56,110 +52,58 @@ fn refused(topic: &str, error: KafkaError, size: Option<usize>) -> Refused {
     }
 }
 
-/// A record sent and not yet acknowledged, kept to be sent again on its own.
-pub(crate) struct Sent {
-    delivery: DeliveryFuture,
-    key: Option<Vec<u8>>,
-    payload: Vec<u8>,
-}
-
-/// Sends every output record of a fact.
-pub(crate) async fn produce_all(
+/// Sends every output record of a fact in `group`, tagged `tag`: the fact's records
+/// sent. A record refused at once refuses the fact (the records before it are sent).
+pub(crate) async fn send_all(
     producer: &Producer,
     topic: &str,
+    group: &Arc<Deliveries>,
+    tag: u32,
     message: &OwnedMessage,
     outputs: Vec<Output>,
-) -> Result<Vec<Sent>, Refused> {
-    let mut sent = Vec::with_capacity(outputs.len());
-    for (key, payload) in outputs {
-        let key = key.or_else(|| message.key().map(<[u8]>::to_vec));
-        let delivery = produce(producer, topic, message, key.as_deref(), &payload).await?;
-        sent.push(Sent {
-            delivery,
-            key,
-            payload,
-        });
+) -> Result<u64, Refused> {
+    let mut sent = 0;
+    for (key, payload) in &outputs {
+        let record = OutRecord {
+            topic,
+            key: key.as_deref().or(message.key()),
+            payload: Some(payload),
+        };
+        // Most facts carry no headers: then no (empty) header list is made for each.
+        let headers = message
+            .headers()
+            .map(|_| crate::kafka::copied_headers(message));
+        producer
+            .send(group, tag, record, headers)
+            .await
+            .map_err(|e| refused(topic, e, Some(payload.len())))?;
+        sent += 1;
     }
     Ok(sent)
 }
 
-/// Waits until the broker acknowledged every record. A record the broker refused as too
+/// What to do with a record the broker did not acknowledge. A record refused as too
 /// large is sent once more on its own, one at a time per pipeline (`alone`), before it
 /// counts as refused: the broker judges a whole batch against the topic's
 /// `max.message.bytes`, so a small record batched with an oversized one is refused with
 /// it, and must not become a dead letter for that.
-pub(crate) async fn await_deliveries(
-    sent: Vec<Sent>,
+pub(crate) async fn redeliver(
+    failure: Failure,
     producer: &Producer,
     topic: &str,
-    message: &OwnedMessage,
     alone: &tokio::sync::Mutex<()>,
 ) -> Result<(), Refused> {
-    for record in sent {
-        let error = match record.delivery.await {
-            Ok(Ok(_)) => continue,
-            Ok(Err((e, _))) => e,
-            Err(_) => {
-                return Err(Refused::Pipeline(Error::kafka(
-                    "delivery",
-                    KafkaError::Canceled,
-                )));
-            }
-        };
-        let size = record.payload.len();
-        match refused(topic, error, Some(size)) {
-            Refused::Record(_) => {
-                let _one_at_a_time = alone.lock().await;
-                let again = produce(
-                    producer,
-                    topic,
-                    message,
-                    record.key.as_deref(),
-                    &record.payload,
-                )
-                .await?;
-                match again.await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err((e, _))) => return Err(refused(topic, e, Some(size))),
-                    Err(_) => {
-                        return Err(Refused::Pipeline(Error::kafka(
-                            "delivery",
-                            KafkaError::Canceled,
-                        )));
-                    }
-                }
-            }
-            pipeline => return Err(pipeline),
+    let size = failure.record.payload().map(<[u8]>::len);
+    let Failure { error, .. } = &failure;
+    match refused(topic, error.clone(), size) {
+        Refused::Record(_) => {
+            let _one_at_a_time = alone.lock().await;
+            producer
+                .send_again(&failure)
+                .await
+                .map_err(|e| refused(topic, e, size))
         }
-    }
-    Ok(())
-}
-
-/// Sends the enriched record with the fact's headers. Waits while librdkafka's queue is
-/// full.
-async fn produce(
-    producer: &Producer,
-    topic: &str,
-    message: &OwnedMessage,
-    key: Option<&[u8]>,
-    payload: &[u8],
-) -> Result<DeliveryFuture, Refused> {
-    loop {
-        let mut out: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic).payload(payload);
-        // Most facts carry no headers: then no (empty) header list is made for each.
-        if message.headers().is_some() {
-            out = out.headers(crate::kafka::copied_headers(message));
-        }
-        if let Some(k) = key {
-            out = out.key(k);
-        }
-        match producer.send_result(out) {
-            Ok(delivery) => return Ok(delivery),
-            Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                tokio::time::sleep(QUEUE_FULL_WAIT).await;
-            }
-            Err((e, _)) => return Err(refused(topic, e, Some(payload.len()))),
-        }
+        pipeline => Err(pipeline),
     }
 }
 

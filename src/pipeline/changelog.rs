@@ -13,8 +13,9 @@
 //!   starts from `earliest` holds its snapshots from the first moment.
 //! - **Faults.** A store that fails is waited out with backoff (the pipeline unready with
 //!   the reason meanwhile); a broker that is away is waited for (the producer never
-//!   times out). A record the broker refuses (too large for the topic, not authorised)
-//!   stops the pipeline with the reason: its position stays before that snapshot.
+//!   times out; a full local queue is waited out by `kafka::Producer::send`). A record
+//!   the broker refuses (too large for the topic, not authorised) stops the pipeline
+//!   with the reason: its position stays before that snapshot.
 //!
 //! Why its own module: it shares nothing with the CDC and enrich loops but the producer
 //! and the metrics; it reads tables where they read topics.
@@ -23,20 +24,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::FutureRecord;
+use rdkafka::error::KafkaError;
 use tokio::sync::watch;
 
 use crate::codec::changelog::{ChangeEncoder, ChangeFormat, ChangeRecord, ChangeSource};
 use crate::config::{ChangelogConfig, ChangelogStart};
 use crate::error::{Error, ErrorKind, Result};
-use crate::kafka::Producer;
+use crate::kafka::{Deliveries, OutRecord, Producer};
 use crate::lsm::changes::{read_changes, unfaithful_changes};
 use crate::observe::PipelineMetrics;
 use crate::table::Table;
 
-/// How long a record waits when librdkafka's local queue is full (backpressure).
-const QUEUE_FULL_WAIT: Duration = Duration::from_millis(5);
 /// First and longest wait between attempts of a failing table read.
 const STORE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(30));
 
@@ -276,42 +274,37 @@ impl Changelog {
         ))
     }
 
-    /// Sends `records` in order and waits until the broker has acknowledged every one.
+    /// Sends `records` in order, as one delivery group, and waits until the broker has
+    /// acknowledged every one.
     async fn send_all(&self, records: &[ChangeRecord]) -> Result<()> {
-        let topic = &self.config.topic;
-        let mut deliveries = Vec::with_capacity(records.len());
-        for record in records {
-            loop {
-                let mut out: FutureRecord<'_, [u8], [u8]> =
-                    FutureRecord::to(topic).key(&record.key);
-                if let Some(value) = &record.value {
-                    out = out.payload(value);
-                }
-                match self.producer.send_result(out) {
-                    Ok(delivery) => {
-                        deliveries.push(delivery);
-                        break;
-                    }
-                    Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                        tokio::time::sleep(QUEUE_FULL_WAIT).await;
-                    }
-                    Err((e, _)) => return Err(self.refused(e, record)),
-                }
+        let group = Deliveries::new();
+        for (tag, record) in records.iter().enumerate() {
+            let out = OutRecord {
+                topic: &self.config.topic,
+                key: Some(&record.key),
+                payload: record.value.as_deref(),
+            };
+            // The tag is the record's index (a snapshot of more than 4 billion changes
+            // would only name the wrong one in the error).
+            let tag = u32::try_from(tag).unwrap_or(u32::MAX);
+            if let Err(e) = self.producer.send(&group, tag, out, None).await {
+                return Err(self.refused(e, record));
             }
         }
-        for (delivery, record) in deliveries.into_iter().zip(records) {
-            match delivery.await {
-                Ok(Ok(_)) => {}
-                Ok(Err((e, _))) => return Err(self.refused(e, record)),
-                Err(_) => {
-                    return Err(Error::Config(format!(
-                        "changelog {}: the producer was closed while delivering to {topic}",
-                        self.config.name
-                    )));
-                }
+        let failures = group.all_delivered().await;
+        match failures.into_iter().min_by_key(|f| f.tag) {
+            Some(failure) => {
+                let index = usize::try_from(failure.tag).unwrap_or(usize::MAX);
+                let record = records.get(index).or(records.last());
+                Err(match record {
+                    Some(record) => self.refused(failure.error, record),
+                    None => {
+                        Error::kafka(format!("producing to {}", self.config.topic), failure.error)
+                    }
+                })
             }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// The error that stops the pipeline when the broker refuses a record.

@@ -7,7 +7,8 @@
 //!   twice (a tiny write buffer) check that a second flush starts from the first.
 //! - `input`: the changes read back are the changes written, key by key in order.
 //! - Expiry keeps the changelog of expired snapshots while the changelog retention
-//!   lasts (long-lived changelogs), through orphan cleaning, and removes it after.
+//!   lasts (long-lived changelogs), through orphan cleaning, and removes it after; a
+//!   consumer (`consumer/consumer-<id>`) holds what it reads next.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -276,9 +277,6 @@ async fn full_compaction_producer_is_refused_by_the_writer() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "issue 19, open: eight commits leave nine snapshots here (expiry removes 1..=7, \
-            not 1..=6); where the ninth comes from is not yet known, so neither is whether \
-            the expected ids or the writer are wrong"]
 async fn expiry_keeps_changelogs_while_their_retention_lasts() {
     let dir = tempfile::tempdir().unwrap();
     let wh = Warehouse::from_uri(dir.path().to_str().unwrap(), &BTreeMap::new()).unwrap();
@@ -304,12 +302,19 @@ async fn expiry_keeps_changelogs_while_their_retention_lasts() {
     let from =
         |id: i64| -> Vec<Change> { before.iter().filter(|c| c.snapshot > id).cloned().collect() };
     tokio::time::sleep(Duration::from_millis(5)).await;
+    // Once `time_retained` has passed, expiry keeps only `retain_min` snapshots (Java's
+    // `ExpireSnapshotsImpl`: `retain_max` caps what stays, it keeps nothing): the two
+    // newest stay here.
     let config = ExpireConfig {
-        retain_min: 1,
+        retain_min: 2,
         retain_max: 2,
         time_retained: Duration::ZERO,
         max_deletes: usize::MAX,
     };
+    assert_eq!(
+        table.snapshot_ids().await.unwrap(),
+        (1..=8).collect::<Vec<_>>()
+    );
     let report = expire_snapshots(&table, &config).await.unwrap();
     assert_eq!(report.expired, (1..=6).collect::<Vec<_>>());
     // Changelog retention: the newest 5 snapshots' worth (4..8), and the newest
@@ -334,7 +339,7 @@ async fn expiry_keeps_changelogs_while_their_retention_lasts() {
         &[
             ("changelog-producer", "input"),
             ("write-only", "true"),
-            ("snapshot.num-retained.min", "1"),
+            ("snapshot.num-retained.min", "2"),
             ("snapshot.num-retained.max", "2"),
             ("snapshot.time-retained", "1 ms"),
         ],
@@ -354,4 +359,86 @@ async fn expiry_keeps_changelogs_while_their_retention_lasts() {
     assert!(report.changelogs_expired.is_empty());
     assert!(read_changes(&plain, 0, 3).await.is_err());
     assert_eq!(read_changes(&plain, 1, 3).await.unwrap().len(), 2);
+}
+
+/// A consumer (`consumer/consumer-<id>`, as a `[[changelog]]` pipeline or Flink's
+/// `consumer-id` writes it) holds long-lived changelogs too: changelog expiry removes
+/// none it reads next, and the ones before it once it moves on, even when no snapshot
+/// expires then (Java runs `ExpireChangelogImpl` after every snapshot expiry).
+#[tokio::test(flavor = "multi_thread")]
+async fn changelog_expiry_keeps_what_a_consumer_reads_next() {
+    use object_store::{ObjectStoreExt, PutPayload};
+    let table = create(
+        &Warehouse::in_memory(),
+        &[
+            ("changelog-producer", "input"),
+            ("write-only", "true"),
+            ("changelog.num-retained.min", "6"),
+            ("changelog.num-retained.max", "100"),
+            ("changelog.time-retained", "1 ms"),
+        ],
+    )
+    .await;
+    let mut writer = TableWriter::new(table.clone(), "test").await.unwrap();
+    let commit = async |writer: &mut TableWriter, i: i32| {
+        let g = (RowKind::Insert, i % 3, Some(i64::from(i)), None, None);
+        writer.write(g.0, row(&g)).unwrap();
+        writer.commit(BTreeMap::new()).await.unwrap().unwrap();
+    };
+    for i in 0..8 {
+        commit(&mut writer, i).await;
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let config = ExpireConfig {
+        retain_min: 1,
+        retain_max: 1,
+        time_retained: Duration::ZERO,
+        max_deletes: usize::MAX,
+    };
+    let report = expire_snapshots(&table, &config).await.unwrap();
+    assert_eq!(report.expired, (1..=7).collect::<Vec<_>>());
+    // `changelog.num-retained.min` (6) keeps 3..=8.
+    assert_eq!(report.changelogs_expired, vec![1, 2]);
+
+    let consumer = |next: i64| {
+        let table = table.clone();
+        async move {
+            table
+                .store()
+                .put(
+                    &table.path_of("consumer/consumer-out"),
+                    PutPayload::from(format!("{{\n  \"nextSnapshot\" : {next}\n}}")),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    consumer(3).await;
+    for i in 8..12 {
+        commit(&mut writer, i).await;
+    }
+    writer.close().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let before = read_changes(&table, 2, 12).await.unwrap();
+    let report = expire_snapshots(&table, &config).await.unwrap();
+    assert!(
+        report.expired.is_empty(),
+        "the consumer holds snapshot 8 on"
+    );
+    // Without the consumer 3..=6 would go (num-retained.min keeps 7..=12).
+    assert!(report.changelogs_expired.is_empty(), "{report:?}");
+    assert_eq!(read_changes(&table, 2, 12).await.unwrap(), before);
+
+    consumer(6).await;
+    let report = expire_snapshots(&table, &config).await.unwrap();
+    assert!(report.expired.is_empty());
+    assert_eq!(report.changelogs_expired, vec![3, 4, 5]);
+    assert!(read_changes(&table, 2, 12).await.is_err());
+    assert_eq!(
+        read_changes(&table, 5, 12).await.unwrap(),
+        before
+            .into_iter()
+            .filter(|c| c.snapshot > 5)
+            .collect::<Vec<_>>()
+    );
 }

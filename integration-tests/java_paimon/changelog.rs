@@ -178,3 +178,40 @@ fn deduplicate_lookup_row_deduplicate_read_by_java_as_its_own() {
         .collect();
     assert_same_changelog(&spec, "lookup", &commits);
 }
+
+/// Java's snapshot expiry keeps every snapshot from a consumer's `nextSnapshot` on, read
+/// from a consumer file with the text lakejoin's `[[changelog]]` pipelines write
+/// (`table::consumer::consumer_json`, whose unit test pins this text): so Java's
+/// maintenance never removes what such a pipeline has not produced yet.
+#[test]
+fn java_expiry_keeps_what_a_lakejoin_consumer_reads_next() {
+    let case = dedup_case(false);
+    let table = Table::create(case.spec.clone(), Creator::Lakejoin);
+    for commit in case.commits.iter().take(5) {
+        table.lj_write(commit, Some(ROW_KIND));
+    }
+    let ids = |table: &Table| -> Vec<u64> {
+        table
+            .java_snapshots()
+            .iter()
+            .map(|s| s["id"].as_u64().expect("snapshot id"))
+            .collect()
+    };
+    // Five commits, and the compactions the writer may have made after them.
+    let before = ids(&table);
+    let latest = *before.last().expect("snapshots");
+    assert!(
+        before == (1..=latest).collect::<Vec<_>>() && latest >= 5,
+        "{before:?}"
+    );
+    let consumer = table.path().join("consumer");
+    std::fs::create_dir_all(&consumer).unwrap();
+    std::fs::write(
+        consumer.join("consumer-wide-out"),
+        "{\n  \"nextSnapshot\" : 3\n}",
+    )
+    .unwrap();
+    // Without the consumer, keeping one snapshot would expire all but the latest.
+    assert_eq!(table.java_expire(1), 2);
+    assert_eq!(ids(&table), (3..=latest).collect::<Vec<_>>());
+}

@@ -55,6 +55,7 @@ use crate::table::schema::TableSchema;
 
 mod avro;
 mod canal;
+pub(crate) mod changelog;
 mod debezium;
 mod envelope;
 mod error;

@@ -1,6 +1,7 @@
 //! `connectors.toml`: loading (TOML plus `LAKEJOIN__SECTION__KEY` environment overrides),
 //! and validation that reports every problem at once, each with its key path.
 
+mod changelog;
 pub(crate) mod duration;
 mod model;
 
@@ -32,12 +33,13 @@ pub(crate) const CDC_FORMATS: [&str; 7] = [
     "debezium-avro",
 ];
 /// Top-level sections of `connectors.toml`.
-pub(crate) const SECTIONS: [&str; 8] = [
+pub(crate) const SECTIONS: [&str; 9] = [
     "kafka",
     "warehouse",
     "table",
     "cdc",
     "enrich",
+    "changelog",
     "observe",
     "run",
     "writer",
@@ -114,6 +116,7 @@ fn from_value(origin: &str, value: Value) -> Result<Config> {
     let tables: Vec<TableConfig> = list(&mut top, "table", &mut problems);
     let cdc: Vec<CdcConfig> = list(&mut top, "cdc", &mut problems);
     let enrich: Vec<EnrichConfig> = list(&mut top, "enrich", &mut problems);
+    let changelog: Vec<ChangelogConfig> = list(&mut top, "changelog", &mut problems);
     // Optional sections: when one fails to parse its problems are reported (so no config
     // comes out) and the default only stands in for the checks of the other sections.
     let observe: ObserveConfig =
@@ -128,6 +131,7 @@ fn from_value(origin: &str, value: Value) -> Result<Config> {
             tables,
             cdc,
             enrich,
+            changelog,
             observe,
             run,
             writer,
@@ -640,6 +644,19 @@ impl Config {
                 }
             }
         }
+        let mut consumers = HashSet::new();
+        for (i, c) in self.changelog.iter().enumerate() {
+            let topics = std::slice::from_ref(&c.topic);
+            let at = check_pipeline("changelog", i, &c.name, topics, &mut problems);
+            changelog::check(c, &at, &schemas, &self.cdc, &mut problems);
+            if !consumers.insert((&c.table, c.consumer_id())) {
+                problems.push(format!(
+                    "{at}.consumer_id: consumer `{}` of {} is used by another [[changelog]]",
+                    c.consumer_id(),
+                    c.table
+                ));
+            }
+        }
         problems
     }
 
@@ -667,13 +684,17 @@ impl Config {
 
     /// A one-line summary for `lakejoin validate`.
     pub(crate) fn summary(&self) -> String {
-        format!(
+        let mut summary = format!(
             "ok: {} table(s), {} cdc pipeline(s), {} enrich pipeline(s), {} join(s)",
             self.tables.len(),
             self.cdc.len(),
             self.enrich.len(),
             self.enrich.iter().map(|e| e.join.len()).sum::<usize>()
-        )
+        );
+        if !self.changelog.is_empty() {
+            summary.push_str(&format!(", {} changelog pipeline(s)", self.changelog.len()));
+        }
+        summary
     }
 }
 

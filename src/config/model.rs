@@ -20,6 +20,9 @@ pub struct Config {
     pub cdc: Vec<CdcConfig>,
     #[serde(default)]
     pub(crate) enrich: Vec<EnrichConfig>,
+    /// `[[changelog]]`: tables' changes produced to Kafka.
+    #[serde(default)]
+    pub(crate) changelog: Vec<ChangelogConfig>,
     /// `[observe]` (optional).
     #[serde(default)]
     pub observe: ObserveConfig,
@@ -492,4 +495,65 @@ pub(crate) struct RetryConfig {
     #[serde(deserialize_with = "duration::deserialize")]
     pub(crate) delay: Duration,
     pub(crate) max_attempts: u32,
+}
+
+/// `[[changelog]]`: the changes of one table, snapshot after snapshot, produced to a
+/// topic. Its position is the Paimon consumer `consumer_id` of the table.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct ChangelogConfig {
+    pub(crate) name: String,
+    pub(crate) table: String,
+    pub(crate) topic: String,
+    /// `debezium-json` (default) or `json` (the row with an `op` of +I/-U/+U/-D).
+    #[serde(default = "default_changelog_format")]
+    pub(crate) format: String,
+    /// Columns whose values, as a JSON object, are each record's key (default: the
+    /// primary key).
+    #[serde(default)]
+    pub(crate) key: Vec<String>,
+    /// Where a pipeline without a consumer file starts: `"earliest"` (default: the
+    /// oldest snapshot still readable), `"latest"` (changes committed from now on) or a
+    /// snapshot id (its changes and every later one's).
+    #[serde(default)]
+    pub(crate) start_from: ChangelogStart,
+    /// How often the table is looked at for new snapshots (default 1s; Java's
+    /// `continuous.discovery-interval`, whose default is 10s).
+    #[serde(
+        default = "default_discovery_interval",
+        deserialize_with = "duration::deserialize"
+    )]
+    pub(crate) discovery_interval: Duration,
+    /// The Paimon consumer holding the position (`consumer/consumer-<id>`; default the
+    /// pipeline's name). Expiry keeps every snapshot it has not read.
+    #[serde(default)]
+    pub(crate) consumer_id: Option<String>,
+}
+
+impl ChangelogConfig {
+    /// The consumer id: `consumer_id`, else the pipeline's name.
+    pub(crate) fn consumer_id(&self) -> &str {
+        self.consumer_id.as_deref().unwrap_or(&self.name)
+    }
+}
+
+fn default_changelog_format() -> String {
+    "debezium-json".into()
+}
+
+fn default_discovery_interval() -> Duration {
+    Duration::from_secs(1)
+}
+
+/// `start_from` of a `[[changelog]]`: `"earliest"`, `"latest"` or a snapshot id.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum ChangelogStart {
+    Snapshot(i64),
+    Named(String),
+}
+
+impl Default for ChangelogStart {
+    fn default() -> Self {
+        ChangelogStart::Named("earliest".into())
+    }
 }

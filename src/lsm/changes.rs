@@ -9,14 +9,19 @@
 //!   (`DeltaFollowUpScanner`): each commit's folded rows, with their row kinds.
 //!   Compactions rewrite rows and change nothing, so their snapshots are skipped.
 //!
+//! `unfaithful_changes` tells which tables these changes are the merged rows' changes
+//! of, for the `[[changelog]]` pipelines that produce them to Kafka.
+//!
 //! Why its own module: the merged scan (`lsm::reader`) answers "what is the table",
 //! this one "what happened to it"; `lakejoin table scan --from-snapshot` and the
 //! changelog tests read through it.
 
 use crate::error::{Error, Result};
 use crate::table::Table;
+use crate::table::changelog_options::ChangelogProducer;
 use crate::table::datum::Row;
 use crate::table::manifest::{FileKind, ManifestEntry};
+use crate::table::options::{MergeEngineKind, TableOptions};
 use crate::table::row_kind::RowKind;
 use crate::table::snapshot::{CommitKind, Snapshot};
 
@@ -89,4 +94,84 @@ async fn change_files(table: &Table, snapshot: &Snapshot) -> Result<Vec<Manifest
         .into_iter()
         .flat_map(|(_, files)| files)
         .collect())
+}
+
+/// Why [`read_changes`] of a table with these options does not yield its merged rows'
+/// changes, naming the `changelog-producer` that would; `None` when it does. The
+/// `lookup` and `full-compaction` changelogs hold the merged rows' before and after
+/// images for every merge engine. The `input` changelog, and without a producer the
+/// delta files, hold the rows as written: for a deduplicate table each is the whole new
+/// row (an upsert stream; without a producer updates come without their before image),
+/// for the other engines they are partial rows, increments or ignored duplicates.
+pub(crate) fn unfaithful_changes(options: &TableOptions) -> Option<String> {
+    let engine = options.merge_engine;
+    let what = match engine {
+        MergeEngineKind::Deduplicate => return None,
+        MergeEngineKind::PartialUpdate => "partial rows",
+        MergeEngineKind::Aggregation => "the increments, not the aggregates",
+        MergeEngineKind::FirstRow => "later rows that the table ignores",
+    };
+    let stored = match options.changelog.producer {
+        ChangelogProducer::Lookup | ChangelogProducer::FullCompaction => return None,
+        ChangelogProducer::Input => "its `input` changelog holds the changes as written",
+        ChangelogProducer::None => {
+            "it has no changelog producer, and its delta files hold the changes as written"
+        }
+    };
+    Some(format!(
+        "{stored}, which for a {} table are {what}; set the table option \
+         'changelog-producer' = 'lookup' (its merged rows' changes)",
+        engine.as_str()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn options(pairs: &[(&str, &str)]) -> TableOptions {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        TableOptions::from_map(&map).unwrap()
+    }
+
+    #[test]
+    fn only_merged_changes_are_faithful() {
+        for faithful in [
+            &[][..],
+            &[("changelog-producer", "input")][..],
+            &[
+                ("merge-engine", "partial-update"),
+                ("changelog-producer", "lookup"),
+            ][..],
+            &[
+                ("merge-engine", "aggregation"),
+                ("changelog-producer", "lookup"),
+            ][..],
+            &[
+                ("merge-engine", "first-row"),
+                ("changelog-producer", "lookup"),
+            ][..],
+        ] {
+            assert_eq!(unfaithful_changes(&options(faithful)), None, "{faithful:?}");
+        }
+        let partial = unfaithful_changes(&options(&[("merge-engine", "partial-update")])).unwrap();
+        assert!(
+            partial.contains("no changelog producer")
+                && partial.contains("'changelog-producer' = 'lookup'"),
+            "{partial}"
+        );
+        let input = unfaithful_changes(&options(&[
+            ("merge-engine", "aggregation"),
+            ("changelog-producer", "input"),
+        ]))
+        .unwrap();
+        assert!(
+            input.contains("`input`") && input.contains("aggregation"),
+            "{input}"
+        );
+    }
 }

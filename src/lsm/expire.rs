@@ -127,10 +127,7 @@ pub async fn expire_snapshots(table: &Table, config: &ExpireConfig) -> Result<Ex
     }
     if end <= earliest {
         write_earliest_if_missing(table, earliest).await;
-        return Ok(ExpireReport {
-            earliest: Some(earliest),
-            ..ExpireReport::default()
-        });
+        return nothing_expired(table, earliest).await;
     }
     // Snapshot ids are contiguous from the earliest kept one; start after any gap.
     let present: HashSet<i64> = ids.iter().copied().collect();
@@ -142,10 +139,7 @@ pub async fn expire_snapshots(table: &Table, config: &ExpireConfig) -> Result<Ex
         }
     }
     if begin >= end {
-        return Ok(ExpireReport {
-            earliest: Some(earliest),
-            ..ExpireReport::default()
-        });
+        return nothing_expired(table, earliest).await;
     }
     let changelog = &table.options().changelog;
     let keep_changelog = changelog.produces()
@@ -183,6 +177,24 @@ pub async fn expire_snapshots(table: &Table, config: &ExpireConfig) -> Result<Ex
         "expired snapshots"
     );
     Ok(report)
+}
+
+/// The report of a run that expires no snapshot. Long-lived changelogs are expired all
+/// the same, as Java's commit runs `ExpireChangelogImpl` after every snapshot expiry: a
+/// consumer that moved on lets them go without waiting for a snapshot to expire.
+async fn nothing_expired(table: &Table, earliest: i64) -> Result<ExpireReport> {
+    let changelog = &table.options().changelog;
+    let changelogs = if changelog.produces() {
+        expire_changelogs(table, changelog).await?
+    } else {
+        Default::default()
+    };
+    Ok(ExpireReport {
+        earliest: Some(earliest),
+        changelogs_expired: changelogs.ids,
+        data_files_deleted: changelogs.files_deleted,
+        ..ExpireReport::default()
+    })
 }
 
 /// Files to remove when snapshots `begin..end` expire.
@@ -391,22 +403,12 @@ pub(crate) async fn tagged_snapshots(table: &Table) -> Result<Vec<Snapshot>> {
 
 /// The smallest `nextSnapshot` of the table's consumers (`consumer/consumer-<id>`).
 pub(crate) async fn min_consumer_snapshot(table: &Table) -> Result<Option<i64>> {
-    let dir = table.path_of("consumer");
-    let mut min: Option<i64> = None;
-    for path in list_files(table, &dir, "consumer-").await? {
-        let text = read_text(&**table.store(), &path).await?;
-        let next = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v.get("nextSnapshot").and_then(serde_json::Value::as_i64))
-            .ok_or_else(|| {
-                Error::format(format!(
-                    "consumer file {path} has no numeric `nextSnapshot`; \
-                     refusing to expire snapshots a consumer may need"
-                ))
-            })?;
-        min = Some(min.map_or(next, |m| m.min(next)));
-    }
-    Ok(min)
+    Ok(table
+        .consumers()
+        .await?
+        .into_iter()
+        .map(|(_, next)| next)
+        .min())
 }
 
 /// Objects directly under `dir` whose names start with `prefix`.

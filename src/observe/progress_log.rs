@@ -1,5 +1,6 @@
 //! One progress line per pipeline every `[observe] progress_interval`: throughput over
-//! the interval, consumer lag, lookup hit rate (enrich) or commits (CDC).
+//! the interval, consumer lag, lookup hit rate (enrich) or commits (CDC); for changelog
+//! pipelines the changes produced, the last snapshot produced and the snapshots behind.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -105,6 +106,14 @@ pub(crate) async fn report(
                     snapshot = PipelineMetrics::get(&p.metrics.snapshot_id),
                     lag,
                     dead_lettered = progress.dead_lettered,
+                    "progress"
+                ),
+                PipelineKind::Changelog => tracing::info!(
+                    pipeline = %p.name,
+                    table = p.table.as_deref().unwrap_or(""),
+                    changes_out_per_s = %format!("{:.1}", progress.produced_per_s),
+                    produced_through = PipelineMetrics::get(&p.metrics.snapshot_id),
+                    lag_snapshots = PipelineMetrics::get(&p.metrics.snapshot_lag),
                     "progress"
                 ),
                 PipelineKind::Enrich => tracing::info!(

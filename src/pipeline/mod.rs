@@ -1,10 +1,12 @@
-//! Builds the CDC and enrich pipelines of a `connectors.toml`, runs them, and stops them
-//! gracefully (final table commits, in-flight output delivered, offsets committed).
+//! Builds the CDC, enrich and changelog pipelines of a `connectors.toml`, runs them, and
+//! stops them gracefully (final table commits, in-flight output delivered, offsets and
+//! changelog positions committed).
 
 pub(crate) mod build;
 pub mod cdc;
 pub(crate) mod cdc_partitions;
 pub(crate) mod cdc_progress;
+pub(crate) mod changelog;
 pub(crate) mod dead_letter;
 pub(crate) mod enrich;
 
@@ -229,6 +231,17 @@ pub async fn start_on(
             tasks.stop(),
         );
         tasks.spawn(e.name.clone(), run);
+    }
+
+    // Changelog: each reads its table's snapshots on its own (this process's CDC commits
+    // included) and produces through the shared producer.
+    for c in &config.changelog {
+        let t = build::table(&tables, &c.table)?;
+        let m = Arc::new(PipelineMetrics::default());
+        metrics.insert(c.name.clone(), m.clone());
+        registry.register(&c.name, PipelineKind::Changelog, Some(&c.table), m.clone());
+        let run = changelog::run(c.clone(), t, producer.clone(), m, tasks.stop());
+        tasks.spawn(c.name.clone(), run);
     }
     registry.set_started();
     Ok(Running {

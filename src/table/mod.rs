@@ -6,6 +6,7 @@ pub mod bucket;
 pub mod changelog_options;
 pub mod check;
 pub mod commit;
+pub(crate) mod consumer;
 pub mod data_file;
 pub mod datum;
 pub(crate) mod deletion_vector;

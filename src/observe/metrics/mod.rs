@@ -109,8 +109,11 @@ pub struct PipelineMetrics {
     pub(crate) rows_written: AtomicU64,
     /// Duration of table commits (CDC).
     pub(crate) commit_latency: Histogram,
-    /// Id of the last snapshot committed to the pipeline's table (CDC; 0: none yet).
+    /// Id of the last snapshot committed to the pipeline's table (CDC; 0: none yet), or
+    /// whose changes were all acknowledged (changelog).
     pub(crate) snapshot_id: AtomicU64,
+    /// Snapshots of the table not yet produced (changelog).
+    pub(crate) snapshot_lag: AtomicU64,
     /// Per join, in configuration order (enrich).
     pub(crate) joins: Vec<JoinMetrics>,
     /// Whether the consumer has partitions assigned (sampled off the hot path).
@@ -240,6 +243,7 @@ impl PipelineMetrics {
 pub enum PipelineKind {
     Cdc,
     Enrich,
+    Changelog,
 }
 
 impl PipelineKind {
@@ -247,6 +251,7 @@ impl PipelineKind {
         match self {
             PipelineKind::Cdc => "cdc",
             PipelineKind::Enrich => "enrich",
+            PipelineKind::Changelog => "changelog",
         }
     }
 }
@@ -423,7 +428,7 @@ impl Registry {
                 );
             }
         };
-        use PipelineKind::{Cdc, Enrich};
+        use PipelineKind::{Cdc, Changelog, Enrich};
         counter(
             &mut out,
             "lakejoin_records_consumed_total",
@@ -441,8 +446,8 @@ impl Registry {
         counter(
             &mut out,
             "lakejoin_records_produced_total",
-            "Enriched records acknowledged by the broker.",
-            &[Enrich],
+            "Enriched records, or table changes (changelog), acknowledged by the broker.",
+            &[Enrich, Changelog],
             |m| &m.records_out,
         );
         counter(
@@ -496,9 +501,13 @@ impl Registry {
         out.family(
             "lakejoin_table_snapshot_id",
             "gauge",
-            "Id of the last snapshot this process committed to the table (0: none yet).",
+            "Id of the last snapshot this process committed to the table (CDC), or whose \
+             changes it produced (changelog); 0: none yet.",
         );
-        for p in pipelines.iter().filter(|p| p.kind == Cdc) {
+        for p in pipelines
+            .iter()
+            .filter(|p| p.kind == Cdc || p.kind == Changelog)
+        {
             out.sample(
                 "lakejoin_table_snapshot_id",
                 &[
@@ -506,6 +515,22 @@ impl Registry {
                     ("table", p.table.as_deref().unwrap_or("")),
                 ],
                 PipelineMetrics::get(&p.metrics.snapshot_id),
+            );
+        }
+
+        out.family(
+            "lakejoin_changelog_lag_snapshots",
+            "gauge",
+            "Snapshots of the table whose changes the changelog pipeline has not produced yet.",
+        );
+        for p in pipelines.iter().filter(|p| p.kind == Changelog) {
+            out.sample(
+                "lakejoin_changelog_lag_snapshots",
+                &[
+                    ("pipeline", &p.name),
+                    ("table", p.table.as_deref().unwrap_or("")),
+                ],
+                PipelineMetrics::get(&p.metrics.snapshot_lag),
             );
         }
 

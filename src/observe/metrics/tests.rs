@@ -220,3 +220,24 @@ fn a_failing_table_makes_the_process_unready_until_it_commits_again() {
     metrics.set_table_fault(None);
     assert!(registry.readiness().is_ok());
 }
+
+#[test]
+fn a_changelog_pipeline_reports_changes_out_its_snapshot_and_its_lag() {
+    let registry = Registry::default();
+    let m = Arc::new(PipelineMetrics::default());
+    PipelineMetrics::add(&m.records_out, 5);
+    m.snapshot_id.store(9, Ordering::Relaxed);
+    m.snapshot_lag.store(2, Ordering::Relaxed);
+    m.joined.store(true, Ordering::Relaxed);
+    registry.register("wide-out", PipelineKind::Changelog, Some("shop.w"), m);
+    registry.set_started();
+    let text = registry.render();
+    for line in [
+        "lakejoin_records_produced_total{pipeline=\"wide-out\",kind=\"changelog\"} 5",
+        "lakejoin_table_snapshot_id{pipeline=\"wide-out\",table=\"shop.w\"} 9",
+        "lakejoin_changelog_lag_snapshots{pipeline=\"wide-out\",table=\"shop.w\"} 2",
+    ] {
+        assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+    }
+    assert_eq!(registry.readiness(), Ok(()));
+}

@@ -1,0 +1,360 @@
+//! `[[changelog]]` pipelines: a table's changes, snapshot after snapshot, produced to a
+//! Kafka topic in commit order, at least once.
+//!
+//! - **Reading.** Every `discovery_interval` the table's latest snapshot is looked up
+//!   (Java's `continuous.discovery-interval`); each snapshot from the position on is
+//!   read through the incremental reader ([`read_changes`]: its changelog files, or the
+//!   delta files of a table without a producer) and encoded ([`ChangeEncoder`]).
+//! - **Position.** A Paimon consumer, `consumer/consumer-<id>` with `nextSnapshot`, as
+//!   Java's `ConsumerManager` writes it. It moves past snapshot N only once the broker
+//!   acknowledged every record of N, so a crash replays at most the snapshot in flight
+//!   (the replay window) and loses nothing; snapshot and changelog expiry keep every
+//!   snapshot from it on. The consumer is written at start too, so that a pipeline that
+//!   starts from `earliest` holds its snapshots from the first moment.
+//! - **Faults.** A store that fails is waited out with backoff (the pipeline unready with
+//!   the reason meanwhile); a broker that is away is waited for (the producer never
+//!   times out; a full local queue is waited out by `kafka::Producer::send`). A record
+//!   the broker refuses (too large for the topic, not authorised) stops the pipeline
+//!   with the reason: its position stays before that snapshot.
+//!
+//! Why its own module: it shares nothing with the CDC and enrich loops but the producer
+//! and the metrics; it reads tables where they read topics.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rdkafka::error::KafkaError;
+use tokio::sync::watch;
+
+use crate::codec::changelog::{ChangeEncoder, ChangeFormat, ChangeRecord, ChangeSource};
+use crate::config::{ChangelogConfig, ChangelogStart};
+use crate::error::{Error, ErrorKind, Result};
+use crate::kafka::{Deliveries, OutRecord, Producer};
+use crate::lsm::changes::{read_changes, unfaithful_changes};
+use crate::observe::PipelineMetrics;
+use crate::table::Table;
+
+/// First and longest wait between attempts of a failing table read.
+const STORE_BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(30));
+
+/// Runs one changelog pipeline until `stop` fires (the snapshot in flight is delivered
+/// and recorded first) or it cannot go on.
+pub(crate) async fn run(
+    config: ChangelogConfig,
+    table: Arc<Table>,
+    producer: Producer,
+    metrics: Arc<PipelineMetrics>,
+    stop: watch::Receiver<bool>,
+) -> Result<()> {
+    let result = Changelog::open(config, table, producer, metrics.clone(), stop)
+        .await?
+        .follow()
+        .await;
+    if let Err(e) = &result {
+        metrics.set_stopped(e.to_string());
+    }
+    result
+}
+
+/// A running changelog pipeline.
+struct Changelog {
+    config: ChangelogConfig,
+    table: Arc<Table>,
+    encoder: ChangeEncoder,
+    producer: Producer,
+    metrics: Arc<PipelineMetrics>,
+    stop: watch::Receiver<bool>,
+    /// The next snapshot to produce (what the consumer file says).
+    next: i64,
+}
+
+impl Changelog {
+    /// Checks the table, finds the position (the consumer file, else `start_from`) and
+    /// records it as the consumer.
+    async fn open(
+        config: ChangelogConfig,
+        table: Arc<Table>,
+        producer: Producer,
+        metrics: Arc<PipelineMetrics>,
+        stop: watch::Receiver<bool>,
+    ) -> Result<Self> {
+        let name = &config.name;
+        // The stored options decide, not the configured ones: an existing table may
+        // have been created with others.
+        if let Some(reason) = unfaithful_changes(table.options()) {
+            return Err(Error::Config(format!(
+                "changelog {name}: table {} cannot feed a changelog: {reason}",
+                table.identifier()
+            )));
+        }
+        let format = ChangeFormat::parse(&config.format).ok_or_else(|| {
+            Error::Config(format!(
+                "changelog {name}: format `{}` is not debezium-json or json",
+                config.format
+            ))
+        })?;
+        let encoder = ChangeEncoder::new(
+            format,
+            (**table.schema()).clone(),
+            &config.key,
+            table.identifier(),
+        )
+        .map_err(|e| Error::Config(format!("changelog {name}: {e}")))?;
+        let mut pipeline = Changelog {
+            config,
+            table,
+            encoder,
+            producer,
+            metrics,
+            stop,
+            next: 0,
+        };
+        let id = pipeline.config.consumer_id().to_string();
+        let table = pipeline.table.clone();
+        // `None` below: stopped while the table could not be read; nothing was produced.
+        let Some(saved) = pipeline.retrying(|| table.consumer(&id)).await? else {
+            return Ok(pipeline);
+        };
+        let next = match saved {
+            Some(next) => next,
+            None => match pipeline.start_position().await? {
+                Some(next) => next,
+                None => return Ok(pipeline),
+            },
+        };
+        if pipeline
+            .retrying(|| table.write_consumer(&id, next))
+            .await?
+            .is_none()
+        {
+            return Ok(pipeline);
+        }
+        pipeline.next = next;
+        if let Some(Some(latest)) = pipeline.retrying(|| table.latest_snapshot_id()).await?
+            && next > latest + 1
+        {
+            // Nothing is lost waiting, but nothing comes either until the table gets
+            // there: a consumer file of an earlier table of the same name, say.
+            tracing::warn!(pipeline = %pipeline.config.name, table = %pipeline.table.identifier(),
+                consumer = %id, next_snapshot = next, latest,
+                "the consumer is ahead of the table's latest snapshot; waiting for it");
+        }
+        tracing::info!(pipeline = %pipeline.config.name, table = %pipeline.table.identifier(),
+            consumer = %id, next_snapshot = next, resumed = saved.is_some(), "changelog starts");
+        pipeline.metrics.joined.store(true, Ordering::Relaxed);
+        pipeline.metrics.assigned.store(true, Ordering::Relaxed);
+        Ok(pipeline)
+    }
+
+    /// The first snapshot to produce without a consumer file (`None`: stopped first).
+    async fn start_position(&self) -> Result<Option<i64>> {
+        let table = self.table.clone();
+        Ok(match &self.config.start_from {
+            ChangelogStart::Snapshot(id) => Some(*id),
+            ChangelogStart::Named(name) if name == "latest" => self
+                .retrying(|| table.latest_snapshot_id())
+                .await?
+                .map(|latest| latest.unwrap_or(0) + 1),
+            ChangelogStart::Named(_) => {
+                // The oldest snapshot still readable: a long-lived changelog outlives
+                // its snapshot.
+                let Some(snapshots) = self.retrying(|| table.snapshot_ids()).await? else {
+                    return Ok(None);
+                };
+                let Some(changelogs) = self.retrying(|| table.long_lived_changelog_ids()).await?
+                else {
+                    return Ok(None);
+                };
+                let first = [snapshots.first(), changelogs.first()];
+                Some(first.into_iter().flatten().copied().min().unwrap_or(1))
+            }
+        })
+    }
+
+    fn stopping(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    /// Produces every new snapshot's changes, then waits for the next one, until stopped.
+    async fn follow(mut self) -> Result<()> {
+        let table = self.table.clone();
+        loop {
+            if self.stopping() {
+                return Ok(());
+            }
+            let Some(latest) = self.retrying(|| table.latest_snapshot_id()).await? else {
+                return Ok(());
+            };
+            let latest = latest.unwrap_or(0);
+            let behind = latest.saturating_sub(self.next.saturating_sub(1)).max(0);
+            self.metrics
+                .snapshot_lag
+                .store(u64::try_from(behind).unwrap_or(0), Ordering::Relaxed);
+            if self.next > latest {
+                let mut stop = self.stop.clone();
+                tokio::select! {
+                    _ = tokio::time::sleep(self.config.discovery_interval) => {}
+                    changed = stop.changed() => if changed.is_err() { return Ok(()); },
+                }
+                continue;
+            }
+            // A snapshot in flight is finished even when a stop comes meanwhile: its
+            // records are out, and recording the position spares their replay.
+            let stopped_before_recording = !self.produce_snapshot(self.next).await?;
+            if stopped_before_recording {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Produces the changes of snapshot `id`, waits for the broker to acknowledge each,
+    /// and moves the consumer past it; `false` when stopped before that (the table could
+    /// not be read or written meanwhile).
+    async fn produce_snapshot(&mut self, id: i64) -> Result<bool> {
+        let table = self.table.clone();
+        let read = self
+            .retrying(|| async {
+                let snapshot = table.snapshot_or_changelog(id).await?;
+                let changes = read_changes(&table, id - 1, id).await?;
+                Ok((snapshot.time_millis, changes))
+            })
+            .await;
+        let (time_millis, changes) = match read {
+            Ok(Some(read)) => read,
+            Ok(None) => return Ok(false),
+            Err(e) if e.is_not_found() => return Err(self.expired(id, e).await),
+            Err(e) => return Err(e),
+        };
+        let rows: Vec<_> = changes.iter().map(|c| (c.kind, &c.row)).collect();
+        let source = ChangeSource {
+            snapshot: id,
+            time_millis,
+        };
+        let records = self.encoder.encode(&rows, source);
+        self.send_all(&records).await?;
+        PipelineMetrics::add(&self.metrics.records_out, records.len() as u64);
+        let (consumer, next) = (self.config.consumer_id().to_string(), id + 1);
+        if self
+            .retrying(|| table.write_consumer(&consumer, next))
+            .await?
+            .is_none()
+        {
+            // Stopped before the position was recorded: the snapshot is produced again
+            // after the restart (within the replay window).
+            return Ok(false);
+        }
+        self.next = next;
+        self.metrics
+            .snapshot_id
+            .store(u64::try_from(id).unwrap_or(0), Ordering::Relaxed);
+        tracing::debug!(pipeline = %self.config.name, snapshot = id, records = records.len(),
+            "snapshot produced");
+        Ok(true)
+    }
+
+    /// The error for a snapshot that no longer exists: expiry removed it before this
+    /// consumer held it (a `start_from` older than the table's history, or a consumer
+    /// file deleted or expired meanwhile).
+    async fn expired(&self, id: i64, e: Error) -> Error {
+        let earliest = self
+            .table
+            .snapshot_ids()
+            .await
+            .ok()
+            .and_then(|ids| ids.first().copied());
+        Error::Config(format!(
+            "changelog {}: snapshot {id} of {} can no longer be read ({e}); the oldest \
+             snapshot is {}. Set start_from to a snapshot that exists, or delete \
+             consumer/consumer-{} to start from start_from",
+            self.config.name,
+            self.table.identifier(),
+            earliest.map_or_else(|| "none".into(), |i| i.to_string()),
+            self.config.consumer_id()
+        ))
+    }
+
+    /// Sends `records` in order, as one delivery group, and waits until the broker has
+    /// acknowledged every one.
+    async fn send_all(&self, records: &[ChangeRecord]) -> Result<()> {
+        let group = Deliveries::new();
+        for (tag, record) in records.iter().enumerate() {
+            let out = OutRecord {
+                topic: &self.config.topic,
+                key: Some(&record.key),
+                payload: record.value.as_deref(),
+            };
+            // The tag is the record's index (a snapshot of more than 4 billion changes
+            // would only name the wrong one in the error).
+            let tag = u32::try_from(tag).unwrap_or(u32::MAX);
+            if let Err(e) = self.producer.send(&group, tag, out, None).await {
+                return Err(self.refused(e, record));
+            }
+        }
+        let failures = group.all_delivered().await;
+        match failures.into_iter().min_by_key(|f| f.tag) {
+            Some(failure) => {
+                let index = usize::try_from(failure.tag).unwrap_or(usize::MAX);
+                let record = records.get(index).or(records.last());
+                Err(match record {
+                    Some(record) => self.refused(failure.error, record),
+                    None => {
+                        Error::kafka(format!("producing to {}", self.config.topic), failure.error)
+                    }
+                })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The error that stops the pipeline when the broker refuses a record.
+    fn refused(&self, e: KafkaError, record: &ChangeRecord) -> Error {
+        Error::Config(format!(
+            "changelog {}: topic {} refused the change of key {} ({} bytes): {e}; \
+             nothing after it is produced, and the pipeline resumes at this snapshot",
+            self.config.name,
+            self.config.topic,
+            String::from_utf8_lossy(&record.key),
+            record.value.as_ref().map_or(0, Vec::len)
+        ))
+    }
+
+    /// Runs `attempt` until it succeeds, waiting out transient failures (100 ms doubling
+    /// to 30 s; the pipeline unready with the reason meanwhile). `None` when stopped
+    /// while waiting; a failure that is not transient is returned.
+    async fn retrying<T, F, Fut>(&self, mut attempt: F) -> Result<Option<T>>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut wait = STORE_BACKOFF.0;
+        let mut failing = false;
+        loop {
+            match attempt().await {
+                Ok(value) => {
+                    if failing {
+                        tracing::info!(pipeline = %self.config.name, "the table reads again");
+                        self.metrics.set_table_fault(None);
+                    }
+                    return Ok(Some(value));
+                }
+                Err(e) if e.kind() == ErrorKind::Transient => {
+                    tracing::warn!(pipeline = %self.config.name, table = %self.table.identifier(),
+                        error = %e, retry_in = ?wait, "table access failed; retrying");
+                    self.metrics.set_table_fault(Some(e.to_string()));
+                    failing = true;
+                }
+                Err(e) => return Err(e),
+            }
+            let mut stop = self.stop.clone();
+            if *stop.borrow() {
+                return Ok(None);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => return Ok(None),
+            }
+            wait = (wait * 2).min(STORE_BACKOFF.1);
+        }
+    }
+}

@@ -17,6 +17,7 @@ use crate::table::Table;
 use crate::table::datum::{Datum, Row, TimestampOutOfRange, format_timestamp};
 use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
+use crate::table::schema_change::widen_datum;
 use crate::table::types::DataType;
 
 /// Why a table does not take a change: the dead-letter reason.
@@ -75,6 +76,8 @@ impl From<RowRejected> for Error {
 pub struct CheckedChange {
     kind: RowKind,
     row: Row,
+    /// The schema the row is laid out in (see [`RowCheck::upgrade`]).
+    schema_id: i64,
 }
 
 impl CheckedChange {
@@ -84,6 +87,11 @@ impl CheckedChange {
 
     pub fn row(&self) -> &Row {
         &self.row
+    }
+
+    /// Id of the schema the row was checked against.
+    pub fn schema_id(&self) -> i64 {
+        self.schema_id
     }
 
     pub(super) fn into_parts(self) -> (RowKind, Row) {
@@ -119,9 +127,49 @@ impl RowCheck {
         check_row(&self.schema, &row)?;
         let kind = row_kind_of(&self.schema, self.row_kind_column, kind, &row)?;
         match self.engine.admit(kind)? {
-            Admission::Keep => Ok(Some(CheckedChange { kind, row })),
+            Admission::Keep => Ok(Some(CheckedChange {
+                kind,
+                row,
+                schema_id: self.schema.id,
+            })),
             Admission::Drop => Ok(None),
         }
+    }
+
+    /// Id of the schema this checks against.
+    pub fn schema_id(&self) -> i64 {
+        self.schema.id
+    }
+
+    /// A change checked against `from`, an older schema of the table, laid out in this
+    /// check's schema and checked again: values move by field id, a column added since
+    /// is null, a widened one is cast up (`schema_change::widen_datum`). A change
+    /// decoded just before the table evolved is applied after it this way, so nothing
+    /// a pipeline sent is lost in the switch.
+    pub fn upgrade(
+        &self,
+        change: CheckedChange,
+        from: &TableSchema,
+    ) -> std::result::Result<Option<CheckedChange>, RowRejected> {
+        if change.schema_id == self.schema.id {
+            return Ok(Some(change));
+        }
+        let CheckedChange { kind, mut row, .. } = change;
+        let moved: Row = self
+            .schema
+            .fields
+            .iter()
+            .map(|field| {
+                from.fields
+                    .iter()
+                    .position(|old| old.id == field.id)
+                    .and_then(|i| row.get_mut(i))
+                    .map_or(Datum::Null, |d| {
+                        widen_datum(std::mem::replace(d, Datum::Null), field.data_type)
+                    })
+            })
+            .collect();
+        self.check(kind, moved)
     }
 }
 

@@ -99,6 +99,9 @@ pub(crate) fn cdc_decoder(config: &CdcConfig, table: &Table) -> Result<CdcDecode
         row_kind_field: config.row_kind_field.clone(),
         update_mode,
         avro: avro_schemas(&config.schema_file, &config.schema_registry)?,
+        // Fields the table lacks are reported (the pipeline adds them or stops), unless
+        // the pipeline asked to drop them.
+        strict: !config.schema_evolution.ignore_unknown_fields,
         ..CdcOptions::default()
     };
     CdcDecoder::new(
@@ -137,7 +140,9 @@ pub(crate) fn output_encoder(config: &OutputConfig) -> Result<OutputEncoder> {
 }
 
 /// Opens the table, creating it when absent; an existing table must have the configured
-/// columns, keys and merge engine.
+/// columns (each with its configured type or a wider one: schema evolution may have
+/// widened it, and may have added columns the configuration does not name), keys and
+/// merge engine.
 pub(crate) async fn open_or_create(
     warehouse: &Warehouse,
     name: &str,
@@ -155,9 +160,16 @@ pub(crate) async fn open_or_create(
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            if describe(have) != describe(&wanted) {
+            let fits = wanted.fields.iter().all(|w| {
+                have.field(&w.name).is_some_and(|h| {
+                    h.nullable == w.nullable
+                        && crate::table::schema_change::widens(w.data_type, h.data_type)
+                })
+            });
+            if !fits {
                 problems.push(format!(
-                    "columns are [{}], configured [{}]",
+                    "columns are [{}], configured [{}] (each configured column must be in the \
+                     table with its type or a wider one)",
                     describe(have),
                     describe(&wanted)
                 ));

@@ -467,4 +467,30 @@ mod tests {
             "{err}"
         );
     }
+
+    /// After schema evolution the table has more columns than the config names: it still
+    /// opens (the config's columns are all there), at its own schema.
+    #[tokio::test]
+    async fn an_evolved_table_opens_with_the_configuration_it_was_created_from() {
+        use crate::table::schema_change::SchemaChange;
+        use crate::table::types::DataType;
+        let config = crate::config::from_toml("test", &config_text()).unwrap();
+        let warehouse = Warehouse::in_memory();
+        let schema = config.tables[0].to_schema().unwrap();
+        let table = open_or_create(&warehouse, "shop.customers", schema.clone())
+            .await
+            .unwrap();
+        let changes = vec![SchemaChange::AddColumn {
+            name: "city".into(),
+            data_type: DataType::Varchar(32),
+        }];
+        crate::lsm::evolve_table(&table, |_| Ok(changes.clone()))
+            .await
+            .unwrap();
+        let reopened = open_or_create(&warehouse, "shop.customers", schema)
+            .await
+            .unwrap();
+        assert_eq!(reopened.schema().id, 1);
+        assert_eq!(reopened.schema().fields.last().unwrap().name, "city");
+    }
 }

@@ -298,4 +298,60 @@ mod tests {
         assert!(check_row(&millis, &ts_row(i64::MAX, 0)).is_ok());
         assert!(check_row(&millis, &ts_row(i64::MIN, 0)).is_ok());
     }
+
+    /// A change checked against schema 0 reaching a writer at schema 1 (`age` widened,
+    /// `city` added): laid out by field id, widened, the new column null, checked again.
+    #[tokio::test]
+    async fn a_change_of_an_older_schema_is_laid_out_in_the_new_one() {
+        use crate::table::schema_change::SchemaChange;
+        use crate::table::{TableIdentifier, Warehouse};
+        let warehouse = Warehouse::in_memory();
+        let id = TableIdentifier::parse("db.t").unwrap();
+        let schema = keyed_schema(
+            &[("id", DataType::Int), ("age", DataType::Int)],
+            &["id"],
+            &[("bucket", "1")],
+        );
+        let old = Table::create(&warehouse, &id, schema).await.unwrap();
+        let change = RowCheck::new(&old)
+            .unwrap()
+            .check(RowKind::Insert, vec![Datum::Int(1), Datum::Int(30)])
+            .unwrap()
+            .unwrap();
+        assert_eq!(change.schema_id(), 0);
+        let new = crate::lsm::evolve_table(&old, |_| {
+            Ok(vec![
+                SchemaChange::WidenColumn {
+                    name: "age".into(),
+                    data_type: DataType::BigInt,
+                },
+                SchemaChange::AddColumn {
+                    name: "city".into(),
+                    data_type: DataType::Varchar(32),
+                },
+            ])
+        })
+        .await
+        .unwrap();
+        let check = RowCheck::new(&new).unwrap();
+        let upgraded = check.upgrade(change, old.schema()).unwrap().unwrap();
+        assert_eq!(upgraded.schema_id(), 1);
+        assert_eq!(
+            upgraded.row(),
+            &vec![Datum::Int(1), Datum::BigInt(30), Datum::Null]
+        );
+        assert_eq!(upgraded.kind(), RowKind::Insert);
+        // A change of the current schema passes through unchanged.
+        let same = check
+            .check(
+                RowKind::Delete,
+                vec![Datum::Int(2), Datum::Null, Datum::Null],
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            check.upgrade(same.clone(), new.schema()).unwrap(),
+            Some(same)
+        );
+    }
 }

@@ -425,3 +425,88 @@ fn contradicting_policies_are_a_config_error_naming_the_key() {
         "{err}"
     );
 }
+
+/// Two pipelines write one table; one of them brings `city`. The other keeps decoding in
+/// the schema it started with (its topic never has `city`): its changes reach the writer
+/// after the switch and are laid out in the new schema, `city` null. None is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_still_in_the_old_schema_keeps_writing_after_another_evolved_the_table() {
+    let s = setup();
+    s._cluster.create_topic("profiles_eu", 1, 1).unwrap();
+    let second = r#"
+[[cdc]]
+name = "profiles-eu"
+topics = ["profiles_eu"]
+format = "debezium-json"
+table = "shop.user_profile"
+commit_interval = "200ms"
+"#;
+    let mut config = config(&s.bootstrap, &s.warehouse_uri(), "", false);
+    let extra = lakejoin::config::from_toml(
+        "test",
+        &CONFIG
+            .replace("{bootstrap}", &s.bootstrap)
+            .replace("{warehouse}", &s.warehouse_uri())
+            .replace("{policy}", "")
+            .replace("{more_columns}", "")
+            .replace("{select}", r#""age""#)
+            .replace("[[enrich]]", &format!("{second}\n[[enrich]]")),
+    )
+    .unwrap();
+    config.cdc = extra.cdc;
+    send(
+        &s.producer,
+        "profiles_eu",
+        "1",
+        &profile("c", 1, 30, "int32", None),
+    )
+    .await;
+    let running = lakejoin::pipeline::start(config).await.unwrap();
+    s.rows_when(|_, rows| rows.len() == 1).await;
+    send(
+        &s.producer,
+        "profiles",
+        "2",
+        &profile("c", 2, 40, "int32", Some("Bern")),
+    )
+    .await;
+    s.rows_when(|t, rows| rows.len() == 2 && t.schema().id == 1)
+        .await;
+    send(
+        &s.producer,
+        "profiles_eu",
+        "3",
+        &profile("c", 3, 50, "int32", None),
+    )
+    .await;
+    let (_, rows) = s.rows_when(|_, rows| rows.len() == 3).await;
+    assert_eq!(
+        rows,
+        vec![
+            vec![
+                Datum::Int(1),
+                Datum::Int(30),
+                Datum::String("f".into()),
+                Datum::Null
+            ],
+            vec![
+                Datum::Int(2),
+                Datum::Int(40),
+                Datum::String("f".into()),
+                Datum::String("Bern".into())
+            ],
+            vec![
+                Datum::Int(3),
+                Datum::Int(50),
+                Datum::String("f".into()),
+                Datum::Null
+            ],
+        ]
+    );
+    let metrics = running.metrics()["profiles-eu"].clone();
+    assert_eq!(
+        lakejoin::observe::PipelineMetrics::get(&metrics.dead_lettered),
+        0
+    );
+    running.shutdown().await.unwrap();
+}

@@ -167,9 +167,24 @@ pub(crate) async fn open_or_create(
                 })
             });
             if !fits {
+                let missing: Vec<String> = wanted
+                    .fields
+                    .iter()
+                    .filter(|w| have.field(&w.name).is_none())
+                    .map(|w| format!("'{} {}'", w.name, w.data_type))
+                    .collect();
+                let hint = if missing.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; to add the missing columns to the table: `lakejoin table alter \
+                         --add-column {}`",
+                        missing.join(" --add-column ")
+                    )
+                };
                 problems.push(format!(
                     "columns are [{}], configured [{}] (each configured column must be in the \
-                     table with its type or a wider one)",
+                     table with its type or a wider one){hint}",
                     describe(have),
                     describe(&wanted)
                 ));
@@ -492,5 +507,20 @@ mod tests {
             .unwrap();
         assert_eq!(reopened.schema().id, 1);
         assert_eq!(reopened.schema().fields.last().unwrap().name, "city");
+        // A column the config names before the table has it: refused, with the command.
+        let text = config_text().replace(
+            r#"{ name = "name", type = "STRING" },"#,
+            r#"{ name = "name", type = "STRING" }, { name = "zip", type = "INT" },"#,
+        );
+        let ahead = crate::config::from_toml("test", &text).unwrap();
+        let err = open_or_create(
+            &warehouse,
+            "shop.customers",
+            ahead.tables[0].to_schema().unwrap(),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--add-column 'zip INT'"), "{err}");
     }
 }

@@ -369,6 +369,11 @@ pub(crate) fn coerce(value: &Value, ty: &DataType, unit: EpochUnit) -> Result<Da
         (DataType::Boolean, Value::String(s)) if s == "0" || s == "1" => {
             Ok(Datum::Boolean(s == "1"))
         }
+        // A nested value in a string column is kept as its JSON text, as Paimon's CDC
+        // stores it (a column added for an untyped nested field is a STRING).
+        (DataType::Char(_) | DataType::Varchar(_), Value::Object(_) | Value::Array(_)) => {
+            datum_from_json(&Value::String(value.to_string()), ty).map_err(CoerceError::Datum)
+        }
         (DataType::Timestamp(p) | DataType::TimestampLtz(p), Value::Number(n)) => {
             let v = n.as_i64().ok_or_else(|| CoerceError::NotIntegerEpoch {
                 ty: *ty,
@@ -609,6 +614,11 @@ mod tests {
             Ok(Datum::Boolean(false))
         );
         assert!(coerce(&json!(2), &DataType::Boolean, u).is_err());
+        assert_eq!(
+            coerce(&json!({"a": [1, 2]}), &DataType::Varchar(MAX_LENGTH), u),
+            Ok(Datum::String(r#"{"a":[1,2]}"#.into()))
+        );
+        assert!(coerce(&json!([1, 2, 3]), &DataType::Varchar(3), u).is_err());
         let zoned = coerce(
             &json!("2024-01-01T10:00:00.5+01:00"),
             &DataType::Timestamp(3),

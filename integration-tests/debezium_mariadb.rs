@@ -11,7 +11,11 @@
 //! Each click must come out with the profile as of its time (`wait_for_cdc`), and with
 //! nulls for unknown users. The config files are the README's blocks; only addresses,
 //! ports, paths and names are filled in. Both settings of the JSON converter's
-//! `schemas.enable` are run. Avro through a schema registry is not tested here yet:
+//! `schemas.enable` are run. With schemas, `ALTER TABLE … ADD COLUMN city` while lakejoin
+//! runs evolves the table (schema-1, the old rows' `city` null) without a restart of the
+//! CDC side; the enrich side selects `city` after a restart whose config names it (a join's
+//! `select` is checked against the table at start, as Flink plans a lookup join).
+//! Avro through a schema registry is not tested here yet:
 //! Confluent's registry is not on Maven Central, and the alternatives (Apicurio Registry
 //! with its Confluent-compatible API, karapace from PyPI) have not been tried.
 
@@ -90,7 +94,8 @@ struct Chain {
     db: MariaDb,
     worker: ConnectWorker,
     deployment: Deployment,
-    lakejoin: broker::LakejoinProcess,
+    /// `None` only while it restarts.
+    lakejoin: Option<broker::LakejoinProcess>,
     cdc_topic: String,
     clicks: String,
     output: TopicReader,
@@ -195,7 +200,7 @@ fn start_chain(schemas: bool) -> Chain {
         db,
         worker,
         deployment,
-        lakejoin,
+        lakejoin: Some(lakejoin),
         cdc_topic,
         clicks,
         output,
@@ -229,6 +234,14 @@ impl Chain {
     /// Produces a click per user and waits for their enriched records; each user's
     /// `(age, sex)` as the clicks came out.
     fn clicks(&mut self, users: &[i64]) -> BTreeMap<i64, (Value, Value)> {
+        self.enriched_clicks(users)
+            .into_iter()
+            .map(|(user, v)| (user, (v["age"].clone(), v["sex"].clone())))
+            .collect()
+    }
+
+    /// Produces a click per user and waits for their enriched records, by user.
+    fn enriched_clicks(&mut self, users: &[i64]) -> BTreeMap<i64, Value> {
         let mut ids = Vec::new();
         for &user in users {
             self.next_click += 1;
@@ -248,7 +261,7 @@ impl Chain {
                         .any(|r| r.value["click_id"].as_u64() == Some(*id))
                 })
             });
-        self.lakejoin.assert_alive();
+        self.lakejoin.as_mut().expect("running").assert_alive();
         ids.iter()
             .map(|id| {
                 let record = self
@@ -259,13 +272,88 @@ impl Chain {
                     .expect("read above");
                 let v = &record.value;
                 assert_eq!(v["url"], json!(format!("/p/{id}")), "{v}");
-                (
-                    v["user_id"].as_i64().expect("user_id"),
-                    (v["age"].clone(), v["sex"].clone()),
-                )
+                (v["user_id"].as_i64().expect("user_id"), v.clone())
             })
             .collect()
     }
+
+    /// Stops lakejoin (SIGTERM), lets `change` edit its config, and starts it again.
+    fn restart_lakejoin(&mut self, change: impl FnOnce(&mut toml::Table)) {
+        let log = self.lakejoin.take().expect("running").terminate();
+        assert!(
+            !log.contains("bad record"),
+            "no record was a bad one:\n{log}"
+        );
+        let text = std::fs::read_to_string(&self.deployment.config).expect("config");
+        let mut config: toml::Table = text.parse().expect("TOML");
+        change(&mut config);
+        std::fs::write(
+            &self.deployment.config,
+            toml::to_string(&config).expect("TOML"),
+        )
+        .expect("write config");
+        self.lakejoin = Some(self.deployment.start());
+    }
+}
+
+/// `ALTER TABLE … ADD COLUMN` while lakejoin runs (schemas on, so the new field comes
+/// with its Connect type): the CDC pipeline adds `city` to the table as Paimon would
+/// (schema-1, new field id 3, nullable, at the end) and keeps going without a restart;
+/// the rows written before read `city` as null; the running join keeps answering; after a
+/// restart whose config names `city` (in the table's columns and the join's `select`)
+/// the clicks carry it.
+fn add_column_mid_stream(chain: &mut Chain) {
+    chain.db.sql(
+        "ALTER TABLE shop.user_profile ADD COLUMN city VARCHAR(32); \
+         UPDATE shop.user_profile SET city = 'Bern' WHERE user_id = 3;",
+    );
+    chain.wait_for_changes(9);
+    chain.deployment.wait_for_table(
+        "shop.user_profile",
+        &[
+            json!({"user_id": 1, "age": 31, "sex": "x", "city": null}),
+            json!({"user_id": 2, "age": 25, "sex": "f", "city": null}),
+            json!({"user_id": 3, "age": 52, "sex": "m", "city": "Bern"}),
+        ],
+    );
+    let schema_file = chain
+        .deployment
+        .dir
+        .path()
+        .join("wh/shop.db/user_profile/schema/schema-1");
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(&schema_file).expect("schema-1"))
+            .expect("JSON");
+    assert_eq!(
+        schema["fields"].as_array().and_then(|f| f.last()),
+        Some(&json!({"id": 3, "name": "city", "type": "STRING"})),
+        "{schema}"
+    );
+    assert_eq!(schema["highestFieldId"], json!(3), "{schema}");
+    // The running join keeps answering across the change (it does not select city).
+    let got = chain.clicks(&[1, 3]);
+    assert_eq!(got[&1], profile(31, "x"));
+    assert_eq!(got[&3], profile(52, "m"));
+
+    chain.restart_lakejoin(|config| {
+        let table = &mut config["table"].as_array_mut().expect("[[table]]")[0];
+        let columns = table["columns"].as_array_mut().expect("columns");
+        let mut city = toml::Table::new();
+        city.insert("name".into(), "city".into());
+        city.insert("type".into(), "STRING".into());
+        columns.push(city.into());
+        let join = &mut config["enrich"].as_array_mut().expect("[[enrich]]")[0]["join"]
+            .as_array_mut()
+            .expect("[[enrich.join]]")[0];
+        join["select"]
+            .as_array_mut()
+            .expect("select")
+            .push("city".into());
+    });
+    let got = chain.enriched_clicks(&[1, 3]);
+    assert_eq!(got[&3]["city"], json!("Bern"), "{:?}", got[&3]);
+    assert_eq!(got[&1]["city"], Value::Null, "{:?}", got[&1]);
+    assert_eq!(got[&1]["age"], json!(31));
 }
 
 fn profile(age: i64, sex: &str) -> (Value, Value) {
@@ -341,12 +429,24 @@ fn user_profile_scenario(schemas: bool) {
     assert_eq!(got[&3], profile(52, "m"));
     assert_eq!(got[&4], unknown());
 
+    if schemas {
+        add_column_mid_stream(&mut chain);
+    }
+
     // Every change once, in order: the table ends where the database is.
-    let expected = vec![
+    let mut expected = vec![
         json!({"user_id": 1, "age": 31, "sex": "x"}),
         json!({"user_id": 2, "age": 25, "sex": "f"}),
         json!({"user_id": 3, "age": 52, "sex": "m"}),
     ];
+    if schemas {
+        for (row, city) in expected
+            .iter_mut()
+            .zip([Value::Null, Value::Null, json!("Bern")])
+        {
+            row["city"] = city;
+        }
+    }
     chain
         .deployment
         .wait_for_table("shop.user_profile", &expected);
@@ -361,7 +461,7 @@ fn user_profile_scenario(schemas: bool) {
             .deployment
             .wait_for_table("shop.types", &expected_types());
     }
-    let log = chain.lakejoin.terminate();
+    let log = chain.lakejoin.take().expect("running").terminate();
     assert!(
         !log.contains("bad record"),
         "no record was a bad one:\n{log}"

@@ -121,3 +121,107 @@ fn java_evolves_a_lakejoin_table_and_lakejoin_keeps_writing_it() {
     assert_java_and_lakejoin_read(&table, "after lakejoin's compaction", Some(&expected));
     assert_lookups(&table);
 }
+
+/// lakejoin evolves its own table (`lakejoin table alter`, the change a CDC pipeline
+/// makes on its own): Java and pypaimon read the files of both schemas in the new one,
+/// the old rows' new column as null, and Java's schema is lakejoin's `schema-1` (new field
+/// id 4 for `zip`, `n` widened in place). Then Java writes into it and lakejoin reads.
+#[test]
+fn lakejoin_evolves_its_table_and_java_and_pypaimon_read_both_schemas() {
+    let spec = keyed_spec(
+        "db.lj_evolved",
+        &["name:STRING", "n:INT", "old:STRING"],
+        false,
+    );
+    let mut table = Table::create(spec, Creator::Lakejoin);
+    table.lj_write(&first_rows(), None);
+    let printed = crate::support::expect_success(
+        "lakejoin table alter",
+        table.lakejoin(
+            &["table", "alter"],
+            &[
+                "--add-column".to_owned(),
+                "zip STRING".to_owned(),
+                "--widen".to_owned(),
+                "n BIGINT".to_owned(),
+            ],
+            "",
+        ),
+    );
+    let written: Value = serde_json::from_str(printed.trim()).unwrap();
+    assert_eq!(written["id"], json!(1), "{written}");
+    assert_eq!(written["highestFieldId"], json!(4), "{written}");
+    assert_eq!(
+        written["fields"].as_array().unwrap().last().unwrap(),
+        &json!({"id": 4, "name": "zip", "type": "STRING"})
+    );
+    table.spec.columns = [
+        ("id", "INT"),
+        ("name", "STRING"),
+        ("n", "BIGINT"),
+        ("old", "STRING"),
+        ("zip", "STRING"),
+    ]
+    .iter()
+    .map(|(n, t)| (n.to_string(), t.to_string()))
+    .collect();
+    let schema = table.java_schema();
+    assert_eq!(schema["schema_id"], json!(1), "{schema}");
+    assert_eq!(
+        schema["columns"],
+        json!([
+            ["id", "INT NOT NULL"],
+            ["name", "STRING"],
+            ["n", "BIGINT"],
+            ["old", "STRING"],
+            ["zip", "STRING"]
+        ]),
+        "{schema}"
+    );
+    table.lj_write(
+        &[
+            json!({"id": 2, "name": "c2 updated", "n": 5_000_000_000_i64, "old": null, "zip": "8000"}),
+            json!({"id": 5, "name": "c5", "n": -1, "old": "x", "zip": "1000"}),
+        ],
+        None,
+    );
+    let expected: Vec<Value> = [
+        json!({"id": 1, "name": "c1", "n": 10, "old": "gone"}),
+        json!({"id": 2, "name": "c2 updated", "n": 5_000_000_000_i64, "zip": "8000"}),
+        json!({"id": 3, "name": "c3", "n": 30, "old": "gone"}),
+        json!({"id": 4, "name": "c4", "n": 40, "old": "gone"}),
+        json!({"id": 5, "name": "c5", "n": -1, "old": "x", "zip": "1000"}),
+    ]
+    .iter()
+    .map(|row| full_row(&table.spec, row))
+    .collect();
+    assert_java_and_lakejoin_read(
+        &table,
+        "lakejoin's schema-1 over schema-0 files",
+        Some(&expected),
+    );
+    table.assert_both_read("pypaimon reads lakejoin's evolved table", &expected);
+    // A refused change writes nothing.
+    let refused = table.lakejoin(
+        &["table", "alter"],
+        &["--widen".to_owned(), "n INT".to_owned()],
+        "",
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("only widening is allowed"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_eq!(table.java_schema()["schema_id"], json!(1));
+    // Java writes in the evolved schema; lakejoin reads it.
+    table.java_write(&[
+        json!({"id": 6, "name": "c6", "n": 7_000_000_000_i64, "old": null, "zip": "3000"}),
+    ]);
+    let mut expected = expected;
+    expected.push(full_row(
+        &table.spec,
+        &json!({"id": 6, "name": "c6", "n": 7_000_000_000_i64, "zip": "3000"}),
+    ));
+    assert_java_and_lakejoin_read(&table, "Java wrote in lakejoin's schema-1", Some(&expected));
+}

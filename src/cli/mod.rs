@@ -3,6 +3,7 @@
 mod demo;
 mod run;
 mod table;
+mod table_alter;
 
 use clap::{Parser, Subcommand};
 

@@ -143,6 +143,20 @@ pub(crate) enum TableCommand {
         #[arg(long)]
         snapshot: Option<i64>,
     },
+    /// Evolve the table's schema as Paimon's ALTER TABLE does, in one new schema file:
+    /// add nullable columns at the end, widen column types (INT → BIGINT, VARCHAR(n) →
+    /// longer, DECIMAL precision up). Old data files read an added column as null.
+    /// Prints the new schema.
+    Alter {
+        #[command(flatten)]
+        location: TableLocation,
+        /// A column to add, 'NAME TYPE' (e.g. 'city STRING'), repeatable.
+        #[arg(long = "add-column", value_name = "NAME TYPE")]
+        add_columns: Vec<String>,
+        /// A column's wider type, 'NAME TYPE' (e.g. 'age BIGINT'), repeatable.
+        #[arg(long = "widen", value_name = "NAME TYPE")]
+        widen: Vec<String>,
+    },
     /// Remove files no snapshot references (left by failed writes), printing each one.
     CleanOrphans {
         #[command(flatten)]
@@ -193,7 +207,7 @@ impl TableLocation {
         TableIdentifier::parse(&self.table)
     }
 
-    async fn open(&self) -> Result<Table> {
+    pub(super) async fn open(&self) -> Result<Table> {
         Table::open(&self.warehouse()?, &self.identifier()?).await
     }
 }
@@ -262,6 +276,11 @@ impl TableCommand {
                 dry_run,
             } => clean_orphans(&location, older_than, dry_run).await,
             TableCommand::Check { location, snapshot } => check(&location, snapshot).await,
+            TableCommand::Alter {
+                location,
+                add_columns,
+                widen,
+            } => super::table_alter::alter(&location, &add_columns, &widen).await,
         }
     }
 }
@@ -689,7 +708,7 @@ async fn clean_orphans(
     Ok(Outcome::Success)
 }
 
-fn stdout_error(e: std::io::Error) -> Error {
+pub(super) fn stdout_error(e: std::io::Error) -> Error {
     Error::Io {
         context: "writing to stdout".into(),
         source: e,

@@ -59,6 +59,7 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
     let emit = Emitter {
         ctx,
         hints: None,
+        types: None,
         meta,
     };
     let mut out = Vec::with_capacity(rows.len() * if kind == "UPDATE" { 2 } else { 1 });

@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 use super::envelope;
 use super::error::{DecodeError, Part};
 use super::json_value::{parse_value, type_name};
-use super::row::{Emitter, Hints, MessageMeta, semantic_of};
+use super::row::{Emitter, Hints, MessageMeta, SourceType, SourceTypes, semantic_of};
 use super::{Ctx, Decoded, Format, SkipReason};
+use crate::table::types::{DataType, MAX_LENGTH};
 
 /// `debezium-json`: parses the payload, unwraps `schema`/`payload`, decodes the envelope.
 pub(crate) fn decode_json(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
@@ -22,12 +23,23 @@ pub(crate) fn decode_json(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
     };
     match unwrap_schema(root)? {
         None => Ok(Decoded::Skipped(SkipReason::Tombstone)),
-        Some((env, hints)) => decode_envelope(ctx, &env, hints.as_ref()),
+        Some((env, schema)) => match schema {
+            Some(RowSchema { hints, types }) => {
+                decode_typed_envelope(ctx, &env, Some(&hints), Some(&types))
+            }
+            None => decode_envelope(ctx, &env, None),
+        },
     }
 }
 
-/// A row object (or envelope) with the schema hints of its fields, if it had a schema.
-type WithHints = (Map<String, Value>, Option<Hints>);
+/// What the Connect schema of a message says about its row's fields.
+struct RowSchema {
+    hints: Hints,
+    types: SourceTypes,
+}
+
+/// A row object (or envelope) with what its schema says of its fields, if it had one.
+type WithHints = (Map<String, Value>, Option<RowSchema>);
 
 /// Splits a Connect JSON message with schema into its payload and the hints of its row
 /// schema; a message without the wrapper is returned as is. `None` for a null payload.
@@ -35,7 +47,7 @@ fn unwrap_schema(mut root: Map<String, Value>) -> Result<Option<WithHints>, Deco
     if !(root.contains_key("schema") && root.contains_key("payload")) {
         return Ok(Some((root, None)));
     }
-    let hints = root.get("schema").map(connect_hints);
+    let hints = root.get("schema").map(connect_row_schema);
     match root.remove("payload") {
         Some(Value::Object(payload)) => Ok(Some((payload, hints))),
         Some(Value::Null) | None => Ok(None),
@@ -46,12 +58,14 @@ fn unwrap_schema(mut root: Map<String, Value>) -> Result<Option<WithHints>, Deco
     }
 }
 
-/// Hints from a Connect schema: the fields of an envelope's `after` struct (or `before`
-/// when `after` is not described), or of the struct itself (a key schema).
-fn connect_hints(schema: &Value) -> Hints {
+/// Hints and source types from a Connect schema: the fields of an envelope's `after`
+/// struct (or `before` when `after` is not described), or of the struct itself (a key
+/// schema).
+fn connect_row_schema(schema: &Value) -> RowSchema {
     let mut hints = Hints::new();
+    let mut types = SourceTypes::new();
     let Some(fields) = schema.get("fields").and_then(Value::as_array) else {
-        return hints;
+        return RowSchema { hints, types };
     };
     let row_struct = ["after", "before"].into_iter().find_map(|name| {
         fields
@@ -61,15 +75,16 @@ fn connect_hints(schema: &Value) -> Hints {
     let row_fields = match row_struct {
         Some(s) => match s.get("fields").and_then(Value::as_array) {
             Some(f) => f,
-            None => return hints,
+            None => return RowSchema { hints, types },
         },
         None => fields,
     };
     for f in row_fields {
-        let (Some(field), Some(name)) = (
-            f.get("field").and_then(Value::as_str),
-            f.get("name").and_then(Value::as_str),
-        ) else {
+        let Some(field) = f.get("field").and_then(Value::as_str) else {
+            continue;
+        };
+        types.insert(field.to_string(), connect_type(f));
+        let Some(name) = f.get("name").and_then(Value::as_str) else {
             continue;
         };
         let scale = f
@@ -80,7 +95,91 @@ fn connect_hints(schema: &Value) -> Hints {
             hints.insert(field.to_string(), semantic);
         }
     }
-    hints
+    RowSchema { hints, types }
+}
+
+/// The table type of a Connect schema field, as Paimon's MySQL CDC maps Debezium's
+/// schemas: by the logical name (`Decimal` with `connect.decimal.precision`,
+/// `io.debezium.time.*`), else by the Connect type. With Debezium's
+/// `column.propagate.source.type`, a `VARCHAR(n)`/`CHAR(n)` column's length is known
+/// too; otherwise a Connect `string` is a STRING of unknown bound (not exact).
+fn connect_type(f: &Value) -> SourceType {
+    let connect = f.get("type").and_then(Value::as_str).unwrap_or("?");
+    let name = f.get("name").and_then(Value::as_str);
+    let parameter = |key: &str| {
+        f.get("parameters")
+            .and_then(|p| p.get(key))
+            .and_then(Value::as_str)
+            .and_then(|v| v.trim().parse::<u32>().ok())
+    };
+    let described = name.map_or_else(|| connect.to_string(), |n| format!("{connect} ({n})"));
+    let typed = |data_type: Option<DataType>, exact: bool| SourceType {
+        data_type,
+        exact,
+        described: described.clone(),
+    };
+    let source_column_type = f
+        .get("parameters")
+        .and_then(|p| p.get("__debezium.source.column.type"))
+        .and_then(Value::as_str)
+        .map(str::to_ascii_uppercase);
+    let length = parameter("__debezium.source.column.length");
+    match (source_column_type.as_deref(), length) {
+        (Some("VARCHAR"), Some(n)) if n >= 1 => return typed(Some(DataType::Varchar(n)), true),
+        (Some("CHAR"), Some(n)) if n >= 1 => return typed(Some(DataType::Char(n)), true),
+        _ => {}
+    }
+    match name {
+        Some("org.apache.kafka.connect.data.Decimal") => {
+            let scale = parameter("scale").unwrap_or(0);
+            let precision = parameter("connect.decimal.precision");
+            let p = precision.unwrap_or(38);
+            return match (u8::try_from(p), u8::try_from(scale)) {
+                (Ok(precision), Ok(scale))
+                    if (1..=38).contains(&precision) && scale <= precision =>
+                {
+                    typed(Some(DataType::Decimal { precision, scale }), true)
+                }
+                _ => typed(None, false),
+            };
+        }
+        Some("io.debezium.time.Date" | "org.apache.kafka.connect.data.Date") => {
+            return typed(Some(DataType::Date), true);
+        }
+        Some("io.debezium.time.Timestamp" | "org.apache.kafka.connect.data.Timestamp") => {
+            return typed(Some(DataType::Timestamp(3)), true);
+        }
+        Some("io.debezium.time.MicroTimestamp") => {
+            return typed(Some(DataType::Timestamp(6)), true);
+        }
+        Some("io.debezium.time.NanoTimestamp") => return typed(Some(DataType::Timestamp(9)), true),
+        Some("io.debezium.time.ZonedTimestamp") => {
+            return typed(Some(DataType::TimestampLtz(6)), true);
+        }
+        Some("io.debezium.time.Year") => return typed(Some(DataType::Int), true),
+        Some(
+            "io.debezium.data.Json"
+            | "io.debezium.data.Enum"
+            | "io.debezium.data.EnumSet"
+            | "io.debezium.data.Uuid"
+            | "io.debezium.data.Xml",
+        ) => return typed(Some(DataType::Varchar(MAX_LENGTH)), false),
+        // Times of day, bit strings, variable-scale decimals, geometries: no table type.
+        Some(other) if other.starts_with("io.debezium.") => return typed(None, false),
+        _ => {}
+    }
+    match connect {
+        "int8" => typed(Some(DataType::TinyInt), true),
+        "int16" => typed(Some(DataType::SmallInt), true),
+        "int32" => typed(Some(DataType::Int), true),
+        "int64" => typed(Some(DataType::BigInt), true),
+        "float32" => typed(Some(DataType::Float), true),
+        "float64" => typed(Some(DataType::Double), true),
+        "boolean" => typed(Some(DataType::Boolean), true),
+        "string" => typed(Some(DataType::Varchar(MAX_LENGTH)), false),
+        "bytes" => typed(Some(DataType::Varbinary(MAX_LENGTH)), false),
+        _ => typed(None, false),
+    }
 }
 
 /// Decodes one Debezium envelope (`op`, `before`, `after`, `source`, `ts_ms`).
@@ -88,6 +187,16 @@ pub(crate) fn decode_envelope(
     ctx: &Ctx<'_, '_>,
     env: &Map<String, Value>,
     hints: Option<&Hints>,
+) -> Result<Decoded, DecodeError> {
+    decode_typed_envelope(ctx, env, hints, None)
+}
+
+/// [`decode_envelope`] with the source types of the row's fields.
+fn decode_typed_envelope(
+    ctx: &Ctx<'_, '_>,
+    env: &Map<String, Value>,
+    hints: Option<&Hints>,
+    types: Option<&SourceTypes>,
 ) -> Result<Decoded, DecodeError> {
     let op = envelope::event_kind(env, "op", "a Debezium change event")?;
     let source = env.get("source").and_then(Value::as_object);
@@ -97,7 +206,12 @@ pub(crate) fn decode_envelope(
         database: source.and_then(|s| envelope::text(s, "db")),
         table: source.and_then(|s| envelope::text(s, "table")),
     };
-    let emit = Emitter { ctx, hints, meta };
+    let emit = Emitter {
+        ctx,
+        hints,
+        types,
+        meta,
+    };
     let before = envelope::object(env, "before")?;
     let after = envelope::object(env, "after")?;
     let require_after = || envelope::required(after, "after", "op", op);
@@ -113,10 +227,11 @@ pub(crate) fn decode_envelope(
         "d" => match before {
             Some(before) => emit.delete(before, &mut out)?,
             None => {
-                let (key, key_hints) = key_image(ctx)?;
+                let (key, key_schema) = key_image(ctx)?;
                 let emit = Emitter {
                     ctx,
-                    hints: key_hints.as_ref(),
+                    hints: key_schema.as_ref().map(|s| &s.hints),
+                    types: None,
                     meta,
                 };
                 emit.delete(&key, &mut out)?;
@@ -178,6 +293,116 @@ mod tests {
         match d {
             Decoded::Changes(c) => c,
             other => panic!("expected changes, got {other:?}"),
+        }
+    }
+
+    /// `ALTER TABLE … ADD COLUMN colour`, `MODIFY id BIGINT` as the Connect schema shows
+    /// them: the row is not built; the columns are reported with their source types. A
+    /// narrower or cross-family type (the user's mapping) and a string of unknown bound
+    /// are not.
+    #[test]
+    fn a_connect_schema_with_a_new_field_or_a_wider_type_reports_the_columns() {
+        let msg = json!({
+            "schema": {"type": "struct", "optional": false, "fields": [
+                {"type": "struct", "optional": true, "field": "after", "fields": [
+                    {"type": "int64", "optional": false, "field": "id"},
+                    {"type": "string", "optional": true, "field": "colour"},
+                    {"type": "int32", "optional": true, "field": "score"},
+                    {"type": "string", "optional": true, "field": "name", "parameters": {
+                        "__debezium.source.column.type": "VARCHAR",
+                        "__debezium.source.column.length": "40"}},
+                    {"type": "int16", "optional": true, "field": "in_stock"}]},
+                {"type": "string", "optional": false, "field": "op"}]},
+            "payload": {"before": null, "op": "c",
+                "after": {"id": 1, "colour": "red", "score": 3, "name": "x", "in_stock": 1}}
+        })
+        .to_string();
+        let strict = CdcOptions {
+            strict: true,
+            ..CdcOptions::default()
+        };
+        let Err(DecodeError::SchemaChanged { columns, .. }) = decode(strict, msg.as_bytes()) else {
+            panic!("the schema change is reported");
+        };
+        let by_name: std::collections::BTreeMap<&str, &SourceColumn> =
+            columns.iter().map(|c| (c.name.as_str(), c)).collect();
+        assert_eq!(by_name.len(), 2, "{columns:?}");
+        assert_eq!(
+            by_name["colour"].source_type,
+            Some(DataType::Varchar(crate::table::types::MAX_LENGTH))
+        );
+        assert_eq!(by_name["colour"].table_type, None);
+        assert_eq!(by_name["id"].source_type, Some(DataType::BigInt));
+        assert_eq!(by_name["id"].table_type, Some(DataType::Int));
+        let text = DecodeError::SchemaChanged {
+            row: None,
+            columns: columns.clone(),
+        }
+        .to_string();
+        assert!(
+            text.contains("field `colour` (STRING) is not a column"),
+            "{text}"
+        );
+        assert!(
+            text.contains("column `id` is INT in the table, BIGINT in the record"),
+            "{text}"
+        );
+        // Ignoring unknown fields drops `colour`; the wider `id` is still reported.
+        let Err(DecodeError::SchemaChanged { columns, .. }) =
+            decode(CdcOptions::default(), msg.as_bytes())
+        else {
+            panic!("the wider type is reported");
+        };
+        assert_eq!(columns.len(), 1);
+        assert_eq!(columns[0].name, "id");
+    }
+
+    #[test]
+    fn connect_types_map_as_paimons_mysql_cdc_maps_them() {
+        let cases = [
+            (json!({"type": "int8"}), Some(DataType::TinyInt), true),
+            (json!({"type": "int64"}), Some(DataType::BigInt), true),
+            (json!({"type": "float32"}), Some(DataType::Float), true),
+            (
+                json!({"type": "string"}),
+                Some(DataType::Varchar(crate::table::types::MAX_LENGTH)),
+                false,
+            ),
+            (
+                json!({"type": "string", "parameters": {"__debezium.source.column.type": "CHAR",
+                "__debezium.source.column.length": "3"}}),
+                Some(DataType::Char(3)),
+                true,
+            ),
+            (
+                json!({"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+                "parameters": {"scale": "2", "connect.decimal.precision": "12"}}),
+                Some(DataType::Decimal {
+                    precision: 12,
+                    scale: 2,
+                }),
+                true,
+            ),
+            (
+                json!({"type": "int64", "name": "io.debezium.time.MicroTimestamp"}),
+                Some(DataType::Timestamp(6)),
+                true,
+            ),
+            (
+                json!({"type": "string", "name": "io.debezium.time.ZonedTimestamp"}),
+                Some(DataType::TimestampLtz(6)),
+                true,
+            ),
+            (
+                json!({"type": "int64", "name": "io.debezium.time.MicroTime"}),
+                None,
+                false,
+            ),
+            (json!({"type": "struct"}), None, false),
+        ];
+        for (field, data_type, exact) in cases {
+            let got = super::connect_type(&field);
+            assert_eq!((got.data_type, got.exact), (data_type, exact), "{field}");
         }
     }
 
@@ -407,7 +632,7 @@ mod tests {
         );
         let extra = json!({"op": "c", "after": {"id": 1, "shoe_size": 44}}).to_string();
         let err = dec.decode(&record(extra.as_bytes())).unwrap_err();
-        assert_eq!(err.code(), "unknown-field");
+        assert_eq!(err.code(), "schema-changed");
         assert!(err.to_string().contains("shoe_size"), "{err}");
     }
 }

@@ -125,10 +125,13 @@ pub enum DecodeError {
         row: Option<usize>,
         errors: Vec<ColumnError>,
     },
-    /// Fields that are not columns, rejected in strict mode.
-    UnknownFields {
+    /// The record's row does not fit the table's schema: fields that are not columns
+    /// (reported unless unknown fields are ignored), or columns whose type the record's
+    /// own schema gives wider than the table's. Not a bad record: the pipeline evolves
+    /// the table or stops, as its `schema_evolution` says; it never drops the fields.
+    SchemaChanged {
         row: Option<usize>,
-        fields: Vec<String>,
+        columns: Vec<SourceColumn>,
     },
     /// A Confluent schema id that could not be resolved. `transient` failures (registry
     /// unreachable, 5xx) deserve a retry rather than the dead-letter topic.
@@ -146,7 +149,7 @@ impl DecodeError {
             DecodeError::Malformed { .. } => "malformed",
             DecodeError::Envelope { .. } => "envelope",
             DecodeError::Columns { .. } => "column",
-            DecodeError::UnknownFields { .. } => "unknown-field",
+            DecodeError::SchemaChanged { .. } => "schema-changed",
             DecodeError::Schema { .. } => "schema",
         }
     }
@@ -183,9 +186,9 @@ impl DecodeError {
                 row: Some(index),
                 errors,
             },
-            DecodeError::UnknownFields { fields, .. } => DecodeError::UnknownFields {
+            DecodeError::SchemaChanged { columns, .. } => DecodeError::SchemaChanged {
                 row: Some(index),
-                fields,
+                columns,
             },
             other => other,
         }
@@ -222,9 +225,10 @@ impl fmt::Display for DecodeError {
                 row_prefix(f, row)?;
                 write_joined(f, errors)
             }
-            DecodeError::UnknownFields { row, fields } => {
+            DecodeError::SchemaChanged { row, columns } => {
                 row_prefix(f, row)?;
-                write!(f, "fields that are not columns: {}", fields.join(", "))
+                f.write_str("the record does not fit the table's schema: ")?;
+                write_joined(f, columns)
             }
             DecodeError::Schema { id, reason, .. } => write!(f, "schema id {id}: {reason}"),
         }
@@ -232,6 +236,36 @@ impl fmt::Display for DecodeError {
 }
 
 impl std::error::Error for DecodeError {}
+
+/// A column as a record's source has it, where the table lacks it or has a narrower type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceColumn {
+    pub name: String,
+    /// Its type as the record's schema gives it (STRING for a format without types, as
+    /// Paimon's CDC maps untyped fields); `None` for a schema type lakejoin cannot map.
+    pub source_type: Option<DataType>,
+    /// Its type in the table; `None` when the table has no such column.
+    pub table_type: Option<DataType>,
+    /// How the source describes its type, for messages (`int64`, `string`, …).
+    pub described: String,
+}
+
+impl fmt::Display for SourceColumn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match self.source_type {
+            Some(t) => t.to_string(),
+            None => format!("{} (a type lakejoin cannot map)", self.described),
+        };
+        match self.table_type {
+            None => write!(f, "field `{}` ({source}) is not a column", self.name),
+            Some(t) => write!(
+                f,
+                "column `{}` is {t} in the table, {source} in the record",
+                self.name
+            ),
+        }
+    }
+}
 
 impl From<DecodeError> for crate::Error {
     fn from(e: DecodeError) -> Self {

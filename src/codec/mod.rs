@@ -38,7 +38,8 @@
 //! * Debezium `t` (truncate) and `m` (logical message), Canal `isDdl`/DDL types, Maxwell
 //!   DDL and bootstrap markers → skipped with a reason, never an error.
 //!
-//! Fields that are not columns are ignored, or rejected with [`CdcOptions::strict`].
+//! Fields that are not columns are ignored, or reported with [`CdcOptions::strict`] as
+//! [`DecodeError::SchemaChanged`] (the CDC pipeline then evolves the table or stops).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -78,7 +79,7 @@ mod tests;
 
 pub use avro::AvroSchema;
 pub(crate) use avro::{CONFLUENT_MAGIC, EncodeError};
-pub use error::{ColumnError, DecodeError, Part};
+pub use error::{ColumnError, DecodeError, Part, SourceColumn};
 pub use fact::{Fact, RawFact};
 pub use registry::SchemaResolver;
 
@@ -317,7 +318,8 @@ pub struct CdcOptions {
     pub update_mode: UpdateMode,
     pub snapshot_mode: SnapshotMode,
     pub epoch_unit: EpochUnit,
-    /// Reject records with fields that are not columns (default: ignore them).
+    /// Report records with fields that are not columns as
+    /// [`DecodeError::SchemaChanged`] (default: ignore the fields).
     pub strict: bool,
     /// `avro` and `debezium-avro`: where the writer schemas come from.
     pub avro: Option<AvroSchemas>,

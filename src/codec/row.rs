@@ -1,5 +1,7 @@
 //! Builds table rows from JSON objects: column sources (name, dotted path, metadata),
-//! value coercion with precise errors, NOT NULL checks, strict mode.
+//! value coercion with precise errors, NOT NULL checks, and the report of a row that does
+//! not fit the table's schema (fields that are not columns, columns the record's own
+//! schema gives a wider type), which the CDC pipeline answers by evolving the table.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -9,7 +11,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::DateTime;
 use serde_json::{Map, Value};
 
-use super::error::{CoerceError, ColumnError, ColumnProblem, DecodeError, snippet};
+use super::error::{CoerceError, ColumnError, ColumnProblem, DecodeError, SourceColumn, snippet};
 use super::json_value::lookup_path;
 use super::{
     CdcOptions, Ctx, EpochUnit, KafkaRecord, Metadata, RowChange, SnapshotMode, UpdateMode,
@@ -17,7 +19,8 @@ use super::{
 use crate::table::datum::{Datum, Timestamp, datum_from_json, format_decimal, parse_timestamp};
 use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
-use crate::table::types::DataType;
+use crate::table::schema_change::widens;
+use crate::table::types::{DataType, MAX_LENGTH};
 
 /// Where a column's value comes from.
 #[derive(Debug)]
@@ -50,6 +53,23 @@ pub(crate) enum Semantic {
 
 /// Semantics of the fields of a row object, by top-level field name.
 pub(crate) type Hints = HashMap<String, Semantic>;
+
+/// The type a record's own schema gives a field (the Kafka Connect schema of Debezium
+/// JSON with `schemas.enable=true`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SourceType {
+    /// `None` for a schema type lakejoin has no table type for.
+    pub(crate) data_type: Option<DataType>,
+    /// Whether the type is the source column's own: a Connect `string` carries no length
+    /// (unless Debezium propagates it), so it says nothing about a VARCHAR(n) column's
+    /// bound and is only used for a column that has to be added.
+    pub(crate) exact: bool,
+    /// How the schema spells the type, for messages.
+    pub(crate) described: String,
+}
+
+/// Source types of the fields of a row object, by top-level field name.
+pub(crate) type SourceTypes = HashMap<String, SourceType>;
 
 /// The semantic of a Kafka Connect schema name (`io.debezium.time.MicroTimestamp`, …),
 /// with the Connect parameters for decimals.
@@ -85,6 +105,8 @@ pub(crate) struct RowBuilder {
     sources: Vec<Source>,
     /// Top-level field names some column reads (for strict mode).
     consumed: HashSet<String>,
+    /// Report fields that are not columns ([`DecodeError::SchemaChanged`]) instead of
+    /// ignoring them.
     strict: bool,
     epoch_unit: EpochUnit,
     key_indices: Vec<usize>,
@@ -161,31 +183,21 @@ impl RowBuilder {
         meta: &MessageMeta<'_>,
         record: &KafkaRecord<'_>,
     ) -> Result<RowChange, DecodeError> {
-        self.build_hinted(kind, object, None, meta, record)
+        self.build_hinted(kind, object, None, None, meta, record)
     }
 
-    /// [`RowBuilder::build`] with schema hints for the object's top-level fields.
+    /// [`RowBuilder::build`] with schema hints and source types for the object's
+    /// top-level fields.
     pub(crate) fn build_hinted(
         &self,
         kind: RowKind,
         object: &Map<String, Value>,
         hints: Option<&Hints>,
+        types: Option<&SourceTypes>,
         meta: &MessageMeta<'_>,
         record: &KafkaRecord<'_>,
     ) -> Result<RowChange, DecodeError> {
-        if self.strict {
-            let unknown: Vec<String> = object
-                .keys()
-                .filter(|k| !self.consumed.contains(k.as_str()))
-                .cloned()
-                .collect();
-            if !unknown.is_empty() {
-                return Err(DecodeError::UnknownFields {
-                    row: None,
-                    fields: unknown,
-                });
-            }
-        }
+        self.check_fit(object, types)?;
         let mut errors = Vec::new();
         let mut row = Vec::with_capacity(self.sources.len());
         for (field, source) in self.schema.fields.iter().zip(&self.sources) {
@@ -247,6 +259,66 @@ impl RowBuilder {
     }
 }
 
+impl RowBuilder {
+    /// `Err(SchemaChanged)` when the object has fields that are not columns (in strict
+    /// mode; typed by `types`, else STRING, as Paimon's CDC types untyped fields), or its
+    /// schema gives a column a wider type of the same family than the table has (INT in
+    /// the table, `int64` in the record). A type of another family is the user's mapping
+    /// (a DECIMAL read into a DOUBLE column) and is coerced value by value, as before.
+    fn check_fit(
+        &self,
+        object: &Map<String, Value>,
+        types: Option<&SourceTypes>,
+    ) -> Result<(), DecodeError> {
+        let mut columns = Vec::new();
+        if self.strict {
+            for name in object.keys() {
+                if self.consumed.contains(name.as_str()) {
+                    continue;
+                }
+                let source = types.and_then(|t| t.get(name));
+                columns.push(SourceColumn {
+                    name: name.clone(),
+                    source_type: match source {
+                        Some(s) => s.data_type,
+                        None => Some(DataType::Varchar(MAX_LENGTH)),
+                    },
+                    table_type: None,
+                    described: source.map_or_else(|| "untyped".into(), |s| s.described.clone()),
+                });
+            }
+        }
+        if let Some(types) = types {
+            for (field, source) in self.schema.fields.iter().zip(&self.sources) {
+                let Source::Field(name) = source else {
+                    continue;
+                };
+                let Some(SourceType {
+                    data_type: Some(wanted),
+                    exact: true,
+                    described,
+                }) = types.get(name)
+                else {
+                    continue;
+                };
+                if *wanted != field.data_type && widens(field.data_type, *wanted) {
+                    columns.push(SourceColumn {
+                        name: field.name.clone(),
+                        source_type: Some(*wanted),
+                        table_type: Some(field.data_type),
+                        described: described.clone(),
+                    });
+                }
+            }
+        }
+        if columns.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError::SchemaChanged { row: None, columns })
+        }
+    }
+}
+
 /// The datum of a metadata column. Timestamps are epoch milliseconds whatever
 /// [`EpochUnit`] says.
 fn meta_datum(
@@ -296,6 +368,11 @@ pub(crate) fn coerce(value: &Value, ty: &DataType, unit: EpochUnit) -> Result<Da
         },
         (DataType::Boolean, Value::String(s)) if s == "0" || s == "1" => {
             Ok(Datum::Boolean(s == "1"))
+        }
+        // A nested value in a string column is kept as its JSON text, as Paimon's CDC
+        // stores it (a column added for an untyped nested field is a STRING).
+        (DataType::Char(_) | DataType::Varchar(_), Value::Object(_) | Value::Array(_)) => {
+            datum_from_json(&Value::String(value.to_string()), ty).map_err(CoerceError::Datum)
         }
         (DataType::Timestamp(p) | DataType::TimestampLtz(p), Value::Number(n)) => {
             let v = n.as_i64().ok_or_else(|| CoerceError::NotIntegerEpoch {
@@ -414,14 +491,20 @@ pub(crate) fn unscaled_from_be(bytes: &[u8]) -> Option<i128> {
 pub(crate) struct Emitter<'a, 'c, 'r> {
     pub(crate) ctx: &'a Ctx<'c, 'r>,
     pub(crate) hints: Option<&'a Hints>,
+    pub(crate) types: Option<&'a SourceTypes>,
     pub(crate) meta: MessageMeta<'a>,
 }
 
 impl Emitter<'_, '_, '_> {
     fn build(&self, kind: RowKind, object: &Map<String, Value>) -> Result<RowChange, DecodeError> {
-        self.ctx
-            .builder
-            .build_hinted(kind, object, self.hints, &self.meta, self.ctx.record)
+        self.ctx.builder.build_hinted(
+            kind,
+            object,
+            self.hints,
+            self.types,
+            &self.meta,
+            self.ctx.record,
+        )
     }
 
     /// `+I(after)`.
@@ -531,6 +614,11 @@ mod tests {
             Ok(Datum::Boolean(false))
         );
         assert!(coerce(&json!(2), &DataType::Boolean, u).is_err());
+        assert_eq!(
+            coerce(&json!({"a": [1, 2]}), &DataType::Varchar(MAX_LENGTH), u),
+            Ok(Datum::String(r#"{"a":[1,2]}"#.into()))
+        );
+        assert!(coerce(&json!([1, 2, 3]), &DataType::Varchar(3), u).is_err());
         let zoned = coerce(
             &json!("2024-01-01T10:00:00.5+01:00"),
             &DataType::Timestamp(3),

@@ -489,6 +489,13 @@ impl Config {
                     "{at}.update_mode: must be delete-insert, update-before-after or upsert, got `{mode}`"
                 ));
             }
+            if c.schema_evolution.add_columns && c.schema_evolution.ignore_unknown_fields {
+                problems.push(format!(
+                    "{at}.schema_evolution: add_columns = true and ignore_unknown_fields = true \
+                     contradict each other (a field the table lacks is either added or dropped); \
+                     set add_columns = false to drop such fields"
+                ));
+            }
             if let Some(field) = &c.row_kind_field
                 && schema.field(field).is_some()
             {

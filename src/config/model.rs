@@ -308,6 +308,47 @@ pub struct CdcConfig {
     /// sources' columns).
     #[serde(default)]
     pub(crate) update_mode: Option<String>,
+    /// What happens when a record brings a column the table lacks or a wider type:
+    /// `{ add_columns = true, widen_types = true }` by default (see
+    /// [`SchemaEvolutionConfig`]).
+    #[serde(default)]
+    pub(crate) schema_evolution: SchemaEvolutionConfig,
+}
+
+/// `schema_evolution = { add_columns, widen_types, ignore_unknown_fields }` of a
+/// `[[cdc]]`: what a record that does not fit the table does to it.
+///
+/// The defaults are what Paimon's `kafka_sync_table` (and `mysql_sync_table`) do, which
+/// is what a user moving from them expects: a column the source gains is added to the
+/// table, nullable, at the end, with a new field id; a column whose type the source
+/// widens is widened in the table (INT → BIGINT, VARCHAR(n) → longer, DECIMAL precision
+/// up); a source type narrower than the table's keeps the table's (every value fits).
+/// Paimon has no switch for either; the two switches here are for tables whose schema
+/// is managed by hand (`lakejoin table alter`). Whatever is not allowed stops the
+/// pipeline with the reason, before any of that record is written: a field is never
+/// dropped silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub(crate) struct SchemaEvolutionConfig {
+    /// Add a column the table lacks (default true). With false, such a field stops the
+    /// pipeline, unless `ignore_unknown_fields`.
+    pub(crate) add_columns: bool,
+    /// Widen a column whose type the record's schema gives wider, of the same family
+    /// (default true). With false, it stops the pipeline.
+    pub(crate) widen_types: bool,
+    /// Drop fields that are not columns, as lakejoin did before schema evolution (default
+    /// false). Only with `add_columns = false`: the two contradict each other.
+    pub(crate) ignore_unknown_fields: bool,
+}
+
+impl Default for SchemaEvolutionConfig {
+    fn default() -> Self {
+        SchemaEvolutionConfig {
+            add_columns: true,
+            widen_types: true,
+            ignore_unknown_fields: false,
+        }
+    }
 }
 
 fn default_partition_discovery_interval() -> Duration {

@@ -432,7 +432,7 @@ impl LookupTable {
             }
             // A bucket at a time: the decoded rows of the whole table would take several
             // times the memory of the cache they fill.
-            scan_each_bucket(table, &snapshot, &filter, |rows| {
+            scan_each_bucket(&table, &snapshot, &filter, |rows| {
                 rows.iter().try_for_each(|row| fresh.upsert(row))
             })
             .await?;
@@ -514,7 +514,8 @@ impl LookupTable {
         let Some(values) = partition else {
             return false;
         };
-        let schema = self.point.table().schema();
+        let table = self.point.table();
+        let schema = table.schema();
         schema
             .partition_keys
             .iter()
@@ -533,7 +534,7 @@ impl LookupTable {
         if self.partition_choice != Some(PartitionChoice::Newest) {
             return Ok(false);
         }
-        let newest = newest_partition(self.point.table(), &self.point.partitions())?;
+        let newest = newest_partition(&self.point.table(), &self.point.partitions())?;
         let mut current = self.partition.write().unwrap_or_else(|p| p.into_inner());
         if current.as_deref() == newest.as_ref() {
             return Ok(false);

@@ -78,7 +78,7 @@ impl TableLookups {
         let changed = if delta.reload || delta.changed_files.is_empty() {
             ChangedKeys::default()
         } else {
-            changed_keys(self.point.table(), &delta.changed_files, &delta.deletions).await?
+            changed_keys(&self.point.table(), &delta.changed_files, &delta.deletions).await?
         };
         for join in &self.joins {
             join.apply(&delta, &changed).await?;

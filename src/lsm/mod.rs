@@ -35,6 +35,20 @@ pub(crate) async fn create_table(
     Table::create(warehouse, identifier, schema).await
 }
 
+/// Publishes the next schema version ([`Table::evolve_schema`]), refusing one no reader
+/// could merge (an added column an aggregation option names wrongly, …) before it is
+/// written. Returns the table at its newest schema.
+pub async fn evolve_table(
+    table: &Table,
+    plan: impl Fn(&TableSchema) -> Result<Vec<crate::table::schema_change::SchemaChange>>,
+) -> Result<Table> {
+    table
+        .evolve_schema(plan, |next| {
+            merge::validate(next, &TableOptions::from_map(&next.options)?)
+        })
+        .await
+}
+
 #[cfg(test)]
 mod tests {
 

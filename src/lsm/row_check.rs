@@ -17,6 +17,7 @@ use crate::table::Table;
 use crate::table::datum::{Datum, Row, TimestampOutOfRange, format_timestamp};
 use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
+use crate::table::schema_change::widen_datum;
 use crate::table::types::DataType;
 
 /// Why a table does not take a change: the dead-letter reason.
@@ -75,6 +76,8 @@ impl From<RowRejected> for Error {
 pub struct CheckedChange {
     kind: RowKind,
     row: Row,
+    /// The schema the row is laid out in (see [`RowCheck::upgrade`]).
+    schema_id: i64,
 }
 
 impl CheckedChange {
@@ -84,6 +87,11 @@ impl CheckedChange {
 
     pub fn row(&self) -> &Row {
         &self.row
+    }
+
+    /// Id of the schema the row was checked against.
+    pub fn schema_id(&self) -> i64 {
+        self.schema_id
     }
 
     pub(super) fn into_parts(self) -> (RowKind, Row) {
@@ -119,9 +127,49 @@ impl RowCheck {
         check_row(&self.schema, &row)?;
         let kind = row_kind_of(&self.schema, self.row_kind_column, kind, &row)?;
         match self.engine.admit(kind)? {
-            Admission::Keep => Ok(Some(CheckedChange { kind, row })),
+            Admission::Keep => Ok(Some(CheckedChange {
+                kind,
+                row,
+                schema_id: self.schema.id,
+            })),
             Admission::Drop => Ok(None),
         }
+    }
+
+    /// Id of the schema this checks against.
+    pub fn schema_id(&self) -> i64 {
+        self.schema.id
+    }
+
+    /// A change checked against `from`, an older schema of the table, laid out in this
+    /// check's schema and checked again: values move by field id, a column added since
+    /// is null, a widened one is cast up (`schema_change::widen_datum`). A change
+    /// decoded just before the table evolved is applied after it this way, so nothing
+    /// a pipeline sent is lost in the switch.
+    pub fn upgrade(
+        &self,
+        change: CheckedChange,
+        from: &TableSchema,
+    ) -> std::result::Result<Option<CheckedChange>, RowRejected> {
+        if change.schema_id == self.schema.id {
+            return Ok(Some(change));
+        }
+        let CheckedChange { kind, mut row, .. } = change;
+        let moved: Row = self
+            .schema
+            .fields
+            .iter()
+            .map(|field| {
+                from.fields
+                    .iter()
+                    .position(|old| old.id == field.id)
+                    .and_then(|i| row.get_mut(i))
+                    .map_or(Datum::Null, |d| {
+                        widen_datum(std::mem::replace(d, Datum::Null), field.data_type)
+                    })
+            })
+            .collect();
+        self.check(kind, moved)
     }
 }
 
@@ -249,5 +297,61 @@ mod tests {
         let millis = table_with("TIMESTAMP_LTZ(3)");
         assert!(check_row(&millis, &ts_row(i64::MAX, 0)).is_ok());
         assert!(check_row(&millis, &ts_row(i64::MIN, 0)).is_ok());
+    }
+
+    /// A change checked against schema 0 reaching a writer at schema 1 (`age` widened,
+    /// `city` added): laid out by field id, widened, the new column null, checked again.
+    #[tokio::test]
+    async fn a_change_of_an_older_schema_is_laid_out_in_the_new_one() {
+        use crate::table::schema_change::SchemaChange;
+        use crate::table::{TableIdentifier, Warehouse};
+        let warehouse = Warehouse::in_memory();
+        let id = TableIdentifier::parse("db.t").unwrap();
+        let schema = keyed_schema(
+            &[("id", DataType::Int), ("age", DataType::Int)],
+            &["id"],
+            &[("bucket", "1")],
+        );
+        let old = Table::create(&warehouse, &id, schema).await.unwrap();
+        let change = RowCheck::new(&old)
+            .unwrap()
+            .check(RowKind::Insert, vec![Datum::Int(1), Datum::Int(30)])
+            .unwrap()
+            .unwrap();
+        assert_eq!(change.schema_id(), 0);
+        let new = crate::lsm::evolve_table(&old, |_| {
+            Ok(vec![
+                SchemaChange::WidenColumn {
+                    name: "age".into(),
+                    data_type: DataType::BigInt,
+                },
+                SchemaChange::AddColumn {
+                    name: "city".into(),
+                    data_type: DataType::Varchar(32),
+                },
+            ])
+        })
+        .await
+        .unwrap();
+        let check = RowCheck::new(&new).unwrap();
+        let upgraded = check.upgrade(change, old.schema()).unwrap().unwrap();
+        assert_eq!(upgraded.schema_id(), 1);
+        assert_eq!(
+            upgraded.row(),
+            &vec![Datum::Int(1), Datum::BigInt(30), Datum::Null]
+        );
+        assert_eq!(upgraded.kind(), RowKind::Insert);
+        // A change of the current schema passes through unchanged.
+        let same = check
+            .check(
+                RowKind::Delete,
+                vec![Datum::Int(2), Datum::Null, Datum::Null],
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            check.upgrade(same.clone(), new.schema()).unwrap(),
+            Some(same)
+        );
     }
 }

@@ -538,6 +538,34 @@ impl TableWriter {
         }
     }
 
+    /// Moves this writer to `table`, a newer schema of its table (columns added or
+    /// widened), keeping its commit user, fence, buffer limit and known snapshot, so
+    /// commit identifiers go on and a foreign commit of its user is still caught.
+    /// Everything written must be committed first (the buffers are laid out in the old
+    /// schema); the compaction running on the old schema is finished first. Files written
+    /// from here on carry the new schema id; the schema file was published before, so no
+    /// data file names a schema that is not there.
+    pub(crate) async fn move_to_schema(&mut self, table: Arc<Table>) -> Result<()> {
+        if !self.buffers.is_empty() || !self.pending.is_empty() || self.in_doubt.is_some() {
+            return Err(Error::format(format!(
+                "table {}: the writer cannot move to a new schema with uncommitted changes",
+                self.table.identifier()
+            )));
+        }
+        if let Some(auto) = self.auto_compaction.take()
+            && let Err(e) = auto.close().await
+        {
+            tracing::warn!(table = %self.table.identifier(), error = %e,
+                "background compaction failed before the schema change; it runs again later");
+        }
+        let mut next = TableWriter::new(table, self.commit_user.clone()).await?;
+        next.known_snapshot = next.known_snapshot.min(self.known_snapshot);
+        next.fence = self.fence.take();
+        next.buffer_limit = self.buffer_limit;
+        *self = next;
+        Ok(())
+    }
+
     /// Finishes pending compaction and stops the background compactor. Changes written
     /// but not committed are discarded. Returns the last compaction error, if any (the
     /// committed data is intact either way).

@@ -99,6 +99,9 @@ pub(crate) fn cdc_decoder(config: &CdcConfig, table: &Table) -> Result<CdcDecode
         row_kind_field: config.row_kind_field.clone(),
         update_mode,
         avro: avro_schemas(&config.schema_file, &config.schema_registry)?,
+        // Fields the table lacks are reported (the pipeline adds them or stops), unless
+        // the pipeline asked to drop them.
+        strict: !config.schema_evolution.ignore_unknown_fields,
         ..CdcOptions::default()
     };
     CdcDecoder::new(
@@ -137,7 +140,9 @@ pub(crate) fn output_encoder(config: &OutputConfig) -> Result<OutputEncoder> {
 }
 
 /// Opens the table, creating it when absent; an existing table must have the configured
-/// columns, keys and merge engine.
+/// columns (each with its configured type or a wider one: schema evolution may have
+/// widened it, and may have added columns the configuration does not name), keys and
+/// merge engine.
 pub(crate) async fn open_or_create(
     warehouse: &Warehouse,
     name: &str,
@@ -155,9 +160,31 @@ pub(crate) async fn open_or_create(
                     .collect::<Vec<_>>()
                     .join(", ")
             };
-            if describe(have) != describe(&wanted) {
+            let fits = wanted.fields.iter().all(|w| {
+                have.field(&w.name).is_some_and(|h| {
+                    h.nullable == w.nullable
+                        && crate::table::schema_change::widens(w.data_type, h.data_type)
+                })
+            });
+            if !fits {
+                let missing: Vec<String> = wanted
+                    .fields
+                    .iter()
+                    .filter(|w| have.field(&w.name).is_none())
+                    .map(|w| format!("'{} {}'", w.name, w.data_type))
+                    .collect();
+                let hint = if missing.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; to add the missing columns to the table: `lakejoin table alter \
+                         --add-column {}`",
+                        missing.join(" --add-column ")
+                    )
+                };
                 problems.push(format!(
-                    "columns are [{}], configured [{}]",
+                    "columns are [{}], configured [{}] (each configured column must be in the \
+                     table with its type or a wider one){hint}",
                     describe(have),
                     describe(&wanted)
                 ));
@@ -454,5 +481,46 @@ mod tests {
             err.contains("exists with a different schema") && err.contains("name INT"),
             "{err}"
         );
+    }
+
+    /// After schema evolution the table has more columns than the config names: it still
+    /// opens (the config's columns are all there), at its own schema.
+    #[tokio::test]
+    async fn an_evolved_table_opens_with_the_configuration_it_was_created_from() {
+        use crate::table::schema_change::SchemaChange;
+        use crate::table::types::DataType;
+        let config = crate::config::from_toml("test", &config_text()).unwrap();
+        let warehouse = Warehouse::in_memory();
+        let schema = config.tables[0].to_schema().unwrap();
+        let table = open_or_create(&warehouse, "shop.customers", schema.clone())
+            .await
+            .unwrap();
+        let changes = vec![SchemaChange::AddColumn {
+            name: "city".into(),
+            data_type: DataType::Varchar(32),
+        }];
+        crate::lsm::evolve_table(&table, |_| Ok(changes.clone()))
+            .await
+            .unwrap();
+        let reopened = open_or_create(&warehouse, "shop.customers", schema)
+            .await
+            .unwrap();
+        assert_eq!(reopened.schema().id, 1);
+        assert_eq!(reopened.schema().fields.last().unwrap().name, "city");
+        // A column the config names before the table has it: refused, with the command.
+        let text = config_text().replace(
+            r#"{ name = "name", type = "STRING" },"#,
+            r#"{ name = "name", type = "STRING" }, { name = "zip", type = "INT" },"#,
+        );
+        let ahead = crate::config::from_toml("test", &text).unwrap();
+        let err = open_or_create(
+            &warehouse,
+            "shop.customers",
+            ahead.tables[0].to_schema().unwrap(),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("--add-column 'zip INT'"), "{err}");
     }
 }

@@ -7,7 +7,7 @@
 //! only informational), so a crash at any moment neither loses nor repeats a change.
 //! Files flushed after the last commit are orphans and are cleaned by `clean-orphans`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::cdc_partitions;
 use super::cdc_progress::{CdcProgress, CommittedPosition, PartitionId};
+use super::cdc_schema::{self, EvolveRequest};
 use super::dead_letter::DeadLetters;
 use crate::codec::{CdcDecoder, DecodeError, Decoded};
 use crate::config::{CdcConfig, KafkaConfig};
@@ -31,6 +32,7 @@ use crate::lsm::writer::TableWriter;
 use crate::observe::PipelineMetrics;
 use crate::table::Table;
 use crate::table::fence::WriterFence;
+use crate::table::schema::TableSchema;
 use crate::table::snapshot::Snapshot;
 
 /// Snapshot property holding a pipeline's offsets: `lakejoin.offsets.<pipeline>`.
@@ -87,6 +89,14 @@ pub struct TableSink {
     retry_at: Option<Instant>,
     /// The error of the last failed commit, while commits fail.
     last_failure: Option<Error>,
+    /// Schema evolutions the consumers ask for (see `cdc_schema`).
+    evolutions: Option<mpsc::Receiver<EvolveRequest>>,
+    evolution_sender: Option<mpsc::Sender<EvolveRequest>>,
+    /// An evolution that waits for the failing commits before it to succeed.
+    waiting_evolution: Option<EvolveRequest>,
+    /// Every schema the writer had, by id: changes decoded in an older one are laid out
+    /// in the current one before they are written.
+    schemas: HashMap<i64, Arc<TableSchema>>,
 }
 
 /// Commit user of this process's writer of `table`: stable across restarts.
@@ -125,6 +135,7 @@ impl TableSink {
                 Ordering::Relaxed,
             );
         }
+        let schemas = HashMap::from([(table.schema().id, table.schema().clone())]);
         let mut writer = TableWriter::new(table, commit_user).await?;
         // The offsets are those of `last`; a snapshot of ours after `seen` is not.
         writer.resumed_from(seen);
@@ -156,9 +167,25 @@ impl TableSink {
                 failed_commits: 0,
                 retry_at: None,
                 last_failure: None,
+                evolutions: None,
+                evolution_sender: None,
+                waiting_evolution: None,
+                schemas,
             },
             rx,
         ))
+    }
+
+    /// Where this sink's consumers ask for schema evolutions; every call shares one
+    /// channel, served between batches.
+    pub(crate) fn evolution_requests(&mut self) -> mpsc::Sender<EvolveRequest> {
+        if let Some(sender) = &self.evolution_sender {
+            return sender.clone();
+        }
+        let (tx, rx) = mpsc::channel(16);
+        self.evolutions = Some(rx);
+        self.evolution_sender = Some(tx.clone());
+        tx
     }
 
     /// Where `pipeline` resumes (empty when it never committed).
@@ -179,9 +206,21 @@ impl TableSink {
                 .min(Duration::from_secs(1))
                 .max(Duration::from_millis(10)),
         );
+        // Only the consumers hold senders now: the channel closes when they stop.
+        self.evolution_sender = None;
+        let mut evolutions = self.evolutions.take();
         loop {
             let retry_at = self.retry_at;
             tokio::select! {
+                request = next_request(&mut evolutions), if retry_at.is_none() => {
+                    match request {
+                        Some(request) => {
+                            self.evolve(request).await?;
+                            last_commit = Instant::now();
+                        }
+                        None => evolutions = None,
+                    }
+                }
                 batch = batches.recv(), if retry_at.is_none() => {
                     let Some(batch) = batch else { break };
                     self.apply(batch);
@@ -199,6 +238,11 @@ impl TableSink {
                 _ = sleep_until(retry_at) => {
                     self.commit().await?;
                     last_commit = Instant::now();
+                    if self.retry_at.is_none()
+                        && let Some(request) = self.waiting_evolution.take()
+                    {
+                        self.evolve(request).await?;
+                    }
                 }
                 _ = shutdown.changed() => break,
             }
@@ -219,6 +263,17 @@ impl TableSink {
     fn apply(&mut self, batch: ChangeBatch) {
         let metrics = self.metrics.get(&batch.pipeline).cloned();
         for change in batch.changes {
+            let change = match self.in_current_schema(change) {
+                Ok(Some(change)) => change,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::error!(pipeline = %batch.pipeline, error = %e, "change rejected by the table writer");
+                    if let Some(m) = &metrics {
+                        PipelineMetrics::add(&m.dead_lettered, 1);
+                    }
+                    continue;
+                }
+            };
             match self.writer.write_checked(change) {
                 Ok(()) => {
                     self.pending_changes += 1;
@@ -249,6 +304,62 @@ impl TableSink {
             .insert(batch.partition, batch.next_offset);
         // Offsets moved even without changes (skipped or dead-lettered records).
         self.pending_changes = self.pending_changes.max(1);
+    }
+
+    /// A change decoded before the table's schema changed, laid out in the current one.
+    fn in_current_schema(&self, change: CheckedChange) -> Result<Option<CheckedChange>> {
+        let check = self.writer.row_check();
+        if change.schema_id() == check.schema_id() {
+            return Ok(Some(change));
+        }
+        let from = self.schemas.get(&change.schema_id()).ok_or_else(|| {
+            Error::format(format!(
+                "a change of schema {} reached the writer of {}, which never had it",
+                change.schema_id(),
+                self.writer.table().identifier()
+            ))
+        })?;
+        Ok(check.upgrade(change, from)?)
+    }
+
+    /// Serves a consumer's schema evolution: commits what is buffered (it is laid out in
+    /// the old schema), publishes the next schema as the pipeline's policy allows, moves
+    /// the writer to it, and answers with the table at the newest schema (or why not).
+    /// While commits fail the request waits for them.
+    async fn evolve(&mut self, request: EvolveRequest) -> Result<()> {
+        self.commit().await?;
+        if self.retry_at.is_some() {
+            self.waiting_evolution = Some(request);
+            return Ok(());
+        }
+        let EvolveRequest {
+            pipeline,
+            columns,
+            policy,
+            reply,
+        } = request;
+        let current = self.writer.table().clone();
+        let evolved = crate::lsm::evolve_table(&current, |schema| {
+            cdc_schema::plan(schema, &columns, policy, &pipeline)
+        })
+        .await;
+        let evolved = match evolved {
+            Ok(table) => table,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return Ok(());
+            }
+        };
+        if evolved.schema().id != current.schema().id {
+            let table = Arc::new(evolved);
+            self.schemas
+                .insert(table.schema().id, table.schema().clone());
+            self.writer.move_to_schema(table.clone()).await?;
+            tracing::info!(table = %table.identifier(), schema = table.schema().id, pipeline = %pipeline,
+                "the writer writes the new schema");
+        }
+        let _ = reply.send(Ok(self.writer.table().clone()));
+        Ok(())
     }
 
     async fn commit(&mut self) -> Result<()> {
@@ -360,6 +471,16 @@ impl TableSink {
     }
 }
 
+/// The next evolution request; never returns while there is no channel.
+async fn next_request(
+    requests: &mut Option<mpsc::Receiver<EvolveRequest>>,
+) -> Option<EvolveRequest> {
+    match requests {
+        Some(rx) => rx.recv().await,
+        None => futures::future::pending().await,
+    }
+}
+
 /// Sleeps until `at`; never returns without one.
 async fn sleep_until(at: Option<Instant>) {
     match at {
@@ -461,6 +582,7 @@ pub(crate) async fn run_consumer(
     decoder: CdcDecoder,
     resume: Offsets,
     sink: mpsc::Sender<ChangeBatch>,
+    evolutions: mpsc::Sender<EvolveRequest>,
     dead_letters: DeadLetters,
     metrics: Arc<PipelineMetrics>,
     mut committed: watch::Receiver<Option<Arc<Committed>>>,
@@ -526,7 +648,7 @@ pub(crate) async fn run_consumer(
         metrics.clone(),
         &kafka.bootstrap_servers,
     );
-    let check = RowCheck::new(&table)?;
+    let (mut decoder, mut check) = (decoder, RowCheck::new(&table)?);
     loop {
         tokio::select! {
             message = consumer.recv() => {
@@ -548,7 +670,25 @@ pub(crate) async fn run_consumer(
                 };
                 PipelineMetrics::add(&metrics.records_in, 1);
                 let decoded = decode_held(&config, &decoder, &check, &message, &metrics, &mut shutdown);
-                let Some(decoded) = decoded.await else { break };
+                let Some(mut decoded) = decoded.await else { break };
+                if let Err(BadRecord::Decode(DecodeError::SchemaChanged { columns, .. })) = decoded {
+                    // The table takes the record's columns first (or the pipeline stops).
+                    let evolved = cdc_schema::evolve(&evolutions, &config.name, columns,
+                        config.schema_evolution, &metrics, &mut shutdown).await?;
+                    let Some(evolved) = evolved else { break };
+                    decoder = super::build::cdc_decoder(&config, &evolved)?;
+                    check = RowCheck::new(&evolved)?;
+                    let again = decode_held(&config, &decoder, &check, &message, &metrics, &mut shutdown);
+                    let Some(again) = again.await else { break };
+                    if let Err(BadRecord::Decode(e @ DecodeError::SchemaChanged { .. })) = &again {
+                        return Err(Error::format(format!(
+                            "pipeline {}: a record still does not fit table {} after its schema \
+                             evolved to schema {}: {e}",
+                            config.name, evolved.identifier(), evolved.schema().id
+                        )));
+                    }
+                    decoded = again;
+                }
                 let changes = match decoded {
                     Ok(c) => c,
                     Err(reason) => {

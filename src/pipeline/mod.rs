@@ -6,6 +6,7 @@ pub(crate) mod build;
 pub mod cdc;
 pub(crate) mod cdc_partitions;
 pub(crate) mod cdc_progress;
+pub(crate) mod cdc_schema;
 pub(crate) mod changelog;
 pub(crate) mod dead_letter;
 pub(crate) mod enrich;
@@ -59,7 +60,7 @@ impl Running {
     }
 
     /// Waits until a pipeline stops on its own (an error), returning its name and result.
-    pub(crate) async fn next_exit(&mut self) -> Option<(String, Result<()>)> {
+    pub async fn next_exit(&mut self) -> Option<(String, Result<()>)> {
         match self.tasks.join_next().await {
             Some(Ok(exit)) => {
                 self.ended.insert(exit.0.clone());
@@ -316,8 +317,9 @@ async fn spawn_table_writer(
         )
         .await?,
     );
-    let (sink, committed) =
+    let (mut sink, committed) =
         cdc::TableSink::open(table.clone(), &user, pipelines, Some(fence.clone())).await?;
+    let evolutions = sink.evolution_requests();
     // Ends with an error once another writer took over: the process stops.
     let (keep_alive, stop) = (fence.clone(), tasks.stop());
     tasks.spawn(format!("writer fence {table_name}"), async move {
@@ -332,6 +334,7 @@ async fn spawn_table_writer(
             build::cdc_decoder(c, table)?,
             sink.resume_offsets(&c.name),
             tx.clone(),
+            evolutions.clone(),
             DeadLetters::new(c.dead_letter_topic.clone(), producer.clone()),
             m.clone(),
             committed.clone(),
@@ -340,7 +343,7 @@ async fn spawn_table_writer(
         );
         tasks.spawn(c.name.clone(), run);
     }
-    drop(tx);
+    drop((tx, evolutions));
     let (stop, name) = (tasks.stop(), format!("table {table_name}"));
     tasks.spawn(name.clone(), async move {
         let result = sink.run(rx, stop).await;

@@ -19,6 +19,7 @@ mod parquet_writer;
 pub mod path;
 pub mod row_kind;
 pub mod schema;
+pub mod schema_change;
 pub mod snapshot;
 #[cfg(test)]
 pub(crate) mod testkit;
@@ -101,18 +102,77 @@ impl Table {
     /// Opens an existing table at its newest schema.
     pub async fn open(warehouse: &Warehouse, identifier: &TableIdentifier) -> Result<Table> {
         let path = warehouse.table_path(identifier);
-        let schema_dir = path.clone().join("schema");
-        let ids = list_numbered(&*warehouse.store, &schema_dir, "schema-").await?;
-        let Some(&latest) = ids.iter().max() else {
-            return Err(Error::TableNotFound(format!(
-                "{identifier} (no schema under {schema_dir})"
-            )));
-        };
-        let location = schema_dir.clone().join(format!("schema-{latest}"));
-        let text = read_text(&*warehouse.store, &location).await?;
-        let schema = TableSchema::from_json(&text).map_err(|e| e.in_file(&location))?;
+        let schema = newest_schema(&*warehouse.store, &path, identifier).await?;
         let options = TableOptions::from_map(&schema.options)?;
         Table::from_parts(warehouse, identifier, path, schema, options)
+    }
+
+    /// The id of the table's newest schema, listed now (another process may have
+    /// evolved it since this handle was opened).
+    pub async fn newest_schema_id(&self) -> Result<i64> {
+        let ids = list_numbered(&*self.store, &self.path.clone().join("schema"), "schema-").await?;
+        Ok(ids.into_iter().max().unwrap_or(self.schema.id))
+    }
+
+    /// A handle on this table at its newest schema (this one's when that is newest).
+    /// Older schema versions this handle loaded are kept.
+    pub async fn at_newest_schema(&self) -> Result<Table> {
+        let schema = newest_schema(&*self.store, &self.path, &self.identifier).await?;
+        self.with_schema(schema)
+    }
+
+    /// Publishes the next schema version (Java's `SchemaManager.commitChanges`): `plan`
+    /// says what changes on the newest schema, `check` vets the result (the merge
+    /// options, which this layer does not know), and `schema-<n+1>` is written
+    /// create-if-absent. When another writer published `schema-<n+1>` first, the plan is
+    /// made again on its schema, so a change is never written over another. An empty plan
+    /// writes nothing. Returns a handle at the newest schema.
+    pub async fn evolve_schema(
+        &self,
+        plan: impl Fn(&TableSchema) -> Result<Vec<schema_change::SchemaChange>>,
+        check: impl Fn(&TableSchema) -> Result<()>,
+    ) -> Result<Table> {
+        loop {
+            let current = newest_schema(&*self.store, &self.path, &self.identifier).await?;
+            let changes = plan(&current)?;
+            if changes.is_empty() {
+                return self.with_schema(current);
+            }
+            let next = current.evolve(&changes)?;
+            TableOptions::from_map(&next.options)?;
+            check(&next)?;
+            let location = self.path_of(&format!("schema/schema-{}", next.id));
+            let payload = PutPayload::from(next.to_json().into_bytes());
+            match create_object(&*self.store, &location, payload).await {
+                Ok(()) => {
+                    tracing::info!(table = %self.identifier, schema = next.id,
+                        changes = %changes.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                        "schema evolved");
+                    return self.with_schema(next);
+                }
+                Err(object_store::Error::AlreadyExists { .. }) => continue,
+                Err(e) => return Err(Error::store(format!("writing {location}"), e)),
+            }
+        }
+    }
+
+    /// This table at `schema`, sharing the store and the schema versions loaded so far.
+    fn with_schema(&self, schema: TableSchema) -> Result<Table> {
+        let options = TableOptions::from_map(&schema.options)?;
+        let schema = Arc::new(schema);
+        let mut schemas = self.schemas.lock().map(|m| m.clone()).unwrap_or_default();
+        schemas.insert(schema.id, schema.clone());
+        Ok(Table {
+            store: self.store.clone(),
+            identifier: self.identifier.clone(),
+            path: self.path.clone(),
+            local_root: self.local_root.clone(),
+            schema,
+            options,
+            schemas: Mutex::new(schemas),
+            local_dir: self.local_dir.clone(),
+            manifest_names: commit::ManifestNames::new(),
+        })
     }
 
     fn from_parts(
@@ -451,6 +511,25 @@ pub(crate) async fn create_object(
         .put_opts(location, payload, PutOptions::from(PutMode::Create))
         .await
         .map(|_| ())
+}
+
+/// The newest schema of the table at `path`, by listing `schema/` (Paimon's
+/// `SchemaManager.latest`).
+async fn newest_schema(
+    store: &dyn ObjectStore,
+    path: &Path,
+    identifier: &TableIdentifier,
+) -> Result<TableSchema> {
+    let schema_dir = path.clone().join("schema");
+    let ids = list_numbered(store, &schema_dir, "schema-").await?;
+    let Some(&latest) = ids.iter().max() else {
+        return Err(Error::TableNotFound(format!(
+            "{identifier} (no schema under {schema_dir})"
+        )));
+    };
+    let location = schema_dir.join(format!("schema-{latest}"));
+    let text = read_text(store, &location).await?;
+    TableSchema::from_json(&text).map_err(|e| e.in_file(&location))
 }
 
 /// The numbers `N` of the objects named `<prefix>N` directly under `dir`.

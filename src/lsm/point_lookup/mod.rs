@@ -78,9 +78,32 @@ struct FileRange {
     max_key: Vec<Datum>,
 }
 
-/// The live files of one snapshot, by (partition, bucket).
-#[derive(Debug, Default)]
+/// What reading a table takes that depends on its schema: the table handle at that
+/// schema, its merge engine and version order, and the row codec of the local lookup
+/// files. Replaced whole when a snapshot names a newer schema (columns added or widened),
+/// so lookups read every file in the newest schema, never a wider value into a narrower
+/// type.
+struct SchemaView {
+    table: Arc<Table>,
+    engine: MergeEngine,
+    order: SequenceOrder,
+    codec: Arc<RowCodec>,
+}
+
+impl SchemaView {
+    fn new(table: Arc<Table>) -> Result<Self> {
+        Ok(SchemaView {
+            engine: MergeEngine::new(table.schema(), table.options())?,
+            order: SequenceOrder::new(table.schema(), table.options())?,
+            codec: Arc::new(RowCodec::new(table.schema())),
+            table,
+        })
+    }
+}
+
+/// The live files of one snapshot, by (partition, bucket), and the schema they are read in.
 struct LookupState {
+    view: Arc<SchemaView>,
     snapshot_id: Option<i64>,
     buckets: HashMap<(Vec<u8>, i32), Vec<FileRange>>,
     /// Some file was written with another number of buckets than the table has now.
@@ -90,11 +113,9 @@ struct LookupState {
 /// Point reads of the merged current row of a primary key, pinned to a snapshot until
 /// [`PointLookup::refresh`] moves it to the latest one.
 pub struct PointLookup {
-    table: Arc<Table>,
-    engine: MergeEngine,
-    order: SequenceOrder,
     state: RwLock<Arc<LookupState>>,
-    codec: Arc<RowCodec>,
+    /// The key's place in partitions and buckets: fixed, since key and partition columns
+    /// never change type.
     layout: KeyLayout,
     /// Trimmed primary-key columns, to order versions.
     key_indices: Vec<usize>,
@@ -106,7 +127,7 @@ pub struct PointLookup {
 impl std::fmt::Debug for PointLookup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PointLookup")
-            .field("table", self.table.identifier())
+            .field("table", self.current().view.table.identifier())
             .field("snapshot", &self.snapshot_id())
             .finish()
     }
@@ -115,8 +136,6 @@ impl std::fmt::Debug for PointLookup {
 impl PointLookup {
     /// Opens lookups on the latest snapshot of `table`.
     pub async fn open(table: Arc<Table>, options: LookupOptions) -> Result<Self> {
-        let engine = MergeEngine::new(table.schema(), table.options())?;
-        let order = SequenceOrder::new(table.schema(), table.options())?;
         let (dir, temp_dir) = match &options.local_cache_dir {
             Some(d) => (d.clone(), None),
             None => {
@@ -132,15 +151,15 @@ impl PointLookup {
         };
         let lookup_files =
             LocalFileCache::new(dir, options.local_cache_max_bytes, options.max_open_files)?;
-        let codec = Arc::new(RowCodec::new(table.schema()));
         let layout = KeyLayout::new(&table);
         let key_indices = table.schema().trimmed_key_indices();
         let lookup = PointLookup {
-            table,
-            engine,
-            order,
-            state: RwLock::new(Arc::new(LookupState::default())),
-            codec,
+            state: RwLock::new(Arc::new(LookupState {
+                view: Arc::new(SchemaView::new(table)?),
+                snapshot_id: None,
+                buckets: HashMap::new(),
+                rescaled: false,
+            })),
             layout,
             key_indices,
             lookup_files,
@@ -150,8 +169,10 @@ impl PointLookup {
         Ok(lookup)
     }
 
-    pub(crate) fn table(&self) -> &Arc<Table> {
-        &self.table
+    /// The table at the schema lookups read in (the newest one a snapshot they moved to
+    /// names).
+    pub(crate) fn table(&self) -> Arc<Table> {
+        self.current().view.table.clone()
     }
 
     /// The snapshot lookups currently read.
@@ -167,33 +188,47 @@ impl PointLookup {
     }
 
     /// Moves to the latest snapshot. Returns what changed, or `None` when it did not move.
+    /// A snapshot of a newer schema than the one read so far (another writer added or
+    /// widened columns) moves lookups to that schema: rows are then read in it, and the
+    /// delta asks caches to reload (their rows are in the old one).
     pub async fn refresh(&self) -> Result<Option<SnapshotDelta>> {
-        let latest = self.table.latest_snapshot().await?;
-        let latest_id = latest.as_ref().map(|s| s.id);
         let previous = self.current();
+        let latest = previous.view.table.latest_snapshot().await?;
+        let latest_id = latest.as_ref().map(|s| s.id);
         if latest_id == previous.snapshot_id && latest_id.is_some() {
             return Ok(None);
         }
+        let view = match &latest {
+            Some(s) if s.schema_id > previous.view.table.schema().id => {
+                let table = previous.view.table.at_newest_schema().await?;
+                tracing::info!(table = %table.identifier(), schema = table.schema().id,
+                    "lookups read the table in its new schema");
+                Arc::new(SchemaView::new(Arc::new(table))?)
+            }
+            _ => previous.view.clone(),
+        };
+        let table = view.table.clone();
         let mut buckets: HashMap<(Vec<u8>, i32), Vec<FileRange>> = HashMap::new();
         let mut deletions = DeletionFiles::default();
         if let Some(snapshot) = &latest {
-            deletions = self.table.deletion_files(snapshot).await?;
-            let schema = self.table.schema();
+            deletions = table.deletion_files(snapshot).await?;
+            let schema = table.schema();
             let key_types = schema.types_of(&schema.trimmed_key_indices());
             // Java and pypaimon skip level 0 of first-row and deletion-vector tables; do
             // the same so every reader sees the same rows.
-            let skip_level0 = self.table.options().batch_scan_skips_level0();
-            for entry in self.table.live_files(snapshot).await? {
+            let skip_level0 = table.options().batch_scan_skips_level0();
+            for entry in table.live_files(snapshot).await? {
                 if skip_level0 && entry.file.level == 0 {
                     continue;
                 }
                 let min_key = binary_row::deserialize(&entry.file.min_key, &key_types)?;
                 let max_key = binary_row::deserialize(&entry.file.max_key, &key_types)?;
                 let deletion = deletions.get(&entry.file.file_name).cloned();
-                let mut cache_key = self
-                    .table
-                    .data_file_path(&entry)
-                    .map_or_else(|_| entry.file.file_name.clone(), |p| p.to_string());
+                // The schema read in is part of the name: a local file holds rows of it.
+                let mut cache_key = table.data_file_path(&entry).map_or_else(
+                    |_| entry.file.file_name.clone(),
+                    |p| format!("{p}@schema-{}", schema.id),
+                );
                 if let Some(d) = &deletion {
                     cache_key = format!("{cache_key}#{}", d.identity());
                 }
@@ -209,19 +244,22 @@ impl PointLookup {
                     });
             }
         }
-        let num_buckets = self.table.options().bucket;
+        let num_buckets = table.options().bucket;
         let rescaled = buckets
             .values()
             .flatten()
             .any(|f| f.entry.total_buckets != num_buckets);
+        let schema_changed = !Arc::ptr_eq(&view, &previous.view);
         let state = Arc::new(LookupState {
+            view,
             snapshot_id: latest_id,
             buckets,
             rescaled,
         });
-        let delta = self
+        let mut delta = self
             .delta(&previous, &state, latest.as_ref(), deletions)
             .await?;
+        delta.reload |= schema_changed;
         match self.state.write() {
             Ok(mut s) => *s = state,
             Err(poisoned) => *poisoned.into_inner() = state,
@@ -248,7 +286,8 @@ impl PointLookup {
             .flatten()
             .map(|f| (f.entry.file.file_name.as_str(), f.deletion.as_ref()))
             .collect();
-        let compaction_reveals_rows = self.table.options().batch_scan_skips_level0();
+        let table = &next.view.table;
+        let compaction_reveals_rows = table.options().batch_scan_skips_level0();
         let changed_files: Vec<ManifestEntry> = next
             .buckets
             .values()
@@ -272,7 +311,7 @@ impl PointLookup {
                 reload = true;
             }
             for id in from + 1..to {
-                match self.table.snapshot(id).await {
+                match table.snapshot(id).await {
                     Ok(s) if s.commit_kind != CommitKind::Overwrite => {}
                     _ => {
                         reload = true;

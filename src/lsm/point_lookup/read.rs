@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::file::LookupFile;
 use super::key::ResolvedKey;
-use super::{FileRange, LookupState, PointLookup};
+use super::{FileRange, LookupState, PointLookup, SchemaView};
 use crate::error::{Error, Result};
 use crate::lsm::merge::compare_keys;
 use crate::table::data_file::{KeyValue, decode_data_file};
@@ -20,7 +20,8 @@ impl PointLookup {
     pub(super) async fn get_in(&self, state: &LookupState, key: &[Datum]) -> Result<Option<Row>> {
         let resolved = self.layout.resolve(key)?;
         let mut key_bytes = Vec::with_capacity(64);
-        if self
+        if state
+            .view
             .codec
             .encode_key(&resolved.trimmed, &mut key_bytes)
             .is_err()
@@ -30,10 +31,10 @@ impl PointLookup {
         }
         let mut versions: Vec<KeyValue> = Vec::new();
         for f in self.candidates(state, &resolved) {
-            self.probe(f, &[&key_bytes], |_, kv| versions.push(kv))
+            self.probe(&state.view, f, &[&key_bytes], |_, kv| versions.push(kv))
                 .await?;
         }
-        self.merge(versions, resolved.partition)
+        self.merge(&state.view, versions, resolved.partition)
     }
 
     pub(super) async fn get_batch<K: AsRef<[Datum]>>(
@@ -44,7 +45,7 @@ impl PointLookup {
         self.versions_batch(state, keys)
             .await?
             .into_iter()
-            .map(|(v, partition)| self.merge(v, partition))
+            .map(|(v, partition)| self.merge(&state.view, v, partition))
             .collect()
     }
 
@@ -59,7 +60,7 @@ impl PointLookup {
         self.versions_batch(state, keys)
             .await?
             .into_iter()
-            .map(|(v, partition)| self.reduce(v, &partition))
+            .map(|(v, partition)| self.reduce(&state.view, v, &partition))
             .collect()
     }
 
@@ -77,7 +78,12 @@ impl PointLookup {
         for (i, key) in keys.iter().enumerate() {
             let resolved = self.layout.resolve(key.as_ref())?;
             let mut bytes = Vec::with_capacity(64);
-            if self.codec.encode_key(&resolved.trimmed, &mut bytes).is_ok() {
+            if state
+                .view
+                .codec
+                .encode_key(&resolved.trimmed, &mut bytes)
+                .is_ok()
+            {
                 for f in self.candidates(state, &resolved) {
                     let g = *group_of.entry(f.cache_key.as_str()).or_insert_with(|| {
                         groups.push((f, Vec::new()));
@@ -97,7 +103,7 @@ impl PointLookup {
                 .iter()
                 .map(|&i| key_bytes.get(i).map_or(&[][..], |b| b.as_slice()))
                 .collect();
-            self.probe(f, &probes, |j, kv| {
+            self.probe(&state.view, f, &probes, |j, kv| {
                 if let Some(v) = members.get(j).and_then(|&i| versions.get_mut(i)) {
                     v.push(kv);
                 }
@@ -141,25 +147,35 @@ impl PointLookup {
     }
 
     /// The current row from the versions of one key found in the files.
-    fn merge(&self, versions: Vec<KeyValue>, partition: Vec<Datum>) -> Result<Option<Row>> {
+    fn merge(
+        &self,
+        view: &SchemaView,
+        versions: Vec<KeyValue>,
+        partition: Vec<Datum>,
+    ) -> Result<Option<Row>> {
         Ok(self
-            .reduce(versions, &partition)?
+            .reduce(view, versions, &partition)?
             .filter(|merged| !merged.kind.is_retract())
             .map(|merged| merged.row))
     }
 
     /// The versions of one key reduced by the engine, retraction or not, with the
     /// partition columns set from the key.
-    fn reduce(&self, mut versions: Vec<KeyValue>, partition: &[Datum]) -> Result<Option<KeyValue>> {
+    fn reduce(
+        &self,
+        view: &SchemaView,
+        mut versions: Vec<KeyValue>,
+        partition: &[Datum],
+    ) -> Result<Option<KeyValue>> {
         if versions.is_empty() {
             return Ok(None);
         }
-        let schema = self.table.schema();
+        let schema = view.table.schema();
         let key_indices = &self.key_indices;
         versions.sort_by(|a, b| {
-            compare_keys(&a.row, &b.row, key_indices).then_with(|| self.order.compare(a, b))
+            compare_keys(&a.row, &b.row, key_indices).then_with(|| view.order.compare(a, b))
         });
-        let Some(mut merged) = self.engine.reduce(&versions)? else {
+        let Some(mut merged) = view.engine.reduce(&versions)? else {
             return Ok(None);
         };
         for (&i, v) in schema.partition_indices().iter().zip(partition) {
@@ -175,17 +191,18 @@ impl PointLookup {
     /// (deleted, truncated, corrupt) is built again once; a second failure is an error.
     async fn probe(
         &self,
+        view: &SchemaView,
         f: &FileRange,
         keys: &[&[u8]],
         mut found: impl FnMut(usize, KeyValue),
     ) -> Result<()> {
         let mut rebuilt = false;
         loop {
-            let result = self.lookup_file(f).await?.and_then(|file| {
+            let result = self.lookup_file(view, f).await?.and_then(|file| {
                 let mut hits = Vec::new();
                 for (i, key) in keys.iter().enumerate() {
                     file.get(key, |record| {
-                        hits.push((i, self.codec.decode(record)?));
+                        hits.push((i, view.codec.decode(record)?));
                         Ok(())
                     })?;
                 }
@@ -220,10 +237,14 @@ impl PointLookup {
     /// The open local lookup file of a data file, built once: the data file decoded in
     /// the current schema and its key-values written for point reads. The outer error is
     /// the build's; the inner one, a local file that does not open.
-    async fn lookup_file(&self, f: &FileRange) -> Result<Result<Arc<LookupFile>>> {
-        let table = &self.table;
+    async fn lookup_file(
+        &self,
+        view: &SchemaView,
+        f: &FileRange,
+    ) -> Result<Result<Arc<LookupFile>>> {
+        let table = &view.table;
         let entry = &f.entry;
-        let codec = self.codec.clone();
+        let codec = view.codec.clone();
         self.lookup_files
             .get_or_build(&f.cache_key, |target| async move {
                 let location = table.data_file_path(entry)?;

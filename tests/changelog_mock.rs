@@ -420,3 +420,65 @@ async fn start_from_latest_skips_history_and_an_expired_start_is_refused_clearly
         json!({"user_id": 2, "name": "old", "vip": 7})
     );
 }
+
+/// A CDC pipeline adds a column mid-stream (a fact field the table lacks, with
+/// `schema_evolution`'s default `add_columns`): the changelog pipeline reads the snapshots
+/// of the new schema in it, so the changes carry the new column from then on, and the
+/// rows before it read the column as null.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_added_mid_stream_reaches_the_changelog() {
+    let cluster = MockCluster::new(1).unwrap();
+    for t in ["basics", "vip", "user_wide_changes"] {
+        cluster.create_topic(t, 2, 1).unwrap();
+    }
+    let bootstrap = cluster.bootstrap_servers();
+    let dir = tempfile::tempdir().unwrap();
+    let text = CONFIG
+        .replace("{bootstrap}", &bootstrap)
+        .replace("{warehouse}", &dir.path().display().to_string());
+    let config = lakejoin::config::from_toml("test", &format!("{text}{CHANGELOG}")).unwrap();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .create()
+        .unwrap();
+    let running = lakejoin::pipeline::start(config).await.unwrap();
+    send(&producer, "basics", &json!({"user_id": 1, "name": "ada"})).await;
+    read_until(&bootstrap, "user_wide_changes", |r| {
+        r.iter()
+            .any(|(_, v)| v.as_ref().is_some_and(|v| v["after"]["name"] == "ada"))
+    })
+    .await;
+    send(
+        &producer,
+        "basics",
+        &json!({"user_id": 2, "name": "bo", "city": "zug"}),
+    )
+    .await;
+    send(
+        &producer,
+        "basics",
+        &json!({"user_id": 1, "name": "ada l."}),
+    )
+    .await;
+    let out = read_until(&bootstrap, "user_wide_changes", |r| {
+        r.iter()
+            .any(|(_, v)| v.as_ref().is_some_and(|v| v["after"]["name"] == "ada l."))
+    })
+    .await;
+    running.shutdown().await.unwrap();
+    let after = |name: &str| {
+        out.iter()
+            .filter_map(|(_, v)| v.as_ref())
+            .find(|v| v["after"]["name"] == name)
+            .map(|v| v["after"].clone())
+            .unwrap_or_else(|| panic!("no change of {name}: {out:#?}"))
+    };
+    assert_eq!(
+        after("bo"),
+        json!({"user_id": 2, "name": "bo", "vip": null, "city": "zug"})
+    );
+    assert_eq!(
+        after("ada l."),
+        json!({"user_id": 1, "name": "ada l.", "vip": null, "city": null})
+    );
+}

@@ -106,6 +106,10 @@ impl ChangeEncoder {
         })
     }
 
+    pub(crate) fn format(&self) -> ChangeFormat {
+        self.format
+    }
+
     /// The records of one snapshot's changes, in order.
     pub(crate) fn encode(
         &self,

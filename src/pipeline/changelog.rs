@@ -172,6 +172,27 @@ impl Changelog {
         })
     }
 
+    /// Moves to the table's newest schema (a CDC pipeline added or widened columns), so
+    /// that changes carry its columns from then on; `false` when stopped first.
+    async fn follow_schema(&mut self) -> Result<bool> {
+        let table = self.table.clone();
+        let Some(evolved) = self.retrying(|| table.at_newest_schema()).await? else {
+            return Ok(false);
+        };
+        let name = &self.config.name;
+        self.encoder = ChangeEncoder::new(
+            self.encoder.format(),
+            (**evolved.schema()).clone(),
+            &self.config.key,
+            evolved.identifier(),
+        )
+        .map_err(|e| Error::Config(format!("changelog {name}: {e}")))?;
+        tracing::info!(pipeline = %name, table = %evolved.identifier(), schema = evolved.schema().id,
+            "changes follow the table's new schema");
+        self.table = Arc::new(evolved);
+        Ok(true)
+    }
+
     fn stopping(&self) -> bool {
         *self.stop.borrow()
     }
@@ -212,20 +233,33 @@ impl Changelog {
     /// and moves the consumer past it; `false` when stopped before that (the table could
     /// not be read or written meanwhile).
     async fn produce_snapshot(&mut self, id: i64) -> Result<bool> {
-        let table = self.table.clone();
-        let read = self
-            .retrying(|| async {
-                let snapshot = table.snapshot_or_changelog(id).await?;
-                let changes = read_changes(&table, id - 1, id).await?;
-                Ok((snapshot.time_millis, changes))
-            })
-            .await;
-        let (time_millis, changes) = match read {
-            Ok(Some(read)) => read,
-            Ok(None) => return Ok(false),
-            Err(e) if e.is_not_found() => return Err(self.expired(id, e).await),
-            Err(e) => return Err(e),
+        let (time_millis, changes) = loop {
+            let table = self.table.clone();
+            let read = self
+                .retrying(|| async {
+                    let snapshot = table.snapshot_or_changelog(id).await?;
+                    if snapshot.schema_id > table.schema().id {
+                        // Read in the schema it was written in, or its new columns
+                        // would be left out of the changes.
+                        return Ok(None);
+                    }
+                    let changes = read_changes(&table, id - 1, id).await?;
+                    Ok(Some((snapshot.time_millis, changes)))
+                })
+                .await;
+            match read {
+                Ok(Some(Some(read))) => break read,
+                Ok(Some(None)) => {
+                    if !self.follow_schema().await? {
+                        return Ok(false);
+                    }
+                }
+                Ok(None) => return Ok(false),
+                Err(e) if e.is_not_found() => return Err(self.expired(id, e).await),
+                Err(e) => return Err(e),
+            }
         };
+        let table = self.table.clone();
         let rows: Vec<_> = changes.iter().map(|c| (c.kind, &c.row)).collect();
         let source = ChangeSource {
             snapshot: id,

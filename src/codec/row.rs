@@ -293,6 +293,15 @@ impl RowBuilder {
                 let Source::Field(name) = source else {
                     continue;
                 };
+                // Primary-key and partition columns keep their types (their bytes decide
+                // buckets and directories, so no schema change may widen them): their
+                // values are converted one by one, as before, and one that does not fit
+                // is that record's fault.
+                if self.schema.primary_keys.contains(&field.name)
+                    || self.schema.partition_keys.contains(&field.name)
+                {
+                    continue;
+                }
                 let Some(SourceType {
                     data_type: Some(wanted),
                     exact: true,

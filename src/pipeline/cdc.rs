@@ -354,7 +354,13 @@ impl TableSink {
             let table = Arc::new(evolved);
             self.schemas
                 .insert(table.schema().id, table.schema().clone());
-            self.writer.move_to_schema(table.clone()).await?;
+            // A store that fails here (the writer reads the latest snapshot) is the
+            // consumer's to wait out: it asks again, and the writer, still on the old
+            // schema, moves then. It must not end the table's sink.
+            if let Err(e) = self.writer.move_to_schema(table.clone()).await {
+                let _ = reply.send(Err(e));
+                return Ok(());
+            }
             tracing::info!(table = %table.identifier(), schema = table.schema().id, pipeline = %pipeline,
                 "the writer writes the new schema");
         }

@@ -510,3 +510,72 @@ commit_interval = "200ms"
     );
     running.shutdown().await.unwrap();
 }
+
+/// Two pipelines write one table; the second may not add columns and ignores the fields
+/// the table lacks. Once the first added `city`, the second decodes in the new schema
+/// from its next record on (it learns of the change from the table's writer), so its
+/// `city` is written instead of dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pipeline_that_may_not_add_columns_takes_a_column_another_pipeline_added() {
+    let s = setup();
+    s._cluster.create_topic("profiles_eu", 1, 1).unwrap();
+    let second = r#"
+[[cdc]]
+name = "profiles-eu"
+topics = ["profiles_eu"]
+format = "debezium-json"
+table = "shop.user_profile"
+commit_interval = "200ms"
+schema_evolution = { add_columns = false, ignore_unknown_fields = true }
+"#;
+    let mut config = config(&s.bootstrap, &s.warehouse_uri(), "", false);
+    let extra = lakejoin::config::from_toml(
+        "test",
+        &CONFIG
+            .replace("{bootstrap}", &s.bootstrap)
+            .replace("{warehouse}", &s.warehouse_uri())
+            .replace("{policy}", "")
+            .replace("{more_columns}", "")
+            .replace("{select}", r#""age""#)
+            .replace("[[enrich]]", &format!("{second}\n[[enrich]]")),
+    )
+    .unwrap();
+    config.cdc = extra.cdc;
+    send(
+        &s.producer,
+        "profiles_eu",
+        "1",
+        &profile("c", 1, 30, "int32", Some("Zug")),
+    )
+    .await;
+    let running = lakejoin::pipeline::start(config).await.unwrap();
+    s.rows_when(|_, rows| rows.len() == 1).await;
+    send(
+        &s.producer,
+        "profiles",
+        "2",
+        &profile("c", 2, 40, "int32", Some("Bern")),
+    )
+    .await;
+    s.rows_when(|t, rows| rows.len() == 2 && t.schema().id == 1)
+        .await;
+    send(
+        &s.producer,
+        "profiles_eu",
+        "3",
+        &profile("c", 3, 50, "int32", Some("Chur")),
+    )
+    .await;
+    let (_, rows) = s.rows_when(|_, rows| rows.len() == 3).await;
+    let cities: Vec<&Datum> = rows.iter().map(|r| &r[3]).collect();
+    assert_eq!(
+        cities,
+        [
+            // Before the column existed the second pipeline dropped it, as asked.
+            &Datum::Null,
+            &Datum::String("Bern".into()),
+            &Datum::String("Chur".into()),
+        ]
+    );
+    running.shutdown().await.unwrap();
+}

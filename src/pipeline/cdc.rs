@@ -97,6 +97,10 @@ pub struct TableSink {
     /// Every schema the writer had, by id: changes decoded in an older one are laid out
     /// in the current one before they are written.
     schemas: HashMap<i64, Arc<TableSchema>>,
+    /// The table at the writer's schema, for every consumer: one that did not ask for an
+    /// evolution decodes in the new schema from its next record on, instead of dropping
+    /// a column another pipeline added (or narrowing one it widened) until it restarts.
+    schema: watch::Sender<Arc<Table>>,
 }
 
 /// Commit user of this process's writer of `table`: stable across restarts.
@@ -136,6 +140,7 @@ impl TableSink {
             );
         }
         let schemas = HashMap::from([(table.schema().id, table.schema().clone())]);
+        let (schema, _) = watch::channel(table.clone());
         let mut writer = TableWriter::new(table, commit_user).await?;
         // The offsets are those of `last`; a snapshot of ours after `seen` is not.
         writer.resumed_from(seen);
@@ -171,6 +176,7 @@ impl TableSink {
                 evolution_sender: None,
                 waiting_evolution: None,
                 schemas,
+                schema,
             },
             rx,
         ))
@@ -186,6 +192,11 @@ impl TableSink {
         self.evolutions = Some(rx);
         self.evolution_sender = Some(tx.clone());
         tx
+    }
+
+    /// The table at the schema the writer writes, updated when it evolves.
+    pub(crate) fn schema_updates(&self) -> watch::Receiver<Arc<Table>> {
+        self.schema.subscribe()
     }
 
     /// Where `pipeline` resumes (empty when it never committed).
@@ -363,6 +374,7 @@ impl TableSink {
             }
             tracing::info!(table = %table.identifier(), schema = table.schema().id, pipeline = %pipeline,
                 "the writer writes the new schema");
+            self.schema.send_replace(table);
         }
         let _ = reply.send(Ok(self.writer.table().clone()));
         Ok(())
@@ -592,6 +604,7 @@ pub(crate) async fn run_consumer(
     dead_letters: DeadLetters,
     metrics: Arc<PipelineMetrics>,
     mut committed: watch::Receiver<Option<Arc<Committed>>>,
+    mut schema: watch::Receiver<Arc<Table>>,
     progress: Option<Arc<CdcProgress>>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
@@ -655,6 +668,7 @@ pub(crate) async fn run_consumer(
         &kafka.bootstrap_servers,
     );
     let (mut decoder, mut check) = (decoder, RowCheck::new(&table)?);
+    let mut schema_id = table.schema().id;
     loop {
         tokio::select! {
             message = consumer.recv() => {
@@ -675,6 +689,15 @@ pub(crate) async fn run_consumer(
                     }
                 };
                 PipelineMetrics::add(&metrics.records_in, 1);
+                if schema.has_changed().unwrap_or(false) {
+                    // Another pipeline of the table (or this one) evolved it.
+                    let evolved = schema.borrow_and_update().clone();
+                    if evolved.schema().id > schema_id {
+                        decoder = super::build::cdc_decoder(&config, &evolved)?;
+                        check = RowCheck::new(&evolved)?;
+                        schema_id = evolved.schema().id;
+                    }
+                }
                 let decoded = decode_held(&config, &decoder, &check, &message, &metrics, &mut shutdown);
                 let Some(mut decoded) = decoded.await else { break };
                 if let Err(BadRecord::Decode(DecodeError::SchemaChanged { columns, .. })) = decoded {
@@ -684,6 +707,7 @@ pub(crate) async fn run_consumer(
                     let Some(evolved) = evolved else { break };
                     decoder = super::build::cdc_decoder(&config, &evolved)?;
                     check = RowCheck::new(&evolved)?;
+                    schema_id = schema_id.max(evolved.schema().id);
                     let again = decode_held(&config, &decoder, &check, &message, &metrics, &mut shutdown);
                     let Some(again) = again.await else { break };
                     if let Err(BadRecord::Decode(e @ DecodeError::SchemaChanged { .. })) = &again {

@@ -338,6 +338,7 @@ async fn spawn_table_writer(
             DeadLetters::new(c.dead_letter_topic.clone(), producer.clone()),
             m.clone(),
             committed.clone(),
+            sink.schema_updates(),
             progress.cloned(),
             tasks.stop(),
         );

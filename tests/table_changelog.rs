@@ -6,6 +6,11 @@
 //!   must name the row the view holds) that equals the merged scan. Commits that flush
 //!   twice (a tiny write buffer) check that a second flush starts from the first.
 //! - `input`: the changes read back are the changes written, key by key in order.
+//! - `full-compaction`: random commits to every merge engine that takes it, with
+//!   `full-compaction.delta-commits` 1 to 3. A commit the writer fully compacts after
+//!   must read back, key by key, exactly the model's changes from the rows of the last
+//!   full compaction to the merged scan (for the keys written since: `+I`, `-D`, or
+//!   `-U/+U` unless `row-deduplicate` and equal); the commits in between read back none.
 //! - Expiry keeps the changelog of expired snapshots while the changelog retention
 //!   lasts (long-lived changelogs), through orphan cleaning, and removes it after; a
 //!   consumer (`consumer/consumer-<id>`) holds what it reads next.
@@ -15,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lakejoin::lsm::changes::{Change, read_changes};
+use lakejoin::lsm::compact::full_compact;
 use lakejoin::lsm::expire::{ExpireConfig, expire_snapshots};
 use lakejoin::lsm::orphan::{OrphanCleanConfig, clean_orphan_files};
 use lakejoin::lsm::reader::{ScanFilter, scan};
@@ -22,6 +28,7 @@ use lakejoin::lsm::writer::TableWriter;
 use lakejoin::table::datum::{Datum, Row};
 use lakejoin::table::row_kind::RowKind;
 use lakejoin::table::schema::TableSchema;
+use lakejoin::table::snapshot::CommitKind;
 use lakejoin::table::types::DataType;
 use lakejoin::table::{Table, TableIdentifier, Warehouse};
 use proptest::prelude::*;
@@ -209,6 +216,58 @@ proptest! {
     }
 
     #[test]
+    fn full_compaction_deduplicate_matches_the_model(
+        commits in commits(true), delta in 1..4u32, dedup in any::<bool>(),
+    ) {
+        run(full_compaction_changes_match_the_model(&[], &commits, delta, dedup));
+    }
+
+    #[test]
+    fn full_compaction_deduplicate_with_sequence_field_matches_the_model(
+        commits in commits(true), delta in 1..4u32,
+    ) {
+        run(full_compaction_changes_match_the_model(&[("sequence.field", "s")], &commits, delta, false));
+    }
+
+    #[test]
+    fn full_compaction_partial_update_matches_the_model(
+        commits in commits(false), delta in 1..4u32, dedup in any::<bool>(),
+    ) {
+        run(full_compaction_changes_match_the_model(
+            &[("merge-engine", "partial-update")], &commits, delta, dedup,
+        ));
+    }
+
+    #[test]
+    fn full_compaction_partial_update_with_sequence_group_matches_the_model(
+        commits in commits(true), delta in 1..4u32,
+    ) {
+        run(full_compaction_changes_match_the_model(
+            &[("merge-engine", "partial-update"), ("fields.s.sequence-group", "a,b")],
+            &commits,
+            delta,
+            false,
+        ));
+    }
+
+    #[test]
+    fn full_compaction_aggregation_matches_the_model(
+        commits in commits(true), delta in 1..4u32, dedup in any::<bool>(),
+    ) {
+        run(full_compaction_changes_match_the_model(
+            &[
+                ("merge-engine", "aggregation"),
+                ("fields.a.aggregate-function", "sum"),
+                ("fields.b.aggregate-function", "sum"),
+                ("fields.s.aggregate-function", "sum"),
+            ],
+            &commits,
+            delta,
+            dedup,
+        ));
+    }
+
+    #[test]
     fn input_changelog_is_the_changes_written(commits in commits(true)) {
         run(async {
             let wh = Warehouse::in_memory();
@@ -266,14 +325,211 @@ async fn a_table_without_producer_reads_its_delta_files_and_names_no_changelog()
     writer.close().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn full_compaction_producer_is_refused_by_the_writer() {
+/// The merged rows of the latest snapshot, by key.
+async fn scan_by_key(table: &Table) -> BTreeMap<i32, Row> {
+    scan(table, None, &ScanFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (key(&r), r))
+        .collect()
+}
+
+/// Each key's changes, in the order read.
+fn per_key(changes: &[Change]) -> BTreeMap<i32, Vec<(RowKind, Row)>> {
+    let mut out: BTreeMap<i32, Vec<(RowKind, Row)>> = BTreeMap::new();
+    for c in changes {
+        out.entry(key(&c.row))
+            .or_default()
+            .push((c.kind, c.row.clone()));
+    }
+    out
+}
+
+/// The `full-compaction` changelog a full compaction must write: for each key written
+/// since the last one, the way from its row then (`before`) to its merged row now
+/// (`after`), as Java's `FullChangelogMergeFunctionWrapper` writes it.
+fn expected_full_changes(
+    before: &BTreeMap<i32, Row>,
+    after: &BTreeMap<i32, Row>,
+    written: &std::collections::BTreeSet<i32>,
+    row_deduplicate: bool,
+) -> BTreeMap<i32, Vec<(RowKind, Row)>> {
+    let mut out = BTreeMap::new();
+    for k in written {
+        let changes = match (before.get(k), after.get(k)) {
+            (None, None) => continue,
+            (None, Some(a)) => vec![(RowKind::Insert, a.clone())],
+            (Some(b), None) => vec![(RowKind::Delete, b.clone())],
+            (Some(b), Some(a)) if row_deduplicate && a == b => continue,
+            (Some(b), Some(a)) => vec![
+                (RowKind::UpdateBefore, b.clone()),
+                (RowKind::UpdateAfter, a.clone()),
+            ],
+        };
+        out.insert(*k, changes);
+    }
+    out
+}
+
+/// Writes `commits` to a `full-compaction` table of `options` with
+/// `full-compaction.delta-commits` = `delta` (unset for 1), checking the changes each
+/// commit reads back (see the module doc).
+async fn full_compaction_changes_match_the_model(
+    options: &[(&str, &str)],
+    commits: &[Vec<Gen>],
+    delta: u32,
+    row_deduplicate: bool,
+) {
     let wh = Warehouse::in_memory();
-    let table = create(&wh, &[("changelog-producer", "full-compaction")]).await;
-    let Err(e) = TableWriter::new(table, "test").await else {
-        panic!("a writer of a full-compaction table was opened");
+    let delta_text = delta.to_string();
+    let dedup_text = row_deduplicate.to_string();
+    let mut all = vec![
+        ("changelog-producer", "full-compaction"),
+        ("changelog-producer.row-deduplicate", dedup_text.as_str()),
+    ];
+    if delta > 1 {
+        all.push(("full-compaction.delta-commits", delta_text.as_str()));
+    }
+    all.extend_from_slice(options);
+    let table = create(&wh, &all).await;
+    let mut writer = TableWriter::new(table.clone(), "test").await.unwrap();
+    // The rows of the last full compaction, replayed from the changelog.
+    let mut view = BTreeMap::new();
+    let mut written = std::collections::BTreeSet::new();
+    let mut last = 0;
+    for commit in commits {
+        for g in commit {
+            writer.write(g.0, row(g)).unwrap();
+            written.insert(g.1);
+        }
+        let append = writer.commit(BTreeMap::new()).await.unwrap().unwrap();
+        assert_eq!(append.commit_kind, CommitKind::Append);
+        assert_eq!(
+            append.changelog_manifest_list, None,
+            "an APPEND with changelog"
+        );
+        let latest = table.latest_snapshot().await.unwrap().unwrap();
+        let changes = read_changes(&table, last, latest.id).await.unwrap();
+        last = latest.id;
+        if append.commit_identifier % i64::from(delta) != 0 {
+            assert!(
+                changes.is_empty(),
+                "commit {} is not fully compacted after, yet reads {changes:?}",
+                append.commit_identifier
+            );
+            continue;
+        }
+        // The writer waited for its full compaction, committed with its identifier.
+        assert_eq!(latest.commit_kind, CommitKind::Compact);
+        assert_eq!(latest.commit_identifier, append.commit_identifier);
+        let rows = scan_by_key(&table).await;
+        assert_eq!(
+            per_key(&changes),
+            expected_full_changes(&view, &rows, &written, row_deduplicate),
+            "the changes of the full compaction after commit {} (before: {view:?})",
+            append.commit_identifier
+        );
+        replay(&mut view, &changes);
+        assert_eq!(view, rows, "the changelog replayed vs the table");
+        written.clear();
+    }
+    writer.close().await.unwrap();
+}
+
+/// `full-compaction.delta-commits` = 2: commits 1 and 3 carry no changelog, the full
+/// compactions after 2 and 4 carry the changes of two commits each.
+#[tokio::test(flavor = "multi_thread")]
+async fn full_compaction_every_second_commit() {
+    use RowKind::*;
+    let commits = vec![
+        vec![
+            (Insert, 1, Some(1), None, None),
+            (Insert, 2, Some(2), None, None),
+        ],
+        vec![
+            (Insert, 1, Some(3), None, None),
+            (Insert, 3, Some(3), None, None),
+        ],
+        vec![
+            (Delete, 2, Some(2), None, None),
+            (Insert, 4, Some(4), None, None),
+        ],
+        vec![
+            (Insert, 3, Some(3), None, None),
+            (Delete, 4, Some(4), None, None),
+        ],
+    ];
+    for engine in [
+        &[][..],
+        &[
+            ("merge-engine", "aggregation"),
+            ("fields.a.aggregate-function", "sum"),
+        ][..],
+    ] {
+        full_compaction_changes_match_the_model(engine, &commits, 2, false).await;
+        full_compaction_changes_match_the_model(engine, &commits, 2, true).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_only_full_compaction_table_gets_its_changelog_from_compact() {
+    let wh = Warehouse::in_memory();
+    let table = create(
+        &wh,
+        &[
+            ("changelog-producer", "full-compaction"),
+            ("write-only", "true"),
+        ],
+    )
+    .await;
+    let mut writer = TableWriter::new(table.clone(), "test").await.unwrap();
+    for (k, v) in [(1, 1), (2, 2), (1, 3)] {
+        let g = (RowKind::Insert, k, Some(v), None, None);
+        writer.write(g.0, row(&g)).unwrap();
+        let s = writer.commit(BTreeMap::new()).await.unwrap().unwrap();
+        assert_eq!(s.changelog_manifest_list, None);
+    }
+    writer.close().await.unwrap();
+    let compacted = full_compact(&table, "compactor").await.unwrap().unwrap();
+    let changes = read_changes(&table, 0, compacted.id).await.unwrap();
+    assert!(changes.iter().all(|c| c.snapshot == compacted.id));
+    let rows = |pairs: &[(RowKind, i32, i64)]| -> Vec<(RowKind, Row)> {
+        pairs
+            .iter()
+            .map(|&(kind, k, v)| (kind, row(&(kind, k, Some(v), None, None))))
+            .collect()
     };
-    assert!(e.to_string().contains("full-compaction"), "{e}");
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    let mut by_key = per_key(&changes);
+    assert_eq!(by_key.remove(&1).unwrap(), rows(&[(RowKind::Insert, 1, 3)]));
+    assert_eq!(by_key.remove(&2).unwrap(), rows(&[(RowKind::Insert, 2, 2)]));
+    // An update and a delete, then the next full compaction.
+    let mut writer = TableWriter::new(table.clone(), "test").await.unwrap();
+    writer
+        .write(
+            RowKind::UpdateAfter,
+            row(&(RowKind::UpdateAfter, 1, Some(4), None, None)),
+        )
+        .unwrap();
+    writer
+        .write(
+            RowKind::Delete,
+            row(&(RowKind::Delete, 2, Some(2), None, None)),
+        )
+        .unwrap();
+    writer.commit(BTreeMap::new()).await.unwrap().unwrap();
+    writer.close().await.unwrap();
+    let again = full_compact(&table, "compactor").await.unwrap().unwrap();
+    let mut by_key = per_key(&read_changes(&table, compacted.id, again.id).await.unwrap());
+    assert_eq!(
+        by_key.remove(&1).unwrap(),
+        rows(&[(RowKind::UpdateBefore, 1, 3), (RowKind::UpdateAfter, 1, 4)])
+    );
+    assert_eq!(by_key.remove(&2).unwrap(), rows(&[(RowKind::Delete, 2, 2)]));
+    assert!(by_key.is_empty());
+    // Compact already: nothing to do, no snapshot, no changes.
+    assert!(full_compact(&table, "compactor").await.unwrap().is_none());
 }
 
 #[tokio::test(flavor = "multi_thread")]

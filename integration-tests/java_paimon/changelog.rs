@@ -1,14 +1,18 @@
-//! The changelog files of lakejoin's changelog producers (`changelog-producer` = `input`
-//! or `lookup`), read by Java's streaming and incremental readers and compared with the
-//! same reads of a table Java wrote from the same commits, for every merge engine; and
-//! lakejoin's own incremental read (`table scan --from-snapshot --audit-log`) of both.
+//! The changelog files of lakejoin's changelog producers (`changelog-producer` =
+//! `input`, `lookup` or `full-compaction`), read by Java's streaming and incremental
+//! readers and compared with the same reads of a table Java wrote from the same commits,
+//! for every merge engine that takes the producer; and lakejoin's own incremental read
+//! (`table scan --from-snapshot --audit-log`) of both.
 //!
 //! Why: Flink jobs downstream of a changelog-producing table read its changelog files,
 //! not its data files. Java writes the `lookup` changelog in a COMPACT snapshot after
 //! each APPEND, lakejoin in the APPEND snapshot itself (it computes the changes at flush
 //! time, through point lookups), so snapshot ids differ; the streaming read, which
 //! follows every snapshot with a changelog, must still see the same changes in the same
-//! order, key by key.
+//! order, key by key. The `full-compaction` changelog is written by full compactions:
+//! Java's table is fully compacted by Java (`compact --full`, as Flink's writers do after
+//! a checkpoint) where lakejoin's writer compacts its own after each commit, or both by
+//! their own `compact --full` after every second commit.
 
 use std::collections::BTreeMap;
 
@@ -57,20 +61,56 @@ fn lj_changes(table: &Table, from: u64) -> Vec<Value> {
 /// checks that Java's streaming read of both sees the same changes in the same order
 /// (and the same changelog record counts), as does lakejoin's incremental read.
 fn assert_same_changelog(spec: &TableSpec, producer: &str, commits: &[Vec<Value>]) {
+    assert_same_changelog_compacted(spec, producer, commits, None);
+}
+
+/// [`assert_same_changelog`]; with `full_every` = `Some(n)` the lakejoin table is
+/// `write-only` and both tables are fully compacted by their own `compact --full` after
+/// every `n`-th commit instead. Without, a `full-compaction` table is fully compacted by
+/// lakejoin's writer, and by Java's `compact --full`, after every commit.
+fn assert_same_changelog_compacted(
+    spec: &TableSpec,
+    producer: &str,
+    commits: &[Vec<Value>],
+    full_every: Option<usize>,
+) {
     let spec = spec.clone().option("changelog-producer", producer);
     let java = Table::create_with_java(spec.clone());
-    let lakejoin = Table::create(spec.clone(), Creator::Lakejoin);
-    for commit in commits {
+    let lakejoin_spec = match full_every {
+        Some(_) => spec.clone().option("write-only", "true"),
+        None => spec.clone(),
+    };
+    let lakejoin = Table::create(lakejoin_spec, Creator::Lakejoin);
+    let full_compaction = producer == "full-compaction";
+    for (i, commit) in commits.iter().enumerate() {
         java.java_write(commit);
         lakejoin.lj_write(commit, Some(ROW_KIND));
+        match full_every {
+            Some(n) if (i + 1) % n == 0 => {
+                java.java_compact(true);
+                lakejoin.lj_compact_full();
+            }
+            Some(_) => {}
+            None if full_compaction => {
+                java.java_compact(true);
+            }
+            None => {}
+        }
     }
-    // Every lakejoin commit is one APPEND snapshot carrying its changelog.
     for snapshot in lakejoin.java_snapshots() {
-        if snapshot["commitKind"] == "APPEND" {
-            assert!(
-                snapshot["changelogRecordCount"].as_i64().unwrap_or(0) > 0 || producer == "lookup",
+        let changelog = snapshot["changelogRecordCount"].as_i64().unwrap_or(0);
+        match (producer, snapshot["commitKind"].as_str()) {
+            // Every commit is one APPEND snapshot carrying its changelog.
+            ("input", Some("APPEND")) => assert!(
+                changelog > 0,
                 "an APPEND of an input table without changelog: {snapshot}"
-            );
+            ),
+            // Only full compactions write it.
+            ("full-compaction", Some("APPEND")) => assert_eq!(
+                changelog, 0,
+                "an APPEND of a full-compaction table with changelog: {snapshot}"
+            ),
+            _ => {}
         }
     }
     let counts = |t: &Table| -> i64 {
@@ -214,4 +254,49 @@ fn java_expiry_keeps_what_a_lakejoin_consumer_reads_next() {
     // Without the consumer, keeping one snapshot would expire all but the latest.
     assert_eq!(table.java_expire(1), 2);
     assert_eq!(ids(&table), (3..=latest).collect::<Vec<_>>());
+}
+
+#[test]
+fn deduplicate_full_compaction_changelog_read_by_java_as_its_own() {
+    let case = dedup_case(true);
+    assert_same_changelog(&case.spec, "full-compaction", &case.commits[..4]);
+}
+
+#[test]
+fn deduplicate_full_compaction_row_deduplicate_read_by_java_as_its_own() {
+    let case = dedup_case(true);
+    let spec = case
+        .spec
+        .clone()
+        .option("changelog-producer.row-deduplicate", "true");
+    // Every commit twice: the second changes nothing, and produces no -U/+U pairs.
+    let commits: Vec<Vec<Value>> = case.commits[..3]
+        .iter()
+        .flat_map(|c| [c.clone(), c.clone()])
+        .collect();
+    assert_same_changelog(&spec, "full-compaction", &commits);
+}
+
+#[test]
+fn full_compaction_every_second_commit_read_by_java_as_its_own() {
+    let case = dedup_case(true);
+    assert_same_changelog_compacted(&case.spec, "full-compaction", &case.commits, Some(2));
+}
+
+#[test]
+fn partial_update_full_compaction_changelog_read_by_java_as_its_own() {
+    let case = partial_update_case(true);
+    assert_same_changelog(&case.spec, "full-compaction", &case.commits);
+}
+
+#[test]
+fn partial_update_sequence_groups_full_compaction_changelog_read_by_java_as_its_own() {
+    let case = sequence_groups_case();
+    assert_same_changelog(&case.spec, "full-compaction", &case.commits);
+}
+
+#[test]
+fn aggregation_full_compaction_changelog_read_by_java_as_its_own() {
+    let case = retracting_aggregates_case(true);
+    assert_same_changelog(&case.spec, "full-compaction", &case.commits);
 }

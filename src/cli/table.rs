@@ -406,6 +406,7 @@ async fn write(location: &TableLocation, row_kind_field: Option<&str>) -> Result
         format!("lakejoin-cli-{}", uuid::Uuid::new_v4()),
     )
     .await?;
+    writer.set_batch_write();
     let stdin = std::io::stdin();
     let mut problems = Vec::new();
     let mut bad_lines = 0usize;

@@ -6,6 +6,11 @@
 //! (first-row, deletion vectors, `compaction.force-up-level-0`), always: their data
 //! must not stay on level 0.
 //!
+//! A commit that `full-compaction.delta-commits` (or the `full-compaction` changelog
+//! producer) makes due for a full compaction hands over every bucket instead, and the
+//! writer waits for it, as Java's writers wait for the full compaction of such a
+//! checkpoint: its changelog is that commit's.
+//!
 //! The writer tracks sorted runs per bucket without re-reading the table: the count
 //! from the snapshot it started on (or from the compactor's latest round), plus the
 //! level-0 files it committed since.
@@ -75,10 +80,13 @@ impl AutoCompaction {
 
     /// Hands the buckets of committed snapshot `snapshot_id` (with `entries`) that need
     /// compaction to the background compactor, and waits for it when they must not grow.
+    /// With `full_compaction`, the writer's commit identifier, every bucket is fully
+    /// compacted instead, committed with that identifier, and waited for.
     pub(crate) async fn after_commit(
         &mut self,
         snapshot_id: i64,
         entries: &[ManifestEntry],
+        full_compaction: Option<i64>,
     ) -> Result<()> {
         self.absorb_state();
         let mut added: HashMap<BucketId, usize> = HashMap::new();
@@ -88,14 +96,27 @@ impl AutoCompaction {
         {
             *added.entry((e.partition.clone(), e.bucket)).or_default() += 1;
         }
-        if added.is_empty() {
-            return Ok(());
-        }
         for (id, files) in &added {
             self.own_level0
                 .entry(id.clone())
                 .or_default()
                 .push((snapshot_id, *files));
+        }
+        if let Some(identifier) = full_compaction {
+            self.background()?.request_full(snapshot_id, identifier)?;
+            self.last_requested = Some(snapshot_id);
+            let state = self.background()?.wait_for(snapshot_id).await?;
+            self.absorb(&state);
+            if let Some(message) = state.last_error {
+                // Nothing is lost: the next full compaction compares the top level with
+                // every level again, these changes included.
+                tracing::warn!(table = %self.table.identifier(), error = %message,
+                    "full compaction after a commit failed; its changelog comes with the next one");
+            }
+            return Ok(());
+        }
+        if added.is_empty() {
+            return Ok(());
         }
         let due: Vec<BucketId> = added
             .keys()

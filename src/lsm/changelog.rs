@@ -5,7 +5,10 @@
 //!   merge engine folds them, sorted by key and sequence order;
 //! - `lookup` (`LookupChangelogMergeFunctionWrapper`, `FirstRowMergeFunctionWrapper`):
 //!   for each key a flush changes, the merged row before the change (what the table's
-//!   files reduce to) and after it, as `+I`, `-U/+U` or `-D`.
+//!   files reduce to) and after it, as `+I`, `-U/+U` or `-D`;
+//! - `full-compaction` (`FullChangelogMergeFunctionWrapper`): for each key of a
+//!   compaction that writes the top level, the row the top level held (the result of
+//!   the previous such compaction) and the merged row of every level, likewise.
 //!
 //! Why its own module: the writer runs it at flush time, but the rules are the merge
 //! engine's, and they are tested here against a model of merged rows, engine by engine.
@@ -110,6 +113,65 @@ fn insert_kind(engine: &MergeEngine, folded: &KeyValue) -> RowKind {
     } else {
         RowKind::Insert
     }
+}
+
+/// What a compaction to the top level of a `full-compaction` table writes for one key,
+/// and the changelog rows of the key.
+#[derive(Debug)]
+pub(crate) struct FullCompactionOutcome {
+    /// The key's versions reduced (`None`: nothing left); a retraction is the caller's to
+    /// drop or keep, as for any compaction.
+    pub(crate) merged: Option<KeyValue>,
+    pub(crate) changes: Vec<KeyValue>,
+}
+
+/// The `full-compaction` changelog of one key (Java's `FullChangelogMergeFunctionWrapper`):
+/// `versions` are every version of the key in the compacted files, oldest first, and
+/// `top` the index of the one read from the top level, which only such compactions
+/// write, so it is what the last one left: the before image.
+///
+/// The versions reduce as any compaction reduces them ([`MergeEngine::reduce`]: a lone
+/// version is kept as it is). The changelog rows:
+/// - no top-level row, a live merged row: `+I` of it;
+/// - a top-level row and no live merged row: `-D` of the top-level row;
+/// - both: `-U` top-level row, `+U` merged row, unless
+///   `changelog-producer.row-deduplicate` is set and the two rows are equal (without
+///   it Java emits the pair even then);
+/// - the top-level version alone: nothing, the key did not change.
+///
+/// A retraction on the top level (kept there by tables with `sequence.field`, which
+/// never drop them; Java's top level holds none) counts as no row.
+pub(crate) fn full_compaction_change(
+    engine: &MergeEngine,
+    row_deduplicate: bool,
+    versions: &mut [KeyValue],
+    top: Option<usize>,
+) -> Result<FullCompactionOutcome> {
+    if top.is_some() && versions.len() == 1 {
+        // The top-level version alone: the key did not change.
+        return Ok(FullCompactionOutcome {
+            merged: engine.reduce_owned(versions)?,
+            changes: Vec::new(),
+        });
+    }
+    let before = top
+        .and_then(|i| versions.get(i))
+        .filter(|kv| !kv.kind.is_retract())
+        .cloned();
+    let merged = engine.reduce_owned(versions)?;
+    let mut changes = Vec::new();
+    match (before, merged.as_ref().filter(|m| !m.kind.is_retract())) {
+        (None, Some(after)) => changes.push(with_kind(after, RowKind::Insert)),
+        (None, None) => {}
+        (Some(before), None) => changes.push(with_kind(&before, RowKind::Delete)),
+        (Some(before), Some(after)) => {
+            if !(row_deduplicate && after.row == before.row) {
+                changes.push(with_kind(&before, RowKind::UpdateBefore));
+                changes.push(with_kind(after, RowKind::UpdateAfter));
+            }
+        }
+    }
+    Ok(FullCompactionOutcome { merged, changes })
 }
 
 fn with_kind(kv: &KeyValue, kind: RowKind) -> KeyValue {

@@ -3,8 +3,9 @@
 //! and the follow-up scanners of a streaming read).
 //!
 //! - A table with a `changelog-producer` is read from its changelog files: each
-//!   snapshot's changelog manifest list (`ChangelogFollowUpScanner`). A snapshot without
-//!   one (a compaction, a commit of nothing) adds no changes.
+//!   snapshot's changelog manifest list (`ChangelogFollowUpScanner`), an APPEND's or,
+//!   for `full-compaction`, a COMPACT's. A snapshot without one (most compactions, a
+//!   commit of nothing, an APPEND of a `full-compaction` table) adds no changes.
 //! - A table without is read from the delta files of its APPEND snapshots
 //!   (`DeltaFollowUpScanner`): each commit's folded rows, with their row kinds.
 //!   Compactions rewrite rows and change nothing, so their snapshots are skipped.
@@ -120,7 +121,8 @@ pub(crate) fn unfaithful_changes(options: &TableOptions) -> Option<String> {
     };
     Some(format!(
         "{stored}, which for a {} table are {what}; set the table option \
-         'changelog-producer' = 'lookup' (its merged rows' changes)",
+         'changelog-producer' = 'lookup' (its merged rows' changes, at every commit) or \
+         'full-compaction' (the same, at every full compaction)",
         engine.as_str()
     ))
 }
@@ -154,6 +156,14 @@ mod tests {
             &[
                 ("merge-engine", "first-row"),
                 ("changelog-producer", "lookup"),
+            ][..],
+            &[
+                ("merge-engine", "partial-update"),
+                ("changelog-producer", "full-compaction"),
+            ][..],
+            &[
+                ("merge-engine", "aggregation"),
+                ("changelog-producer", "full-compaction"),
             ][..],
         ] {
             assert_eq!(unfaithful_changes(&options(faithful)), None, "{faithful:?}");

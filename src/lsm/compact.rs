@@ -7,6 +7,11 @@
 //! concurrently; `Table::commit` rejects the round if a file it replaces is no longer live
 //! (another compaction got there first), and the round is then planned again.
 //!
+//! A compaction that writes the top level of a `changelog-producer` = `full-compaction`
+//! table also writes that table's changelog (`compact_changelog`), committed in its
+//! COMPACT snapshot, whoever runs it: the writer's periodic full compaction, the
+//! universal picker merging every run, or `lakejoin table compact`.
+//!
 //! Retractions are dropped only when the output goes to the highest non-empty level, so
 //! that nothing older is left for them to hide (Java's `dropDelete` rule), and never for
 //! tables with `sequence.field`, where a change arriving later can still be older.
@@ -18,6 +23,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use object_store::ObjectStoreExt;
 
+use super::compact_changelog::{MergedWithChangelog, merge_with_changelog};
 use super::flush::FileTarget;
 use super::levels::Levels;
 use super::merge::{MergeEngine, SequenceOrder, compare_keys};
@@ -25,6 +31,7 @@ use super::reader::{group_by_bucket, read_and_merge};
 use super::universal::{CompactUnit, UniversalCompaction};
 use crate::error::{Error, Result};
 use crate::table::Table;
+use crate::table::changelog_options::ChangelogProducer;
 use crate::table::commit::CommitRequest;
 use crate::table::data_file::{DataFileWriteOptions, KeyValue};
 
@@ -122,6 +129,9 @@ struct CompactContext {
     single_run: bool,
     /// Outputs drop keys that an older level already holds (first-row tables).
     keep_keys_unique_across_levels: bool,
+    /// `changelog-producer` = `full-compaction`: compactions to the top level write the
+    /// changelog, with `changelog-producer.row-deduplicate` as the value.
+    full_changelog: Option<bool>,
 }
 
 impl CompactContext {
@@ -150,6 +160,8 @@ impl CompactContext {
             single_run: options.maintenance.deletion_vectors
                 && options.merge_engine != MergeEngineKind::FirstRow,
             keep_keys_unique_across_levels: options.merge_engine == MergeEngineKind::FirstRow,
+            full_changelog: (options.changelog.producer == ChangelogProducer::FullCompaction)
+                .then_some(options.changelog.row_deduplicate),
         })
     }
 }
@@ -190,16 +202,23 @@ impl Compactor {
 
     /// Runs one round over `scope` on the latest snapshot and commits it.
     pub async fn compact(&mut self, scope: &CompactScope) -> Result<CompactionReport> {
-        let report = compact_round(
-            &self.table,
-            &self.ctx,
-            scope,
-            &self.commit_user,
-            self.next_identifier,
-        )
-        .await?;
+        self.compact_as(scope, self.next_identifier).await
+    }
+
+    /// [`Self::compact`], committing with `identifier` (at least the next one of this
+    /// compactor, so its identifiers keep increasing): a writer's full compaction after
+    /// its commit `N` commits as `N`, as Java's writers do, which Java's
+    /// `scan.mode` = `compacted-full` looks for.
+    pub(crate) async fn compact_as(
+        &mut self,
+        scope: &CompactScope,
+        identifier: i64,
+    ) -> Result<CompactionReport> {
+        let identifier = identifier.max(self.next_identifier);
+        let report =
+            compact_round(&self.table, &self.ctx, scope, &self.commit_user, identifier).await?;
         if report.snapshot.is_some() {
-            self.next_identifier += 1;
+            self.next_identifier = identifier.saturating_add(1);
         }
         Ok(report)
     }
@@ -230,6 +249,9 @@ struct BucketPlan {
     /// Files on levels above the output level, whose keys the output must not repeat
     /// (first-row tables only; empty otherwise).
     older_files: Vec<ManifestEntry>,
+    /// The output is the bucket's top level and the table's changelog is written with it
+    /// (`full-compaction` tables): `Some(row_deduplicate)`.
+    changelog: Option<bool>,
 }
 
 /// Plans on the latest snapshot, rewrites, commits; plans again after a conflict.
@@ -274,6 +296,9 @@ async fn compact_round(
             let runs_before = levels.number_of_sorted_runs();
             match plan_bucket(ctx, &levels, scope.full) {
                 Some((unit, drop_retractions)) => plans.push(BucketPlan {
+                    changelog: ctx
+                        .full_changelog
+                        .filter(|_| unit.output_level == levels.max_level()),
                     older_files: if ctx.keep_keys_unique_across_levels {
                         levels.files_above(unit.output_level)
                     } else {
@@ -293,7 +318,7 @@ async fn compact_round(
             return Ok(report);
         }
         let rewrites: Vec<_> = plans.iter().map(|p| rewrite(table, ctx, p)).collect();
-        let results: Vec<Result<Vec<ManifestEntry>>> = futures::stream::iter(rewrites)
+        let results: Vec<Result<Rewritten>> = futures::stream::iter(rewrites)
             .buffered(BUCKET_CONCURRENCY)
             .collect()
             .await;
@@ -307,7 +332,7 @@ async fn compact_round(
         }
         if let Some(e) = failure {
             // Nothing will reference what the other buckets wrote.
-            delete_data_files(table, outputs.iter().flatten()).await;
+            delete_data_files(table, outputs.iter().flat_map(Rewritten::files)).await;
             if e.is_not_found() && attempt < MAX_PLAN_ATTEMPTS {
                 // An input vanished: another compaction replaced it and an expiry
                 // removed it. Plan again on the newer snapshot.
@@ -316,7 +341,10 @@ async fn compact_round(
             return Err(e);
         }
         let mut entries = Vec::new();
-        for (plan, written) in plans.iter().zip(&outputs) {
+        let mut changelog = Vec::new();
+        for (plan, output) in plans.iter().zip(&outputs) {
+            let written = &output.data;
+            changelog.extend(output.changelog.iter().cloned());
             entries.extend(plan.unit.files.iter().map(|f| ManifestEntry {
                 kind: FileKind::Delete,
                 ..f.clone()
@@ -336,7 +364,7 @@ async fn compact_round(
             commit_identifier,
             kind: CommitKind::Compact,
             entries,
-            changelog: Vec::new(),
+            changelog,
             properties: BTreeMap::new(),
         };
         match table.commit(request).await {
@@ -352,7 +380,7 @@ async fn compact_round(
             }
             Err(e @ Error::CommitConflict { .. }) => {
                 // The commit certainly did not land, so its files are garbage.
-                delete_data_files(table, outputs.iter().flatten()).await;
+                delete_data_files(table, outputs.iter().flat_map(Rewritten::files)).await;
                 if attempt >= MAX_PLAN_ATTEMPTS {
                     return Err(e);
                 }
@@ -379,9 +407,12 @@ fn plan_bucket(ctx: &CompactContext, levels: &Levels, full: bool) -> Option<(Com
     let max_level = levels.max_level();
     let whole_bucket = || {
         let files = levels.all_files();
-        let already_compact = matches!(files.as_slice(),
-            [only] if only.file.level == max_level
-                && (only.file.delete_row_count.unwrap_or(0) == 0 || !ctx.may_drop_retractions));
+        // One sorted run on the top level already (Java's `pickFullCompaction`), unless
+        // it holds retractions to drop.
+        let already_compact = files.iter().all(|f| {
+            f.file.level == max_level
+                && (f.file.delete_row_count.unwrap_or(0) == 0 || !ctx.may_drop_retractions)
+        });
         if files.is_empty() || already_compact {
             return None;
         }
@@ -416,21 +447,49 @@ fn plan_bucket(ctx: &CompactContext, levels: &Levels, full: bool) -> Option<(Com
     Some((unit, drop_retractions))
 }
 
-/// Merges a plan's files and writes the result at its output level; returns the ADDs.
-async fn rewrite(
-    table: &Table,
-    ctx: &CompactContext,
-    plan: &BucketPlan,
-) -> Result<Vec<ManifestEntry>> {
+/// What a bucket's rewrite wrote: data files, and changelog files when its output is
+/// the top level of a `full-compaction` table.
+struct Rewritten {
+    data: Vec<ManifestEntry>,
+    changelog: Vec<ManifestEntry>,
+}
+
+impl Rewritten {
+    fn files(&self) -> impl Iterator<Item = &ManifestEntry> {
+        self.data.iter().chain(&self.changelog)
+    }
+}
+
+/// Merges a plan's files and writes the result at its output level (with the changelog,
+/// see `compact_changelog`); returns the ADDs.
+async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Result<Rewritten> {
     // No deletion vectors: compaction refuses tables that have them.
-    let mut merged = read_and_merge(
-        table,
-        &plan.unit.files,
-        &DeletionFiles::default(),
-        &ctx.engine,
-        &ctx.order,
-    )
-    .await?;
+    let (merged, changes) = match plan.changelog {
+        Some(row_deduplicate) => {
+            let MergedWithChangelog { rows, changes } = merge_with_changelog(
+                table,
+                &plan.unit.files,
+                plan.unit.output_level,
+                &ctx.engine,
+                &ctx.order,
+                row_deduplicate,
+            )
+            .await?;
+            (rows, changes)
+        }
+        None => {
+            let merged = read_and_merge(
+                table,
+                &plan.unit.files,
+                &DeletionFiles::default(),
+                &ctx.engine,
+                &ctx.order,
+            )
+            .await?;
+            (merged, Vec::new())
+        }
+    };
+    let mut merged = merged;
     if !plan.older_files.is_empty() {
         let none = DeletionFiles::default();
         let older =
@@ -447,7 +506,7 @@ async fn rewrite(
     };
     let (partition_bytes, bucket) = &plan.id;
     let partition = table.partition_values(partition_bytes)?;
-    FileTarget {
+    let target = FileTarget {
         table,
         partition_bytes,
         partition: &partition,
@@ -456,9 +515,26 @@ async fn rewrite(
         source: FileSource::Compact,
         options: ctx.file_options,
         changelog: false,
+    };
+    let changelog = if changes.is_empty() {
+        Vec::new()
+    } else {
+        // At the output level, with source APPEND, as Java's changelog writer names them.
+        FileTarget {
+            changelog: true,
+            source: FileSource::Append,
+            ..target
+        }
+        .write(changes)
+        .await?
+    };
+    match target.write(rows).await {
+        Ok(data) => Ok(Rewritten { data, changelog }),
+        Err(e) => {
+            delete_data_files(table, changelog.iter()).await;
+            Err(e)
+        }
     }
-    .write(rows)
-    .await
 }
 
 /// `rows` without those whose key occurs in `older` (both sorted by key, as

@@ -1,7 +1,9 @@
 //! Compaction in the background: a [`Compactor`] on a tokio task, fed with requests
 //! ("snapshot N touched these buckets") by a writer that keeps appending meanwhile.
 //!
-//! Requests that arrive while a round runs are coalesced into the next round. A failed
+//! Requests that arrive while a round runs are coalesced into the next round; a request
+//! for a full compaction (a writer's `full-compaction.delta-commits`) makes that round
+//! fully compact every bucket, which covers the others. A failed
 //! round is logged, its buckets stay queued and are retried with the next request (no
 //! busy loop). Dropping the handle lets the task finish queued work and end.
 
@@ -34,6 +36,8 @@ pub(crate) struct CompactionState {
 struct Request {
     snapshot_id: i64,
     buckets: Vec<BucketId>,
+    /// A full compaction of every bucket, committed with this identifier.
+    full: Option<i64>,
 }
 
 /// Handle on a compactor running on a tokio task.
@@ -67,6 +71,19 @@ impl BackgroundCompactor {
             .send(Request {
                 snapshot_id,
                 buckets: buckets.into_iter().collect(),
+                full: None,
+            })
+            .map_err(|_| stopped())
+    }
+
+    /// Asks for a full compaction of every bucket on snapshot `snapshot_id` or newer,
+    /// committed with `identifier` (see `Compactor::compact_as`).
+    pub(crate) fn request_full(&self, snapshot_id: i64, identifier: i64) -> Result<()> {
+        self.requests
+            .send(Request {
+                snapshot_id,
+                buckets: Vec::new(),
+                full: Some(identifier),
             })
             .map_err(|_| stopped())
     }
@@ -111,18 +128,33 @@ async fn run(
     publish: watch::Sender<CompactionState>,
 ) {
     let mut pending: BTreeSet<BucketId> = BTreeSet::new();
+    let mut full: Option<i64> = None;
     let mut state = CompactionState::default();
     while let Some(first) = requests.recv().await {
         let mut through = first.snapshot_id;
+        // A full compaction that failed stays due, like the buckets of a failed round.
+        full = full.max(first.full);
         pending.extend(first.buckets);
         // Coalesce what queued up while the previous round ran.
         while let Ok(more) = requests.try_recv() {
             through = through.max(more.snapshot_id);
+            full = full.max(more.full);
             pending.extend(more.buckets);
         }
-        let scope = CompactScope::buckets(pending.iter().cloned());
         state.rounds += 1;
-        match compactor.compact(&scope).await {
+        let round = match full {
+            Some(identifier) => {
+                compactor
+                    .compact_as(&CompactScope::full(), identifier)
+                    .await
+            }
+            None => {
+                compactor
+                    .compact(&CompactScope::buckets(pending.iter().cloned()))
+                    .await
+            }
+        };
+        match round {
             Ok(report) => {
                 let based_on = report.based_on.unwrap_or(0);
                 for (id, runs) in report.sorted_runs {
@@ -133,6 +165,7 @@ async fn run(
                 }
                 state.last_error = None;
                 pending.clear();
+                full = None;
             }
             Err(e) => {
                 tracing::warn!(

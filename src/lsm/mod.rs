@@ -6,6 +6,7 @@ mod changelog;
 mod changelog_flush;
 pub mod changes;
 pub mod compact;
+mod compact_changelog;
 pub(crate) mod compact_task;
 pub mod expire;
 mod expire_changelog;

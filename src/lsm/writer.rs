@@ -1,5 +1,10 @@
 //! The table writer: buffers changes per partition and bucket, folds them with the merge
 //! engine, flushes sorted level-0 files and commits them as snapshots.
+//!
+//! Changelog producers: `input` and `lookup` changelogs are written by the flushes
+//! (`changelog_flush`) into the APPEND snapshot; the `full-compaction` changelog by the
+//! full compaction the writer runs after every `full-compaction.delta-commits`-th commit
+//! (every commit when unset, as Java's Flink writers do), into its COMPACT snapshot.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -22,7 +27,7 @@ use crate::table::datum::Row;
 use crate::table::fence::WriterFence;
 use crate::table::manifest::{FileSource, ManifestEntry};
 use crate::table::row_kind::RowKind;
-use crate::table::snapshot::{CommitKind, Snapshot};
+use crate::table::snapshot::{BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot};
 use crate::table::types::DataType;
 use crate::table::{IO_CONCURRENCY, Table};
 
@@ -66,6 +71,8 @@ pub struct TableWriter {
     auto_compaction: Option<AutoCompaction>,
     /// Checked before every snapshot is published, when set.
     fence: Option<Arc<WriterFence>>,
+    /// A one-shot write ([`Self::set_batch_write`]).
+    batch_write: bool,
     /// A commit whose publishing failed (possibly after landing unseen); it is published
     /// again, unchanged, before anything newer, so it lands exactly once.
     in_doubt: Option<PreparedCommit>,
@@ -160,6 +167,7 @@ impl TableWriter {
             file_options,
             auto_compaction,
             fence: None,
+            batch_write: false,
             in_doubt: None,
             known_snapshot: snapshot_id,
         })
@@ -178,6 +186,14 @@ impl TableWriter {
     /// claimed the table, commits fail with `Error::WriterFenced` and publish nothing.
     pub fn set_fence(&mut self, fence: Arc<WriterFence>) {
         self.fence = Some(fence);
+    }
+
+    /// Marks this writer as a one-shot write (`lakejoin table write`): as Java's batch
+    /// writes, it fully compacts a table with periodic full compaction (`full-compaction`
+    /// changelog, `full-compaction.delta-commits`) at every commit, whatever the number
+    /// of delta commits.
+    pub fn set_batch_write(&mut self) {
+        self.batch_write = true;
     }
 
     /// Whether a failed commit is waiting to be published again.
@@ -406,8 +422,11 @@ impl TableWriter {
             // lookups see once refreshed.
             self.images.clear();
         }
+        let full_compaction = self.full_compaction_due(snapshot.commit_identifier);
         if let Some(auto) = &mut self.auto_compaction
-            && let Err(e) = auto.after_commit(snapshot.id, entries).await
+            && let Err(e) = auto
+                .after_commit(snapshot.id, entries, full_compaction)
+                .await
         {
             // The snapshot is committed; compaction is retried after the next one.
             tracing::warn!(table = %self.table.identifier(), error = %e,
@@ -416,10 +435,29 @@ impl TableWriter {
     }
 }
 
-/// The changelog a writer of `table` produces, if its `changelog-producer` asks for
-/// one. `full-compaction` is refused: lakejoin's writers do not produce it (yet), and
-/// a writer that silently produced no changelog would leave streaming readers without
-/// the changes they were promised.
+impl TableWriter {
+    /// Whether the commit with `identifier` is followed by a full compaction of every
+    /// bucket, and its identifier then. Java's writers compact fully at every commit
+    /// whose identifier is a multiple of `full-compaction.delta-commits`, which is 1 for
+    /// `full-compaction` tables without it, and at every batch commit. `write-only`
+    /// tables are never compacted by their writers (see `AutoCompaction`): their full
+    /// compaction, and `full-compaction` changelog, is `lakejoin table compact --full`'s.
+    fn full_compaction_due(&self, identifier: i64) -> Option<i64> {
+        let options = &self.table.options().changelog;
+        let every = match (options.full_compaction_delta_commits, options.producer) {
+            (Some(n), _) => i64::from(n),
+            (None, ChangelogProducer::FullCompaction) => 1,
+            (None, _) => return None,
+        };
+        let due =
+            self.batch_write || identifier == BATCH_COMMIT_IDENTIFIER || identifier % every == 0;
+        due.then_some(identifier)
+    }
+}
+
+/// The changelog the flushes of a writer of `table` produce, if its `changelog-producer`
+/// asks for one there. The `full-compaction` changelog is written by compactions
+/// instead (`lsm::compact_changelog`).
 async fn changelog_flush(
     table: &Arc<Table>,
     engine: &MergeEngine,
@@ -427,15 +465,7 @@ async fn changelog_flush(
 ) -> Result<Option<ChangelogFlush>> {
     let options = &table.options().changelog;
     let lookup = match options.producer {
-        ChangelogProducer::None => return Ok(None),
-        ChangelogProducer::FullCompaction => {
-            return Err(Error::Config(format!(
-                "table {} has `changelog-producer` = full-compaction, which lakejoin's writers \
-                 do not produce; use `changelog-producer` = lookup (the same changes, at \
-                 every commit) or input",
-                table.identifier()
-            )));
-        }
+        ChangelogProducer::None | ChangelogProducer::FullCompaction => return Ok(None),
         ChangelogProducer::Input => None,
         ChangelogProducer::Lookup => Some(Arc::new(
             PointLookup::open(table.clone(), LookupOptions::default()).await?,
@@ -561,6 +591,7 @@ impl TableWriter {
         let mut next = TableWriter::new(table, self.commit_user.clone()).await?;
         next.known_snapshot = next.known_snapshot.min(self.known_snapshot);
         next.fence = self.fence.take();
+        next.batch_write = self.batch_write;
         next.buffer_limit = self.buffer_limit;
         *self = next;
         Ok(())

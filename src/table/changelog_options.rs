@@ -271,6 +271,13 @@ mod tests {
         );
         refused(
             &[
+                ("merge-engine", "first-row"),
+                ("changelog-producer", "full-compaction"),
+            ],
+            "first-row",
+        );
+        refused(
+            &[
                 ("changelog-producer", "lookup"),
                 ("full-compaction.delta-commits", "2"),
             ],

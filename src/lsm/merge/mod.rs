@@ -385,7 +385,7 @@ pub(crate) fn sort_changes(
 }
 
 /// Order of two changes by their key columns.
-fn key_order(a: &KeyValue, b: &KeyValue, key_indices: &[usize]) -> Ordering {
+pub(crate) fn key_order(a: &KeyValue, b: &KeyValue, key_indices: &[usize]) -> Ordering {
     for &i in key_indices {
         let ord = compare_datums(column(&a.row, i), column(&b.row, i));
         if ord != Ordering::Equal {

@@ -10,8 +10,10 @@
 //!   compaction that writes the top level, the row the top level held (the result of
 //!   the previous such compaction) and the merged row of every level, likewise.
 //!
-//! Why its own module: the writer runs it at flush time, but the rules are the merge
-//! engine's, and they are tested here against a model of merged rows, engine by engine.
+//! Why its own module: the writer runs them at flush time and compaction
+//! (`compact_changelog`) at the top level, but the rules are the merge engine's; the
+//! `lookup` rules are tested here against a model of merged rows, engine by engine, the
+//! `full-compaction` ones through the writer (`tests/table_changelog.rs`).
 
 use super::merge::{MergeEngine, SequenceOrder};
 use crate::error::Result;

@@ -304,3 +304,35 @@ async fn a_lookup_opened_before_the_change_moves_to_the_new_schema() {
         "the old row in the new schema: widened, the new column null"
     );
 }
+
+#[tokio::test]
+async fn a_handle_older_than_a_file_refuses_to_read_it_instead_of_dropping_columns() {
+    let warehouse = Warehouse::in_memory();
+    let old = Arc::new(profile_table(&warehouse).await);
+    let evolved = Arc::new(evolve_table(&old, |_| Ok(add_city())).await.unwrap());
+    let mut writer = TableWriter::new(evolved.clone(), "t").await.unwrap();
+    let row = vec![
+        Datum::Int(1),
+        Datum::Int(30),
+        Datum::String("f".into()),
+        Datum::String("Bern".into()),
+    ];
+    writer.write(RowKind::Insert, row.clone()).unwrap();
+    writer.commit(BTreeMap::new()).await.unwrap();
+
+    // The handle opened before the change would have read the row without `city` (and a
+    // compaction through it would have written that loss back).
+    let err = scan(&old, None, &ScanFilter::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("schema 1, newer than schema 0") && err.contains("open the table again"),
+        "{err}"
+    );
+    let reopened = old.at_newest_schema().await.unwrap();
+    assert_eq!(
+        scan(&reopened, None, &ScanFilter::default()).await.unwrap(),
+        vec![row]
+    );
+}

@@ -4,6 +4,7 @@ mod demo;
 mod run;
 mod table;
 mod table_alter;
+mod validate;
 
 use clap::{Parser, Subcommand};
 
@@ -87,7 +88,7 @@ impl Cli {
         match self.command {
             Command::Table { command } => command.run().await,
             Command::Run { config } => run::run(&config).await,
-            Command::Validate { config } => run::validate(&config),
+            Command::Validate { config } => validate::run(&config).await,
             Command::Health {
                 config,
                 address,

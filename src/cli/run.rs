@@ -1,4 +1,4 @@
-//! `lakejoin run`, `lakejoin validate` and `lakejoin health`.
+//! `lakejoin run` and `lakejoin health`.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
@@ -10,13 +10,6 @@ use tokio::sync::watch;
 use super::Outcome;
 use crate::error::{Error, Result};
 use crate::observe::{AbortOnDrop, Registry};
-
-/// Checks a config file: every problem on stderr (exit 1), or a one-line summary.
-pub(crate) fn validate(path: &Path) -> Result<Outcome> {
-    let config = crate::config::load(path)?;
-    println!("{}: {}", path.display(), config.summary());
-    Ok(Outcome::Success)
-}
 
 /// SIGTERM and SIGINT (Ctrl-C), as one stream.
 struct Signals {
@@ -230,22 +223,6 @@ fn reachable(address: SocketAddr) -> SocketAddr {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn validate_never_prints_secrets() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("connectors.toml");
-        let text = "[kafka]\nbootstrap_servers = \"k:9092\"\n[kafka.properties]\n\
-                    \"ssl.key.password\" = 55550123\n\
-                    [warehouse]\nuri = \"s3://AKIAKEY:wJalrSecret@bucket/wh\"\n\
-                    [warehouse.options]\naws_secret_access_key = 99990123\n";
-        std::fs::write(&path, text).unwrap();
-        let err = validate(&path).unwrap_err().to_string();
-        assert!(err.contains("ssl.key.password"), "{err}");
-        for secret in ["55550123", "99990123", "wJalrSecret"] {
-            assert!(!err.contains(secret), "{secret} in {err}");
-        }
-    }
 
     #[test]
     fn wildcard_addresses_are_checked_through_loopback() {

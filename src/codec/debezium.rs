@@ -16,6 +16,8 @@ use super::row::{Emitter, Hints, MessageMeta, SourceType, SourceTypes, semantic_
 use super::{Ctx, Decoded, Format, SkipReason};
 use crate::table::types::{DataType, MAX_LENGTH};
 
+pub(crate) mod shape;
+
 /// `debezium-json`: parses the payload, unwraps `schema`/`payload`, decodes the envelope.
 pub(crate) fn decode_json(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
     let Some(root) = envelope::root(ctx)? else {

@@ -79,6 +79,7 @@ mod tests;
 
 pub use avro::AvroSchema;
 pub(crate) use avro::{CONFLUENT_MAGIC, EncodeError};
+pub(crate) use debezium::shape::{NoShape, SourceTable, source_table};
 pub use error::{ColumnError, DecodeError, Part, SourceColumn};
 pub use fact::{Fact, RawFact};
 pub use registry::SchemaResolver;

@@ -2,6 +2,7 @@
 //! and validation that reports every problem at once, each with its key path.
 
 mod changelog;
+mod database_sync;
 pub(crate) mod duration;
 mod model;
 
@@ -11,6 +12,7 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use database_sync::DatabaseSync;
 pub use model::*;
 
 use crate::error::{Error, Result};
@@ -114,7 +116,7 @@ fn from_value(origin: &str, value: Value) -> Result<Config> {
     let kafka: Option<KafkaConfig> = section(&mut top, "kafka", &mut problems, true);
     let warehouse: Option<WarehouseConfig> = section(&mut top, "warehouse", &mut problems, true);
     let tables: Vec<TableConfig> = list(&mut top, "table", &mut problems);
-    let cdc: Vec<CdcConfig> = list(&mut top, "cdc", &mut problems);
+    let (cdc, database_sync) = database_sync::cdc_entries(&mut top, &mut problems);
     let enrich: Vec<EnrichConfig> = list(&mut top, "enrich", &mut problems);
     let changelog: Vec<ChangelogConfig> = list(&mut top, "changelog", &mut problems);
     // Optional sections: when one fails to parse its problems are reported (so no config
@@ -130,6 +132,7 @@ fn from_value(origin: &str, value: Value) -> Result<Config> {
             warehouse,
             tables,
             cdc,
+            database_sync,
             enrich,
             changelog,
             observe,
@@ -253,33 +256,58 @@ impl TableConfig {
                 Err(e) => problems.push(format!("column `{}`: {e}", c.name)),
             }
         }
-        let mut options = self.options.clone();
-        options.insert("bucket".into(), self.buckets.to_string());
-        if let Some(engine) = &self.merge_engine {
-            options.insert("merge-engine".into(), engine.clone());
-        }
-        if !self.sequence_field.is_empty() {
-            options.insert("sequence.field".into(), self.sequence_field.join(","));
-        }
         if !problems.is_empty() {
             return Err(Error::Config(problems.join("; ")));
         }
-        let schema = TableSchema::new(
+        schema_of(TableParts {
             columns,
-            self.partition_by.clone(),
-            self.primary_key.clone(),
-            options,
-        )?;
-        let table_options = TableOptions::from_map(&schema.options)?;
-        crate::lsm::merge::validate(&schema, &table_options)?;
-        if self.buckets < 1 {
-            return Err(Error::Config(format!(
-                "buckets must be ≥ 1, got {}",
-                self.buckets
-            )));
-        }
-        Ok(schema)
+            partition_by: self.partition_by.clone(),
+            primary_key: self.primary_key.clone(),
+            buckets: self.buckets,
+            merge_engine: self.merge_engine.clone(),
+            sequence_field: self.sequence_field.clone(),
+            options: self.options.clone(),
+        })
     }
+}
+
+/// A table's definition: a `[[table]]`, or one a whole-database sync creates.
+pub(crate) struct TableParts {
+    pub(crate) columns: Vec<(String, DataType, bool)>,
+    pub(crate) partition_by: Vec<String>,
+    pub(crate) primary_key: Vec<String>,
+    pub(crate) buckets: i32,
+    pub(crate) merge_engine: Option<String>,
+    pub(crate) sequence_field: Vec<String>,
+    /// Further Paimon options.
+    pub(crate) options: BTreeMap<String, String>,
+}
+
+/// The Paimon schema of a definition, checked as Paimon checks it at creation.
+pub(crate) fn schema_of(parts: TableParts) -> Result<TableSchema> {
+    let mut options = parts.options;
+    options.insert("bucket".into(), parts.buckets.to_string());
+    if let Some(engine) = parts.merge_engine {
+        options.insert("merge-engine".into(), engine);
+    }
+    if !parts.sequence_field.is_empty() {
+        options.insert("sequence.field".into(), parts.sequence_field.join(","));
+    }
+    let schema = TableSchema::new(
+        parts.columns,
+        parts.partition_by,
+        parts.primary_key,
+        options,
+    )?;
+    let table_options = TableOptions::from_map(&schema.options)?;
+    crate::lsm::merge::validate(&schema, &table_options)?;
+    if parts.buckets < 1 {
+        return Err(Error::Config(format!(
+            "buckets must be ≥ 1, got {}",
+            parts.buckets
+        )));
+    }
+    Ok(schema)
 }
 
 /// A `group.instance.id` Kafka would refuse.
@@ -289,6 +317,47 @@ enum BadInstanceId {
     Length(usize),
     #[error("{0:?} is not allowed (only ASCII letters, digits, '.', '_' and '-')")]
     Character(char),
+}
+
+/// The checks of a CDC pipeline's settings that do not depend on its table (a
+/// whole-database sync's tables are only known once their records arrive).
+fn check_cdc_settings(c: &CdcConfig, at: &str, problems: &mut Vec<String>) {
+    check_format(&format!("{at}.format"), &c.format, &CDC_FORMATS, problems);
+    if (c.format == "avro" || c.format == "debezium-avro")
+        && c.schema_file.is_none()
+        && c.schema_registry.is_none()
+    {
+        problems.push(format!(
+            "{at}: format `{}` needs schema_file or schema_registry",
+            c.format
+        ));
+    }
+    check_nonzero(
+        at,
+        &[
+            ("commit_interval", c.commit_interval.is_zero()),
+            (
+                "partition_discovery_interval",
+                c.partition_discovery_interval.is_zero(),
+            ),
+            ("commit_max_rows", c.commit_max_rows == 0),
+        ],
+        problems,
+    );
+    if let Some(mode) = &c.update_mode
+        && !["delete-insert", "update-before-after", "upsert"].contains(&mode.as_str())
+    {
+        problems.push(format!(
+            "{at}.update_mode: must be delete-insert, update-before-after or upsert, got `{mode}`"
+        ));
+    }
+    if c.schema_evolution.add_columns && c.schema_evolution.ignore_unknown_fields {
+        problems.push(format!(
+            "{at}.schema_evolution: add_columns = true and ignore_unknown_fields = true \
+             contradict each other (a field the table lacks is either added or dropped); \
+             set add_columns = false to drop such fields"
+        ));
+    }
 }
 
 /// Adds `{at}.{key}: must be greater than zero` for each `(key, is_zero)` that is zero.
@@ -427,35 +496,15 @@ impl Config {
                 }
                 at
             };
+        for s in &self.database_sync {
+            let c = &s.pipeline;
+            let at = check_pipeline("cdc", s.index, &c.name, &c.topics, &mut problems);
+            check_cdc_settings(c, &at, &mut problems);
+            s.problems(&at, &mut problems);
+        }
         for (i, c) in self.cdc.iter().enumerate() {
             let at = check_pipeline("cdc", i, &c.name, &c.topics, &mut problems);
-            check_format(
-                &format!("{at}.format"),
-                &c.format,
-                &CDC_FORMATS,
-                &mut problems,
-            );
-            if (c.format == "avro" || c.format == "debezium-avro")
-                && c.schema_file.is_none()
-                && c.schema_registry.is_none()
-            {
-                problems.push(format!(
-                    "{at}: format `{}` needs schema_file or schema_registry",
-                    c.format
-                ));
-            }
-            check_nonzero(
-                &at,
-                &[
-                    ("commit_interval", c.commit_interval.is_zero()),
-                    (
-                        "partition_discovery_interval",
-                        c.partition_discovery_interval.is_zero(),
-                    ),
-                    ("commit_max_rows", c.commit_max_rows == 0),
-                ],
-                &mut problems,
-            );
+            check_cdc_settings(c, &at, &mut problems);
             let Some(schema) = schemas.get(&c.table) else {
                 problems.push(format!(
                     "{at}.table: `{}` is not defined by any [[table]]",
@@ -481,20 +530,6 @@ impl Config {
                         c.table
                     ));
                 }
-            }
-            if let Some(mode) = &c.update_mode
-                && !["delete-insert", "update-before-after", "upsert"].contains(&mode.as_str())
-            {
-                problems.push(format!(
-                    "{at}.update_mode: must be delete-insert, update-before-after or upsert, got `{mode}`"
-                ));
-            }
-            if c.schema_evolution.add_columns && c.schema_evolution.ignore_unknown_fields {
-                problems.push(format!(
-                    "{at}.schema_evolution: add_columns = true and ignore_unknown_fields = true \
-                     contradict each other (a field the table lacks is either added or dropped); \
-                     set add_columns = false to drop such fields"
-                ));
             }
             if let Some(field) = &c.row_kind_field
                 && schema.field(field).is_some()
@@ -698,6 +733,12 @@ impl Config {
             self.enrich.len(),
             self.enrich.iter().map(|e| e.join.len()).sum::<usize>()
         );
+        if !self.database_sync.is_empty() {
+            summary.push_str(&format!(
+                ", {} whole-database sync(s)",
+                self.database_sync.len()
+            ));
+        }
         if !self.changelog.is_empty() {
             summary.push_str(&format!(", {} changelog pipeline(s)", self.changelog.len()));
         }

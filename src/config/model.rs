@@ -18,6 +18,9 @@ pub struct Config {
     pub tables: Vec<TableConfig>,
     #[serde(default)]
     pub cdc: Vec<CdcConfig>,
+    /// `[[cdc]]` entries with `topics_pattern` and `database`: whole databases followed.
+    #[serde(skip)]
+    pub database_sync: Vec<super::DatabaseSync>,
     #[serde(default)]
     pub(crate) enrich: Vec<EnrichConfig>,
     /// `[[changelog]]`: tables' changes produced to Kafka.

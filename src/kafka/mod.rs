@@ -164,6 +164,20 @@ pub(crate) fn producer(kafka: &KafkaConfig) -> Result<(Producer, ClientLog)> {
     Ok((producer, log))
 }
 
+/// Names of every topic in the cluster that has no metadata error (blocking metadata
+/// call; run it off the async workers).
+pub(crate) fn topic_names(consumer: &Consumer, timeout: Duration) -> Result<Vec<String>> {
+    let metadata = consumer
+        .fetch_metadata(None, timeout)
+        .map_err(|e| Error::kafka("fetching the cluster's topics", e))?;
+    Ok(metadata
+        .topics()
+        .iter()
+        .filter(|t| t.error().is_none())
+        .map(|t| t.name().to_string())
+        .collect())
+}
+
 /// Partition ids of `topic` (blocking metadata call; run it off the async workers).
 pub(crate) fn partitions(consumer: &Consumer, topic: &str, timeout: Duration) -> Result<Vec<i32>> {
     let metadata = consumer

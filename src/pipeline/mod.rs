@@ -8,6 +8,7 @@ pub(crate) mod cdc_partitions;
 pub(crate) mod cdc_progress;
 pub(crate) mod cdc_schema;
 pub(crate) mod changelog;
+pub(crate) mod database_sync;
 pub(crate) mod dead_letter;
 pub(crate) mod enrich;
 
@@ -232,6 +233,22 @@ pub async fn start_on(
             tasks.stop(),
         );
         tasks.spawn(e.name.clone(), run);
+    }
+
+    // Whole-database syncs: each starts a writer and a consumer per table it follows.
+    if !config.database_sync.is_empty() {
+        let shared = Arc::new(config.clone());
+        for sync in &config.database_sync {
+            let cx = database_sync::SyncContext {
+                config: shared.clone(),
+                warehouse: warehouse.clone(),
+                declared: tables.clone(),
+                producer: producer.clone(),
+                registry: registry.clone(),
+            };
+            let run = database_sync::run(sync.clone(), cx, tasks.stop());
+            tasks.spawn(sync.pipeline.name.clone(), run);
+        }
     }
 
     // Changelog: each reads its table's snapshots on its own (this process's CDC commits

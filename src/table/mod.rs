@@ -448,6 +448,15 @@ impl Table {
     /// Every row of a data file, deleted or not, in the current schema.
     async fn read_all_rows(&self, entry: &ManifestEntry) -> Result<Vec<KeyValue>> {
         let location = self.data_file_path(entry)?;
+        if entry.file.schema_id > self.schema.id {
+            // Read in this older schema, its new columns would be dropped and widened
+            // values cut; a compaction would then write that loss back.
+            return Err(Error::format(format!(
+                "data file {} is in schema {}, newer than schema {} this handle reads in; \
+                 open the table again (another writer evolved it)",
+                entry.file.file_name, entry.file.schema_id, self.schema.id
+            )));
+        }
         let bytes = read_bytes(&*self.store, &location).await?;
         let file_schema = self.schema_by_id(entry.file.schema_id).await?;
         let format = entry

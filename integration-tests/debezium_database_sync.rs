@@ -108,6 +108,12 @@ fn a_whole_database_is_followed_and_a_table_created_later_is_picked_up() {
     );
     let mut worker = ConnectWorker::start(&dir.path().join("connect"), worker, &connector);
     worker.wait_for_log("Snapshot completed", 0, Duration::from_secs(180));
+    // The snapshot's records are on their topics (which the worker's producer creates).
+    for table in ["user_profile", "orders"] {
+        let topic = format!("{prefix}.shop.{table}");
+        broker::wait_until(&format!("{topic} exists"), || broker::topic_exists(&topic));
+        broker::TopicReader::new(&topic).read_at_least(2);
+    }
     eprintln!("chain up after {:?}", started.elapsed());
 
     let config = CONFIG

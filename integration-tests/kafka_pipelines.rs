@@ -1007,16 +1007,15 @@ fn a_broker_that_is_down_at_start_is_waited_for() {
     producer.flush();
     let mut output = TopicReader::on(&bootstrap, &enriched);
     output.read_at_least(3);
-    let names: BTreeMap<i64, Value> = output
-        .records
-        .iter()
-        .map(|r| {
-            (
-                r.value["order_id"].as_i64().expect("order_id"),
-                r.value["customer_name"].clone(),
-            )
-        })
-        .collect();
+    // Each order's first enrichment: orders 1 and 2 may come again after the outage (their
+    // offsets' commit may not have reached the broker before it went away; at least
+    // once), and a replay is enriched with the customer as it is then.
+    let mut names: BTreeMap<i64, Value> = BTreeMap::new();
+    for r in &output.records {
+        names
+            .entry(r.value["order_id"].as_i64().expect("order_id"))
+            .or_insert_with(|| r.value["customer_name"].clone());
+    }
     assert_eq!(
         names,
         BTreeMap::from([(1, json!("ada")), (2, json!("bob")), (3, Value::Null)])

@@ -146,6 +146,9 @@ fn config(topics: &ShopTopics, properties: &[(&str, String)]) -> String {
     topics
         .pipelines("secure")
         .cdc("format", "debezium-json")
+        // An order waits until the customers Kafka had before it are visible to the join
+        // (the table holding them is not enough: the lookups refresh after the commit).
+        .join("wait_for_cdc", true)
         .kafka_properties(properties)
         .build()
 }

@@ -239,6 +239,19 @@ pub fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
+/// Whether `topic` exists with at least one partition (a topic another client, such as
+/// a Kafka Connect worker, creates by producing to it).
+pub fn topic_exists(topic: &str) -> bool {
+    admin_client(&bootstrap())
+        .inner()
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .is_ok_and(|m| {
+            m.topics()
+                .iter()
+                .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+        })
+}
+
 /// A producer whose every `send` is acknowledged before `flush` returns.
 pub struct TestProducer {
     producer: ThreadedProducer<DefaultProducerContext>,

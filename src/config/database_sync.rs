@@ -210,9 +210,9 @@ impl DatabaseSync {
         let primary_key = o.primary_key.unwrap_or(record_key);
         if primary_key.is_empty() {
             return Err(crate::error::Error::Config(format!(
-                "cdc[{}] ({}): the records of table {table} have no key, so its primary key \
-                 is unknown; set tables.{table}.primary_key",
-                self.index, self.pipeline.name
+                "cdc[{}] ({}): the records of table {}.{table} have no key, so its primary \
+                 key is unknown; set tables.{table}.primary_key",
+                self.index, self.pipeline.name, t.database
             )));
         }
         super::schema_of(super::TableParts {

@@ -1,7 +1,7 @@
 //! The real chain of the README's Debezium quick start: MariaDB (Debian's 10.11, binlog in
 //! ROW format) → Debezium 3.5's MariaDB connector in a Kafka Connect standalone worker →
-//! the suite's Apache Kafka → `lakejoin run` with a `debezium-json` CDC pipeline into a
-//! Paimon table and an enrich pipeline joining a click topic against it.
+//! the suite's Apache Kafka → `lakejoin run` with a `debezium-json` (or `debezium-avro`)
+//! CDC pipeline into a Paimon table and an enrich pipeline joining a click topic against it.
 //!
 //! Until these tests, lakejoin's Debezium decoder had only read hand-written events. Here
 //! everything it reads comes from the connector: the initial snapshot (`op = r`) of rows
@@ -10,14 +10,19 @@
 //! epoch days, DATETIME(3)/(6) as epoch milli/microseconds, TIMESTAMP as zoned text.
 //! Each click must come out with the profile as of its time (`wait_for_cdc`), and with
 //! nulls for unknown users. The config files are the README's blocks; only addresses,
-//! ports, paths and names are filled in. Both settings of the JSON converter's
-//! `schemas.enable` are run. With schemas, `ALTER TABLE … ADD COLUMN city` while lakejoin
-//! runs evolves the table (schema-1, the old rows' `city` null) without a restart of the
-//! CDC side; the enrich side selects `city` after a restart whose config names it (a join's
-//! `select` is checked against the table at start, as Flink plans a lookup join).
-//! Avro through a schema registry is not tested here yet:
-//! Confluent's registry is not on Maven Central, and the alternatives (Apicurio Registry
-//! with its Confluent-compatible API, karapace from PyPI) have not been tried.
+//! ports, paths and names are filled in. Three converters are run: the JSON converter with
+//! each setting of `schemas.enable`, and Avro through a schema registry (the README's Avro
+//! variant): Apicurio Registry 3.0 from Maven Central (Confluent's registry is not there)
+//! with its Confluent-compatible API for lakejoin's `schema_registry`, and Apicurio's
+//! AvroConverter in the worker writing the Confluent wire format. The test reads the
+//! connector's Avro records back with apache-avro and the registry's schemas, apart from
+//! lakejoin. With schemas (JSON with `schemas.enable`, or Avro), `ALTER TABLE … ADD COLUMN
+//! city VARCHAR(32), ADD COLUMN visits SMALLINT` while lakejoin runs evolves the table
+//! (schema-1, `city` STRING and `visits` SMALLINT by the records' Connect types, the old
+//! rows' values null) without a restart of the CDC side; under Avro the new columns' types
+//! come from the connector's next writer schema. The enrich side selects `city` after a
+//! restart whose config names it (a join's `select` is checked against the table at start,
+//! as Flink plans a lookup join).
 
 mod support;
 
@@ -25,8 +30,29 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::broker::{self, Deployment, TestProducer, TopicReader};
-use support::debezium::{ConnectWorker, MariaDb, readme_block, readme_properties, set_property};
+use support::broker::{self, Deployment, Record, TestProducer, TopicReader};
+use support::debezium::{
+    ConnectWorker, MariaDb, SchemaRegistry, avro_field, avro_plugin_dir, confluent_avro,
+    readme_block, readme_properties, set_property,
+};
+
+/// How the worker writes the change records, and so how lakejoin reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Converter {
+    /// Kafka's JsonConverter with `schemas.enable` as given (`debezium-json`).
+    Json { schemas: bool },
+    /// Apicurio's AvroConverter through Apicurio Registry (`debezium-avro` with
+    /// `schema_registry`).
+    Avro,
+}
+
+impl Converter {
+    /// Whether records carry their Connect types (the JSON schema wrapper, the Avro writer
+    /// schema): such runs cover every column type and columns added mid-stream.
+    fn typed(self) -> bool {
+        self != Converter::Json { schemas: false }
+    }
+}
 
 /// The rows of `shop.types`, created before the connector starts (a snapshot read), in
 /// the schema-wrapped run only: each column type Debezium encodes its own way.
@@ -69,7 +95,6 @@ buckets = 1
 [[cdc]]
 name = "types-cdc"
 topics = ["{types_topic}"]
-format = "debezium-json"
 table = "shop.types"
 commit_interval = "1s"
 "#;
@@ -91,6 +116,7 @@ fn expected_types() -> Vec<Value> {
 
 /// Everything one run needs: the database, the worker, lakejoin, and the topic names.
 struct Chain {
+    converter: Converter,
     db: MariaDb,
     worker: ConnectWorker,
     deployment: Deployment,
@@ -102,6 +128,8 @@ struct Chain {
     cdc: TopicReader,
     producer: TestProducer,
     next_click: u64,
+    /// The Avro run's schema registry; stopped after the worker and lakejoin.
+    registry: Option<SchemaRegistry>,
     /// The datadir and the worker's files; removed after the processes above stop.
     _dir: tempfile::TempDir,
 }
@@ -113,7 +141,40 @@ fn readme_sql() -> String {
     block
 }
 
-fn start_chain(schemas: bool) -> Chain {
+/// The README's Avro lines of the Connect worker, in place of its JSON converter's, with
+/// the registry's address.
+fn avro_worker(worker: &mut Vec<(String, String)>, registry: &SchemaRegistry) {
+    worker.retain(|(k, _)| !k.starts_with("key.converter") && !k.starts_with("value.converter"));
+    for (key, value) in
+        readme_properties("# Avro through a schema registry: the worker's converters")
+    {
+        let value = if key.ends_with(".apicurio.registry.url") {
+            assert_eq!(value, "http://registry:8080/apis/registry/v2");
+            registry.apicurio_url()
+        } else {
+            value
+        };
+        set_property(worker, &key, &value);
+    }
+}
+
+/// The README's Avro keys of a `[[cdc]]` pipeline, with the registry's address.
+fn avro_cdc_keys(registry: &SchemaRegistry) -> toml::Table {
+    let mut keys: toml::Table = readme_block(
+        "toml",
+        "# Avro through a schema registry: the [[cdc]] pipeline's keys",
+    )
+    .parse()
+    .expect("the README's Avro keys are TOML");
+    assert_eq!(
+        keys["schema_registry"].as_str(),
+        Some("http://registry:8080/apis/ccompat/v7")
+    );
+    keys["schema_registry"] = registry.confluent_url().into();
+    keys
+}
+
+fn start_chain(converter: Converter) -> Chain {
     let started = Instant::now();
     let bootstrap = broker::bootstrap();
     let prefix = broker::unique("dbserver1");
@@ -130,10 +191,13 @@ fn start_chain(schemas: bool) -> Chain {
 
     // The database, with rows before the connector starts: they arrive as snapshot reads.
     let dir = tempfile::tempdir().expect("temp dir");
+    let registry =
+        (converter == Converter::Avro).then(|| SchemaRegistry::start(&dir.path().join("registry")));
     let db = MariaDb::start(&dir.path().join("mariadb"));
     db.sql(&readme_sql());
     db.sql("INSERT INTO shop.user_profile VALUES (1, 30, 'f'), (2, 41, 'm');");
-    if schemas {
+    let typed = converter.typed();
+    if typed {
         db.sql(TYPES_DDL);
         db.sql(TYPES_ROWS);
     }
@@ -151,22 +215,55 @@ fn start_chain(schemas: bool) -> Chain {
         toml::Value::Array(vec!["dbserver1.shop.user_profile".into()])
     );
     cdc[0]["topics"] = toml::Value::Array(vec![cdc_topic.clone().into()]);
+    let mut types_table: toml::Table = TYPES_TABLE
+        .replace("{types_topic}", &types_topic)
+        .parse()
+        .expect("TOML");
+    let types_cdc = types_table["cdc"].as_array_mut().expect("[[cdc]]")[0]
+        .as_table_mut()
+        .expect("[[cdc]]");
+    match &registry {
+        Some(registry) => {
+            let user_profile_cdc = cdc[0].as_table_mut().expect("[[cdc]]");
+            for (key, value) in avro_cdc_keys(registry) {
+                user_profile_cdc.insert(key.clone(), value.clone());
+                types_cdc.insert(key, value);
+            }
+        }
+        None => {
+            types_cdc.insert("format".into(), "debezium-json".into());
+        }
+    }
     let enrich = config["enrich"].as_array_mut().expect("[[enrich]]");
     enrich[0]["topics"] = toml::Value::Array(vec![clicks.clone().into()]);
     enrich[0]["output"]["topic"] = clicks_enriched.clone().into();
-    let mut text = toml::to_string(&config).expect("TOML");
-    if schemas {
-        text.push_str(&TYPES_TABLE.replace("{types_topic}", &types_topic));
+    if typed {
+        for (key, value) in types_table {
+            let toml::Value::Array(items) = value else {
+                panic!("{key} is an array of tables");
+            };
+            config[&key]
+                .as_array_mut()
+                .unwrap_or_else(|| panic!("[[{key}]]"))
+                .extend(items);
+        }
     }
+    let text = toml::to_string(&config).expect("TOML");
     let deployment = Deployment::new(&text);
     let lakejoin = deployment.start();
 
     // The worker: the README's properties with this machine's addresses.
     let mut worker = readme_properties("# docker/debezium/connect-standalone.properties");
     set_property(&mut worker, "bootstrap.servers", &bootstrap);
-    let flag = if schemas { "true" } else { "false" };
-    set_property(&mut worker, "key.converter.schemas.enable", flag);
-    set_property(&mut worker, "value.converter.schemas.enable", flag);
+    match (converter, &registry) {
+        (Converter::Json { schemas }, _) => {
+            let flag = if schemas { "true" } else { "false" };
+            set_property(&mut worker, "key.converter.schemas.enable", flag);
+            set_property(&mut worker, "value.converter.schemas.enable", flag);
+        }
+        (Converter::Avro, Some(registry)) => avro_worker(&mut worker, registry),
+        (Converter::Avro, None) => unreachable!("the Avro run starts a registry"),
+    }
     let mut connector = readme_properties("# docker/debezium/mariadb-source.properties");
     set_property(&mut connector, "database.hostname", "127.0.0.1");
     set_property(&mut connector, "database.port", &db.port.to_string());
@@ -181,8 +278,9 @@ fn start_chain(schemas: bool) -> Chain {
         "schema.history.internal.kafka.topic",
         &format!("{prefix}.schema-history"),
     );
-    if schemas {
-        // With schemas, DECIMAL stays in its exact default encoding (base64 bytes).
+    if typed {
+        // With schemas, DECIMAL stays in its exact default encoding (base64 bytes in JSON,
+        // an Avro decimal).
         connector.retain(|(k, _)| k != "decimal.handling.mode");
         set_property(
             &mut connector,
@@ -190,13 +288,20 @@ fn start_chain(schemas: bool) -> Chain {
             "shop.user_profile,shop.types",
         );
     }
-    let mut worker = ConnectWorker::start(&dir.path().join("connect"), worker, &connector);
+    let more_plugins: Vec<_> = registry.iter().map(|_| avro_plugin_dir()).collect();
+    let mut worker = ConnectWorker::start(
+        &dir.path().join("connect"),
+        worker,
+        &connector,
+        &more_plugins,
+    );
     worker.wait_for_log("Snapshot completed", 0, Duration::from_secs(180));
-    eprintln!("chain up (schemas {flag}) after {:?}", started.elapsed());
+    eprintln!("chain up ({converter:?}) after {:?}", started.elapsed());
 
     let output = TopicReader::new(&clicks_enriched);
     let cdc = TopicReader::new(&cdc_topic);
     Chain {
+        converter,
         db,
         worker,
         deployment,
@@ -207,11 +312,44 @@ fn start_chain(schemas: bool) -> Chain {
         cdc,
         producer: TestProducer::new(),
         next_click: 0,
+        registry,
         _dir: dir,
     }
 }
 
 impl Chain {
+    /// The `op` of a change record, read apart from lakejoin (apache-avro for Avro).
+    fn op(&self, record: &Record) -> Value {
+        match &self.registry {
+            None => payload(&record.value)["op"].clone(),
+            Some(registry) => {
+                let bytes = record.raw_value.as_deref().expect("not a tombstone");
+                match avro_field(&confluent_avro(registry, bytes), "op") {
+                    apache_avro::types::Value::String(op) => json!(op),
+                    other => panic!("op is {other:?}"),
+                }
+            }
+        }
+    }
+
+    /// Whether a record is the tombstone of `user`'s delete.
+    fn is_tombstone_of(&self, record: &Record, user: i32) -> bool {
+        if record.raw_value.is_some() {
+            return false;
+        }
+        match &self.registry {
+            None => record
+                .key
+                .as_deref()
+                .is_some_and(|k| k.contains(&format!("\"user_id\":{user}"))),
+            Some(registry) => {
+                let key = record.raw_key.as_deref().expect("a tombstone has a key");
+                *avro_field(&confluent_avro(registry, key), "user_id")
+                    == apache_avro::types::Value::Int(user)
+            }
+        }
+    }
+
     /// Waits until the connector has put `n` records (tombstones included) on the
     /// user_profile topic, so that clicks produced after it are later than the changes.
     fn wait_for_changes(&mut self, n: usize) {
@@ -296,24 +434,25 @@ impl Chain {
     }
 }
 
-/// `ALTER TABLE … ADD COLUMN` while lakejoin runs (schemas on, so the new field comes
-/// with its Connect type): the CDC pipeline adds `city` to the table as Paimon would
-/// (schema-1, new field id 3, nullable, at the end) and keeps going without a restart;
+/// `ALTER TABLE … ADD COLUMN` while lakejoin runs (schemas on, so the new fields come
+/// with their Connect types, in the JSON wrapper or the new Avro writer schema): the CDC
+/// pipeline adds `city` and `visits` to the table as Paimon would (schema-1, new field ids
+/// 3 and 4, nullable, at the end, STRING and SMALLINT) and keeps going without a restart;
 /// the rows written before read `city` as null; the running join keeps answering; after a
 /// restart whose config names `city` (in the table's columns and the join's `select`)
 /// the clicks carry it.
 fn add_column_mid_stream(chain: &mut Chain) {
     chain.db.sql(
-        "ALTER TABLE shop.user_profile ADD COLUMN city VARCHAR(32); \
-         UPDATE shop.user_profile SET city = 'Bern' WHERE user_id = 3;",
+        "ALTER TABLE shop.user_profile ADD COLUMN city VARCHAR(32), ADD COLUMN visits SMALLINT; \
+         UPDATE shop.user_profile SET city = 'Bern', visits = 7 WHERE user_id = 3;",
     );
     chain.wait_for_changes(9);
     chain.deployment.wait_for_table(
         "shop.user_profile",
         &[
-            json!({"user_id": 1, "age": 31, "sex": "x", "city": null}),
-            json!({"user_id": 2, "age": 25, "sex": "f", "city": null}),
-            json!({"user_id": 3, "age": 52, "sex": "m", "city": "Bern"}),
+            json!({"user_id": 1, "age": 31, "sex": "x", "city": null, "visits": null}),
+            json!({"user_id": 2, "age": 25, "sex": "f", "city": null, "visits": null}),
+            json!({"user_id": 3, "age": 52, "sex": "m", "city": "Bern", "visits": 7}),
         ],
     );
     let schema_file = chain
@@ -324,12 +463,16 @@ fn add_column_mid_stream(chain: &mut Chain) {
     let schema: Value =
         serde_json::from_str(&std::fs::read_to_string(&schema_file).expect("schema-1"))
             .expect("JSON");
+    let fields = schema["fields"].as_array().expect("fields");
     assert_eq!(
-        schema["fields"].as_array().and_then(|f| f.last()),
-        Some(&json!({"id": 3, "name": "city", "type": "STRING"})),
+        fields[fields.len().saturating_sub(2)..],
+        [
+            json!({"id": 3, "name": "city", "type": "STRING"}),
+            json!({"id": 4, "name": "visits", "type": "SMALLINT"})
+        ],
         "{schema}"
     );
-    assert_eq!(schema["highestFieldId"], json!(3), "{schema}");
+    assert_eq!(schema["highestFieldId"], json!(4), "{schema}");
     // The running join keeps answering across the change (it does not select city).
     let got = chain.clicks(&[1, 3]);
     assert_eq!(got[&1], profile(31, "x"));
@@ -338,10 +481,12 @@ fn add_column_mid_stream(chain: &mut Chain) {
     chain.restart_lakejoin(|config| {
         let table = &mut config["table"].as_array_mut().expect("[[table]]")[0];
         let columns = table["columns"].as_array_mut().expect("columns");
-        let mut city = toml::Table::new();
-        city.insert("name".into(), "city".into());
-        city.insert("type".into(), "STRING".into());
-        columns.push(city.into());
+        for (name, data_type) in [("city", "STRING"), ("visits", "SMALLINT")] {
+            let mut column = toml::Table::new();
+            column.insert("name".into(), name.into());
+            column.insert("type".into(), data_type.into());
+            columns.push(column.into());
+        }
         let join = &mut config["enrich"].as_array_mut().expect("[[enrich]]")[0]["join"]
             .as_array_mut()
             .expect("[[enrich.join]]")[0];
@@ -365,18 +510,13 @@ fn unknown() -> (Value, Value) {
 }
 
 /// The seeds' scenario on one chain.
-fn user_profile_scenario(schemas: bool) {
+fn user_profile_scenario(converter: Converter) {
     let started = Instant::now();
-    let mut chain = start_chain(schemas);
+    let mut chain = start_chain(converter);
 
     // The snapshot: two rows that were there before the connector, as `op = r`.
     chain.wait_for_changes(2);
-    let ops: Vec<Value> = chain
-        .cdc
-        .records
-        .iter()
-        .map(|r| payload(&r.value)["op"].clone())
-        .collect();
+    let ops: Vec<Value> = chain.cdc.records.iter().map(|r| chain.op(r)).collect();
     assert_eq!(ops, vec![json!("r"), json!("r")], "snapshot reads");
     let got = chain.clicks(&[1, 2, 3]);
     assert_eq!(got[&1], profile(30, "f"));
@@ -398,10 +538,11 @@ fn user_profile_scenario(schemas: bool) {
         .sql("DELETE FROM shop.user_profile WHERE user_id = 2;");
     chain.wait_for_changes(5);
     assert!(
-        chain.cdc.records.iter().any(|r| r.value.is_null()
-            && r.key
-                .as_deref()
-                .is_some_and(|k| k.contains("\"user_id\":2"))),
+        chain
+            .cdc
+            .records
+            .iter()
+            .any(|r| chain.is_tombstone_of(r, 2)),
         "a tombstone of user 2 after the delete: {:#?}",
         chain.cdc.records
     );
@@ -429,7 +570,8 @@ fn user_profile_scenario(schemas: bool) {
     assert_eq!(got[&3], profile(52, "m"));
     assert_eq!(got[&4], unknown());
 
-    if schemas {
+    let typed = chain.converter.typed();
+    if typed {
         add_column_mid_stream(&mut chain);
     }
 
@@ -439,12 +581,14 @@ fn user_profile_scenario(schemas: bool) {
         json!({"user_id": 2, "age": 25, "sex": "f"}),
         json!({"user_id": 3, "age": 52, "sex": "m"}),
     ];
-    if schemas {
-        for (row, city) in expected
-            .iter_mut()
-            .zip([Value::Null, Value::Null, json!("Bern")])
-        {
+    if typed {
+        for (row, (city, visits)) in expected.iter_mut().zip([
+            (Value::Null, Value::Null),
+            (Value::Null, Value::Null),
+            (json!("Bern"), json!(7)),
+        ]) {
             row["city"] = city;
+            row["visits"] = visits;
         }
     }
     chain
@@ -456,7 +600,7 @@ fn user_profile_scenario(schemas: bool) {
             .sql("SELECT user_id, age, sex FROM shop.user_profile ORDER BY user_id"),
         "1\t31\tx\n2\t25\tf\n3\t52\tm\n"
     );
-    if schemas {
+    if typed {
         chain
             .deployment
             .wait_for_table("shop.types", &expected_types());
@@ -466,7 +610,7 @@ fn user_profile_scenario(schemas: bool) {
         !log.contains("bad record"),
         "no record was a bad one:\n{log}"
     );
-    eprintln!("scenario (schemas {schemas}) took {:?}", started.elapsed());
+    eprintln!("scenario ({converter:?}) took {:?}", started.elapsed());
 }
 
 /// The envelope of a Debezium record, with or without the schema wrapper.
@@ -476,10 +620,15 @@ fn payload(value: &Value) -> &Value {
 
 #[test]
 fn readme_quick_start_json_without_schemas() {
-    user_profile_scenario(false);
+    user_profile_scenario(Converter::Json { schemas: false });
 }
 
 #[test]
 fn readme_quick_start_json_with_schemas_and_every_type() {
-    user_profile_scenario(true);
+    user_profile_scenario(Converter::Json { schemas: true });
+}
+
+#[test]
+fn readme_quick_start_avro_through_a_schema_registry_and_every_type() {
+    user_profile_scenario(Converter::Avro);
 }

@@ -10,7 +10,8 @@
 # (scripts/flink.sh, ~/.cache/lakejoin/flink-<version>, about 1 GB, 2 minutes once), and
 # Debian's strace when the machine has none (scripts/debian.sh, for the power-loss test),
 # and Debian's MariaDB with Debezium's MariaDB connector and a Kafka Connect worker for the
-# Debezium chain test (scripts/debezium/install.sh, ~/.cache/lakejoin, about 110 MB).
+# Debezium chain test, with Apicurio Registry and its Avro converter for the test's Avro run
+# (scripts/debezium/install.sh, ~/.cache/lakejoin, about 230 MB).
 #
 # Environment:
 #   LAKEJOIN_PYTHON   use this Python (must have pypaimon) instead of creating .venv
@@ -96,15 +97,19 @@ ensure_strace() {
 # Installs the Debezium chain of integration-tests/debezium_mariadb.rs when missing
 # (scripts/debezium/install.sh: Debian's MariaDB unpacked into ~/.cache/lakejoin/debian/mariadb,
 # 60 MB; Debezium's MariaDB connector and a Kafka Connect worker from Maven Central into
-# ~/.cache/lakejoin/debezium-<version>, 52 MB; a stamp check once installed). The test runs
-# the same script itself; this moves the one-time install out of the test's time.
+# ~/.cache/lakejoin/debezium-<version>, 52 MB; Apicurio Registry and its Avro converter for
+# the Avro run into ~/.cache/lakejoin/apicurio-<version>, a 105 MB download, 122 MB
+# unpacked, about a minute; a stamp check once installed). The test runs the same script
+# itself; this moves the one-time install out of the test's time.
 ensure_debezium() {
-    local mariadb connect
+    local mariadb connect avro
     mariadb="$(bash "${REPO_ROOT}/scripts/debezium/install.sh" mariadb)" \
         || fail "scripts/debezium/install.sh could not unpack Debian's MariaDB for the Debezium test"
     connect="$(bash "${REPO_ROOT}/scripts/debezium/install.sh" connect)" \
         || fail "scripts/debezium/install.sh could not install Debezium for the Debezium test (needs mvn)"
-    log "MariaDB and Debezium for the Debezium test: ${mariadb}, ${connect}"
+    avro="$(bash "${REPO_ROOT}/scripts/debezium/install.sh" avro)" \
+        || fail "scripts/debezium/install.sh could not install Apicurio Registry for the Debezium test (needs mvn)"
+    log "MariaDB, Debezium and Apicurio Registry for the Debezium test: ${mariadb}, ${connect}, ${avro}"
 }
 
 # Starts Apache Kafka on free loopback ports and exports its addresses for the integration

@@ -346,6 +346,9 @@ pub struct Record {
     pub key: Option<String>,
     /// The payload parsed as JSON, or a JSON string of the raw text when it is not JSON.
     pub value: Value,
+    /// The key and payload as they are (Avro is not text).
+    pub raw_key: Option<Vec<u8>>,
+    pub raw_value: Option<Vec<u8>>,
     pub headers: BTreeMap<String, String>,
 }
 
@@ -465,6 +468,8 @@ impl TopicReader {
                         .key()
                         .map(|k| String::from_utf8_lossy(k).into_owned()),
                     value,
+                    raw_key: message.key().map(<[u8]>::to_vec),
+                    raw_value: message.payload().map(<[u8]>::to_vec),
                     headers,
                 });
                 true

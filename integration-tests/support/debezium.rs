@@ -1,16 +1,20 @@
-//! The real change-data-capture chain for `debezium_mariadb.rs`: a MariaDB server and a
-//! Kafka Connect standalone worker running Debezium's MariaDB connector, both as child
-//! processes of the test.
+//! The real change-data-capture chain for `debezium_mariadb.rs`: a MariaDB server, a Kafka
+//! Connect standalone worker running Debezium's MariaDB connector, and for the Avro run
+//! Apicurio Registry as the schema registry, all as child processes of the test.
 //!
-//! Why a module of its own: both parts are installed once by `scripts/debezium/install.sh`
-//! (Debian's MariaDB unpacked into ~/.cache/lakejoin, Debezium and the worker from Maven
-//! Central), and the processes need care a plain `Command` does not give: MariaDB gets a
-//! temporary datadir and a free loopback port that a restart keeps, the worker gets its own
-//! REST port and offsets file, and both are stopped when the test ends however it ends.
+//! Why a module of its own: the parts are installed once by `scripts/debezium/install.sh`
+//! (Debian's MariaDB unpacked into ~/.cache/lakejoin; Debezium, the worker, Apicurio
+//! Registry and its Avro converter from Maven Central), and the processes need care a
+//! plain `Command` does not give: MariaDB gets a temporary datadir and a free loopback port
+//! that a restart keeps, the worker gets its own REST port and offsets file, the registry
+//! its own HTTP and management ports (Quarkus would bind 0.0.0.0:9000 for the latter, and
+//! parallel tests would collide), and all are stopped when the test ends however it ends.
 //! The README's Debezium quick start is read from here too ([`readme_block`]), so the test
 //! runs the blocks the README shows.
 
 use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -47,6 +51,17 @@ fn mariadb_home() -> &'static Path {
 fn connect_home() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     install("connect", &DIR)
+}
+
+/// Apicurio Registry (`registry/`) and its Avro converter (`plugin/apicurio-converter`).
+fn avro_home() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    install("avro", &DIR)
+}
+
+/// The directory to add to a worker's plugin path for Apicurio's Avro converter.
+pub fn avro_plugin_dir() -> PathBuf {
+    avro_home().join("plugin")
 }
 
 /// Polls `condition` every 200 ms until it holds or `timeout` passes; whether it held.
@@ -277,20 +292,22 @@ pub struct ConnectWorker {
 
 impl ConnectWorker {
     /// Starts a worker in `dir` with `worker` and `connector` properties as given, except
-    /// `plugin.path`, `offset.storage.file.filename` and `listeners` (a free REST port),
-    /// which are this machine's.
+    /// `plugin.path` (Debezium's directory, then `more_plugins`),
+    /// `offset.storage.file.filename` and `listeners` (a free REST port), which are this
+    /// machine's.
     pub fn start(
         dir: &Path,
         mut worker: Vec<(String, String)>,
         connector: &[(String, String)],
+        more_plugins: &[PathBuf],
     ) -> Self {
         let home = connect_home();
         std::fs::create_dir_all(dir).expect("connect dir");
-        set_property(
-            &mut worker,
-            "plugin.path",
-            &home.join("plugin").display().to_string(),
-        );
+        let plugin_path: Vec<String> = std::iter::once(home.join("plugin"))
+            .chain(more_plugins.iter().cloned())
+            .map(|p| p.display().to_string())
+            .collect();
+        set_property(&mut worker, "plugin.path", &plugin_path.join(","));
         set_property(
             &mut worker,
             "offset.storage.file.filename",
@@ -383,6 +400,168 @@ impl Drop for ConnectWorker {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// Apicurio Registry with its in-memory storage on a free loopback port, answering the
+/// Confluent API under `/apis/ccompat/v7` (what lakejoin reads) and its own under
+/// `/apis/registry/v2` (what Apicurio's converter writes to). Killed when dropped.
+pub struct SchemaRegistry {
+    dir: PathBuf,
+    pub port: u16,
+    child: Option<Child>,
+}
+
+impl SchemaRegistry {
+    /// Starts the registry in `dir` (its log and working directory) and waits until its
+    /// Confluent API answers.
+    pub fn start(dir: &Path) -> Self {
+        let home = avro_home().join("registry");
+        let runner = std::fs::read_dir(&home)
+            .expect("the registry's directory")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.ends_with("-runner.jar"))
+            })
+            .unwrap_or_else(|| panic!("no *-runner.jar in {}", home.display()));
+        std::fs::create_dir_all(dir).expect("registry dir");
+        let port = free_port();
+        let log = File::create(dir.join("registry.log")).expect("registry log");
+        let child = Command::new("java")
+            .args([
+                "-Xms64m",
+                "-Xmx384m",
+                "-XX:TieredStopAtLevel=1",
+                "-XX:+UseSerialGC",
+            ])
+            .arg(format!("-Dquarkus.http.port={port}"))
+            .arg("-Dquarkus.http.host=127.0.0.1")
+            .arg(format!("-Dquarkus.management.port={}", free_port()))
+            .arg("-Dquarkus.management.host=127.0.0.1")
+            .arg("-jar")
+            .arg(&runner)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .expect("start Apicurio Registry (java)");
+        let mut registry = SchemaRegistry {
+            dir: dir.to_owned(),
+            port,
+            child: Some(child),
+        };
+        let timeout = Duration::from_secs(120);
+        let ready = poll(timeout, || {
+            if let Some(status) = registry
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "the registry exited with {status}:\n{}",
+                    registry.log_tail()
+                );
+            }
+            registry
+                .get("/apis/ccompat/v7/subjects")
+                .is_some_and(|(status, _)| status == 200)
+        });
+        assert!(
+            ready,
+            "the registry did not answer within {timeout:?}:\n{}",
+            registry.log_tail()
+        );
+        registry
+    }
+
+    /// The base URL of the Confluent-compatible API (lakejoin's `schema_registry`).
+    pub fn confluent_url(&self) -> String {
+        format!("http://127.0.0.1:{}/apis/ccompat/v7", self.port)
+    }
+
+    /// The base URL of Apicurio's own v2 API (the converter's `apicurio.registry.url`).
+    pub fn apicurio_url(&self) -> String {
+        format!("http://127.0.0.1:{}/apis/registry/v2", self.port)
+    }
+
+    /// The Avro schema of a Confluent schema id, as the Confluent API gives it to lakejoin.
+    pub fn schema(&self, id: u32) -> apache_avro::Schema {
+        let (status, body) = self
+            .get(&format!("/apis/ccompat/v7/schemas/ids/{id}"))
+            .unwrap_or_else(|| panic!("the registry does not answer:\n{}", self.log_tail()));
+        assert_eq!(status, 200, "schema id {id}: {body}");
+        let answer: serde_json::Value = serde_json::from_str(&body).expect("JSON answer");
+        let text = answer["schema"].as_str().expect("a schema string");
+        apache_avro::Schema::parse_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+
+    /// `GET path`: the status and body; `None` when nothing answers. HTTP/1.0, so the
+    /// answer is never chunked.
+    fn get(&self, path: &str) -> Option<(u16, String)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .ok()?;
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let (head, body) = response.split_once("\r\n\r\n")?;
+        let status = head.split(' ').nth(1)?.parse().ok()?;
+        Some((status, body.to_owned()))
+    }
+
+    pub fn log_tail(&self) -> String {
+        tail(
+            &std::fs::read_to_string(self.dir.join("registry.log")).unwrap_or_default(),
+            40,
+        )
+    }
+}
+
+impl Drop for SchemaRegistry {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The Avro datum of a Confluent-framed record (magic 0, 4-byte schema id, Avro binary),
+/// decoded with its writer schema from `registry` by apache-avro, independently of
+/// lakejoin's decoder.
+pub fn confluent_avro(registry: &SchemaRegistry, bytes: &[u8]) -> apache_avro::types::Value {
+    let [0, a, b, c, d, body @ ..] = bytes else {
+        panic!("not a Confluent frame: {bytes:?}");
+    };
+    let schema = registry.schema(u32::from_be_bytes([*a, *b, *c, *d]));
+    let mut body = body;
+    let value = apache_avro::from_avro_datum(&schema, &mut body, None)
+        .unwrap_or_else(|e| panic!("the record does not decode with its schema: {e}"));
+    assert!(body.is_empty(), "{} bytes after the datum", body.len());
+    value
+}
+
+/// A field of a decoded Avro record (a union's branch unwrapped).
+pub fn avro_field<'a>(
+    value: &'a apache_avro::types::Value,
+    name: &str,
+) -> &'a apache_avro::types::Value {
+    let apache_avro::types::Value::Record(fields) = value else {
+        panic!("not a record: {value:?}");
+    };
+    let field = fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no field {name} in {value:?}"));
+    match field {
+        apache_avro::types::Value::Union(_, inner) => inner,
+        other => other,
     }
 }
 

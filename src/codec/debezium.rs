@@ -5,7 +5,9 @@
 //! `m` logical-decoding message (skipped). With the schema wrapper, the Connect schema
 //! names of the `after` (or `before`) fields fix what ambiguous values mean:
 //! `io.debezium.time.MicroTimestamp` numbers are microseconds, Connect `Decimal` strings
-//! are base64 unscaled bytes, and so on (see [`super::row::Semantic`]).
+//! are base64 unscaled bytes, and so on (see [`super::row::Semantic`]). The Connect types
+//! of the row's fields (from the JSON wrapper's schema, or from the Avro writer schema of
+//! `debezium-avro`, see `avro_types`) type the columns a schema change adds.
 
 use serde_json::{Map, Value};
 
@@ -16,7 +18,10 @@ use super::row::{Emitter, Hints, MessageMeta, SourceType, SourceTypes, semantic_
 use super::{Ctx, Decoded, Format, SkipReason};
 use crate::table::types::{DataType, MAX_LENGTH};
 
+mod avro_types;
 pub(crate) mod shape;
+
+pub(crate) use avro_types::row_types as avro_row_types;
 
 /// `debezium-json`: parses the payload, unwraps `schema`/`payload`, decodes the envelope.
 pub(crate) fn decode_json(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
@@ -27,9 +32,9 @@ pub(crate) fn decode_json(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
         None => Ok(Decoded::Skipped(SkipReason::Tombstone)),
         Some((env, schema)) => match schema {
             Some(RowSchema { hints, types }) => {
-                decode_typed_envelope(ctx, &env, Some(&hints), Some(&types))
+                decode_envelope(ctx, &env, Some(&hints), Some(&types))
             }
-            None => decode_envelope(ctx, &env, None),
+            None => decode_envelope(ctx, &env, None, None),
         },
     }
 }
@@ -184,17 +189,9 @@ fn connect_type(f: &Value) -> SourceType {
     }
 }
 
-/// Decodes one Debezium envelope (`op`, `before`, `after`, `source`, `ts_ms`).
+/// Decodes one Debezium envelope (`op`, `before`, `after`, `source`, `ts_ms`), with what
+/// its schema says of the row's fields (their semantics and source types), if it has one.
 pub(crate) fn decode_envelope(
-    ctx: &Ctx<'_, '_>,
-    env: &Map<String, Value>,
-    hints: Option<&Hints>,
-) -> Result<Decoded, DecodeError> {
-    decode_typed_envelope(ctx, env, hints, None)
-}
-
-/// [`decode_envelope`] with the source types of the row's fields.
-fn decode_typed_envelope(
     ctx: &Ctx<'_, '_>,
     env: &Map<String, Value>,
     hints: Option<&Hints>,

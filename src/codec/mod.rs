@@ -408,7 +408,7 @@ impl CdcDecoder {
                     return Ok(Decoded::Skipped(SkipReason::Tombstone));
                 };
                 let (object, schema) = decode_avro_payload(self.options.avro.as_ref(), payload)?;
-                debezium::decode_envelope(&ctx, &object, schema.row_hints())
+                debezium::decode_envelope(&ctx, &object, schema.row_hints(), schema.row_types())
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Tests of the module's entry points: formats, decoder construction, fact decoding,
 //! output encoding, Avro CDC formats.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -11,6 +12,7 @@ use super::testkit::{
 };
 use super::*;
 use crate::table::row_kind::RowKind;
+use crate::table::types::DataType;
 
 #[test]
 fn formats_parse_from_config_spellings() {
@@ -121,6 +123,68 @@ fn debezium_avro_changes() {
     assert_eq!(
         dec.decode(&tombstone),
         Ok(Decoded::Skipped(SkipReason::Tombstone))
+    );
+}
+
+/// `ALTER TABLE … ADD COLUMN` under `debezium-avro`: the converter's next writer schema
+/// has the new field, and its Connect types in Avro (`int` with `connect.type` `int16`, a
+/// Connect `Decimal`) type the columns as `debezium-json` with schemas would, where they
+/// used to be STRING as for untyped formats.
+#[test]
+fn debezium_avro_types_the_columns_a_new_writer_schema_adds() {
+    let mut schema: Value =
+        serde_json::from_str(&super::testkit::debezium_avro_schema_text()).expect("JSON");
+    let row_fields = schema["fields"][0]["type"][1]["fields"]
+        .as_array_mut()
+        .expect("the row record is inline in before");
+    row_fields.push(json!({"name": "stock", "default": null,
+        "type": ["null", {"type": "int", "connect.type": "int16"}]}));
+    row_fields.push(json!({"name": "price", "default": null, "type": ["null", {
+        "type": "bytes", "scale": 3, "precision": 12, "connect.version": 1,
+        "connect.parameters": {"scale": "3", "connect.decimal.precision": "12"},
+        "connect.name": "org.apache.kafka.connect.data.Decimal", "logicalType": "decimal"}]}));
+    let schema = AvroSchema::parse(&schema.to_string()).expect("valid Avro schema");
+    let options = CdcOptions {
+        avro: Some(AvroSchemas::Confluent(Arc::new(
+            SchemaResolver::new().with_schema(9, schema.clone()),
+        ))),
+        strict: true,
+        ..CdcOptions::default()
+    };
+    let dec = decoder(Format::DebeziumAvro, options);
+    let mut after = row_json(&sample_row(1));
+    // (Connect writes these as epoch numbers; null spares converting them here.)
+    after.insert("updated_at".into(), Value::Null);
+    after.insert("born".into(), Value::Null);
+    after.insert("stock".into(), json!(4));
+    after.insert("price".into(), json!("1.250"));
+    let envelope = json!({"before": null, "after": after,
+        "source": {"ts_ms": 1_700_000_000_000i64, "db": "inventory", "table": "products"},
+        "op": "c", "ts_ms": null});
+    let mut body = Vec::new();
+    schema
+        .encode_object(envelope.as_object().expect("object"), &mut body)
+        .expect("the envelope fits");
+    let Err(DecodeError::SchemaChanged { columns, .. }) = dec.decode(&record(&confluent(9, &body)))
+    else {
+        panic!("the new fields are reported");
+    };
+    let types: BTreeMap<&str, Option<DataType>> = columns
+        .iter()
+        .map(|c| (c.name.as_str(), c.source_type))
+        .collect();
+    assert_eq!(
+        types,
+        BTreeMap::from([
+            (
+                "price",
+                Some(DataType::Decimal {
+                    precision: 12,
+                    scale: 3
+                })
+            ),
+            ("stock", Some(DataType::SmallInt)),
+        ])
     );
 }
 

@@ -20,7 +20,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use super::error::{DecodeError, Part};
-use super::row::Hints;
+use super::row::{Hints, SourceTypes};
 use crate::avro::{Cursor, compile};
 use crate::error::{Error, Result};
 
@@ -67,6 +67,8 @@ pub struct AvroSchema {
     root: Node,
     /// Connect semantics of the row fields of a Debezium envelope (`after`/`before`).
     row_hints: Option<Hints>,
+    /// Source types of the same fields (what a column added for one becomes).
+    row_types: Option<SourceTypes>,
 }
 
 impl AvroSchema {
@@ -76,12 +78,22 @@ impl AvroSchema {
             .map_err(|e| Error::Config(format!("Avro schema is not valid JSON: {e}")))?;
         let root = compile(&json).map_err(|e| Error::Config(format!("Avro schema: {e}")))?;
         let row_hints = debezium_row_hints(&root);
-        Ok(AvroSchema { root, row_hints })
+        let row_types = super::debezium::avro_row_types(&json);
+        Ok(AvroSchema {
+            root,
+            row_hints,
+            row_types,
+        })
     }
 
     /// Semantics of the row fields when this is a Debezium envelope schema.
     pub(crate) fn row_hints(&self) -> Option<&Hints> {
         self.row_hints.as_ref()
+    }
+
+    /// Source types of the row fields when this is a Debezium envelope schema.
+    pub(crate) fn row_types(&self) -> Option<&SourceTypes> {
+        self.row_types.as_ref()
     }
 
     /// Decodes one Avro datum (all of `bytes`) into its JSON form.

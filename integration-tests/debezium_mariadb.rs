@@ -278,6 +278,14 @@ fn start_chain(converter: Converter) -> Chain {
         "schema.history.internal.kafka.topic",
         &format!("{prefix}.schema-history"),
     );
+    if converter == Converter::Avro {
+        // The run's topic prefix has a `-`, which Avro names do not allow.
+        for (key, value) in
+            readme_properties("# Avro through a schema registry: the connector's addition")
+        {
+            set_property(&mut connector, &key, &value);
+        }
+    }
     if typed {
         // With schemas, DECIMAL stays in its exact default encoding (base64 bytes in JSON,
         // an Avro decimal).

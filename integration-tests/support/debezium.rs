@@ -540,7 +540,9 @@ pub fn confluent_avro(registry: &SchemaRegistry, bytes: &[u8]) -> apache_avro::t
     };
     let schema = registry.schema(u32::from_be_bytes([*a, *b, *c, *d]));
     let mut body = body;
-    let value = apache_avro::from_avro_datum(&schema, &mut body, None)
+    let value = apache_avro::reader::datum::GenericDatumReader::builder(&schema)
+        .build()
+        .and_then(|reader| reader.read_value(&mut body))
         .unwrap_or_else(|e| panic!("the record does not decode with its schema: {e}"));
     assert!(body.is_empty(), "{} bytes after the datum", body.len());
     value

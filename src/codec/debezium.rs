@@ -628,4 +628,6 @@ mod tests {
 }
 
 #[cfg(test)]
+mod real_avro_output;
+#[cfg(test)]
 mod real_output;

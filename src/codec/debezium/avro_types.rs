@@ -78,7 +78,9 @@ fn source_type(avro: &Value) -> SourceType {
     }
     let connect = match base {
         "int" => match attr("connect.type").and_then(Value::as_str) {
-            Some(narrow @ ("int8" | "int16")) => narrow,
+            Some("int8") => "int8",
+            Some("int16") => "int16",
+            // Connect writes no other; anything else is not a narrower integer.
             _ => "int32",
         },
         "long" => "int64",

@@ -106,7 +106,7 @@ fn a_whole_database_is_followed_and_a_table_created_later_is_picked_up() {
         "schema.history.internal.kafka.topic",
         &format!("{prefix}.schema-history"),
     );
-    let mut worker = ConnectWorker::start(&dir.path().join("connect"), worker, &connector);
+    let mut worker = ConnectWorker::start(&dir.path().join("connect"), worker, &connector, &[]);
     worker.wait_for_log("Snapshot completed", 0, Duration::from_secs(180));
     // The snapshot's records are on their topics (which the worker's producer creates).
     for table in ["user_profile", "orders"] {

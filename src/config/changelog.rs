@@ -9,13 +9,13 @@
 use std::collections::BTreeMap;
 
 use super::{CdcConfig, ChangelogConfig, ChangelogStart, check_format, check_nonzero};
-use crate::codec::changelog::OP_FIELD as JSON_OP_FIELD;
+use crate::codec::changelog::{OP_FIELD, valid_avro_name};
 use crate::table::consumer::valid_consumer_id;
 use crate::table::options::TableOptions;
 use crate::table::schema::TableSchema;
 
 /// Formats of `[[changelog]]` records.
-pub(crate) const CHANGELOG_FORMATS: [&str; 2] = ["debezium-json", "json"];
+pub(crate) const CHANGELOG_FORMATS: [&str; 3] = ["debezium-json", "json", "avro"];
 
 /// Adds every problem of changelog pipeline `c` (named `at` in messages) to `problems`.
 pub(super) fn check(
@@ -31,6 +31,12 @@ pub(super) fn check(
         &CHANGELOG_FORMATS,
         problems,
     );
+    if c.schema_registry.is_some() && c.format != "avro" {
+        problems.push(format!(
+            "{at}.schema_registry: only `avro` records use a registry, and format is `{}`",
+            c.format
+        ));
+    }
     if c.topic.trim().is_empty() {
         problems.push(format!("{at}.topic: must not be empty"));
     }
@@ -84,12 +90,21 @@ pub(super) fn check(
             ));
         }
     }
-    if c.format == "json" && schema.field(JSON_OP_FIELD).is_some() {
+    if (c.format == "json" || c.format == "avro") && schema.field(OP_FIELD).is_some() {
         problems.push(format!(
-            "{at}.format: `json` adds the field `{JSON_OP_FIELD}`, which is a column of {}; \
+            "{at}.format: `{}` adds the field `{OP_FIELD}`, which is a column of {}; \
              use debezium-json",
-            c.table
+            c.format, c.table
         ));
+    }
+    if c.format == "avro" {
+        for field in schema.fields.iter().filter(|f| !valid_avro_name(&f.name)) {
+            problems.push(format!(
+                "{at}.format: column `{}` of {} is not a valid Avro name (a letter or `_`, \
+                 then letters, digits or `_`); use debezium-json or json",
+                field.name, c.table
+            ));
+        }
     }
     // A table whose options do not parse is reported by its own [[table]] entry.
     if let Ok(options) = TableOptions::from_map(&schema.options)
@@ -161,7 +176,7 @@ mod tests {
         let text = text.replace("\ncolour = \"red\"", "");
         let err = from_toml("c.toml", &text).unwrap_err().to_string();
         for needle in [
-            "c.toml: changelog[0] (customers-out).format: `avro-ish` is not one of debezium-json, json",
+            "c.toml: changelog[0] (customers-out).format: `avro-ish` is not one of debezium-json, json, avro",
             "changelog[0] (customers-out).key: `nope` is not a column of shop.customers",
             "changelog[0] (customers-out).start_from: must be \"earliest\", \"latest\" or a snapshot id, got `yesterday`",
             "changelog[0] (customers-out).discovery_interval: must be greater than zero",
@@ -196,6 +211,35 @@ mod tests {
         let err = from_toml("c.toml", &twice).unwrap_err().to_string();
         assert!(
             err.contains("pipeline name `customers-out` is used twice"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn avro_takes_a_registry_and_only_it_does() {
+        let c = from_toml(
+            "c.toml",
+            &with_changelog(
+                "topic = \"t\"\nformat = \"avro\"\nschema_registry = \"http://u:pw@registry:8081\"",
+            ),
+        )
+        .unwrap();
+        assert_eq!(c.changelog[0].format, "avro");
+        assert_eq!(
+            c.changelog[0].schema_registry.as_ref().map(|u| u.expose()),
+            Some("http://u:pw@registry:8081")
+        );
+        let err = from_toml(
+            "c.toml",
+            &with_changelog("topic = \"t\"\nschema_registry = \"http://registry:8081\""),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains(
+                "c.toml: changelog[0] (customers-out).schema_registry: only `avro` records use \
+                 a registry, and format is `debezium-json`"
+            ),
             "{err}"
         );
     }

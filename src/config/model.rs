@@ -548,11 +548,17 @@ pub(crate) struct ChangelogConfig {
     pub(crate) name: String,
     pub(crate) table: String,
     pub(crate) topic: String,
-    /// `debezium-json` (default) or `json` (the row with an `op` of +I/-U/+U/-D).
+    /// `debezium-json` (default), `json` (the row with an `op` of +I/-U/+U/-D) or `avro`
+    /// (the same as an Avro record with Flink's schema).
     #[serde(default = "default_changelog_format")]
     pub(crate) format: String,
-    /// Columns whose values, as a JSON object, are each record's key (default: the
-    /// primary key).
+    /// `avro`: the Confluent schema registry where the key and value schemas are
+    /// registered (`<topic>-key`, `<topic>-value`); records are then Confluent-framed.
+    /// Without one, records are plain Avro binary (Flink's `avro` format).
+    #[serde(default)]
+    pub(crate) schema_registry: Option<SecretUri>,
+    /// Columns whose values, as an object (JSON, or an Avro record for `avro`), are each
+    /// record's key (default: the primary key).
     #[serde(default)]
     pub(crate) key: Vec<String>,
     /// Where a pipeline without a consumer file starts: `"earliest"` (default: the

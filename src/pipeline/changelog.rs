@@ -11,7 +11,11 @@
 //!   (the replay window) and loses nothing; snapshot and changelog expiry keep every
 //!   snapshot from it on. The consumer is written at start too, so that a pipeline that
 //!   starts from `earliest` holds its snapshots from the first moment.
-//! - **Faults.** A store that fails is waited out with backoff (the pipeline unready with
+//! - **Avro.** With `format = "avro"` and a `schema_registry`, the key and value schemas
+//!   are registered under `<topic>-key` and `<topic>-value` (Confluent's
+//!   TopicNameStrategy, Flink's `avro-confluent` default) before the first record, and
+//!   again when the table's schema changes; records carry their ids.
+//! - **Faults.** A store or registry that fails is waited out with backoff (the pipeline unready with
 //!   the reason meanwhile); a broker that is away is waited for (the producer never
 //!   times out; a full local queue is waited out by `kafka::Producer::send`). A record
 //!   the broker refuses (too large for the topic, not authorised) stops the pipeline
@@ -27,6 +31,7 @@ use std::time::Duration;
 use rdkafka::error::KafkaError;
 use tokio::sync::watch;
 
+use crate::codec::SchemaRegistrar;
 use crate::codec::changelog::{ChangeEncoder, ChangeFormat, ChangeRecord, ChangeSource};
 use crate::config::{ChangelogConfig, ChangelogStart};
 use crate::error::{Error, ErrorKind, Result};
@@ -62,6 +67,8 @@ struct Changelog {
     config: ChangelogConfig,
     table: Arc<Table>,
     encoder: ChangeEncoder,
+    /// Where `avro` schemas are registered (`schema_registry`).
+    registrar: Option<Arc<SchemaRegistrar>>,
     producer: Producer,
     metrics: Arc<PipelineMetrics>,
     stop: watch::Receiver<bool>,
@@ -90,10 +97,17 @@ impl Changelog {
         }
         let format = ChangeFormat::parse(&config.format).ok_or_else(|| {
             Error::Config(format!(
-                "changelog {name}: format `{}` is not debezium-json or json",
+                "changelog {name}: format `{}` is not debezium-json, json or avro",
                 config.format
             ))
         })?;
+        let registrar = match &config.schema_registry {
+            Some(url) => Some(Arc::new(
+                SchemaRegistrar::new(url.expose())
+                    .map_err(|e| Error::Config(format!("changelog {name}: {e}")))?,
+            )),
+            None => None,
+        };
         let encoder = ChangeEncoder::new(
             format,
             (**table.schema()).clone(),
@@ -105,11 +119,15 @@ impl Changelog {
             config,
             table,
             encoder,
+            registrar,
             producer,
             metrics,
             stop,
             next: 0,
         };
+        if !pipeline.register_schemas().await? {
+            return Ok(pipeline);
+        }
         let id = pipeline.config.consumer_id().to_string();
         let table = pipeline.table.clone();
         // `None` below: stopped while the table could not be read; nothing was produced.
@@ -190,6 +208,39 @@ impl Changelog {
         tracing::info!(pipeline = %name, table = %evolved.identifier(), schema = evolved.schema().id,
             "changes follow the table's new schema");
         self.table = Arc::new(evolved);
+        self.register_schemas().await
+    }
+
+    /// Registers the `avro` key and value schemas when there is a registry, and frames
+    /// the records with their ids; `false` when stopped while the registry was away.
+    async fn register_schemas(&mut self) -> Result<bool> {
+        let (Some(registrar), Some(schemas)) =
+            (self.registrar.clone(), self.encoder.avro_schemas_mut())
+        else {
+            return Ok(true);
+        };
+        let (key_text, value_text) = (
+            schemas.key_text().to_string(),
+            schemas.value_text().to_string(),
+        );
+        let topic = &self.config.topic;
+        let (key_subject, value_subject) = (format!("{topic}-key"), format!("{topic}-value"));
+        let registered = self
+            .retrying(|| async {
+                let key = registrar.register(&key_subject, &key_text).await?;
+                let value = registrar.register(&value_subject, &value_text).await?;
+                Ok((key, value))
+            })
+            .await
+            .map_err(|e| Error::Config(format!("changelog {}: {e}", self.config.name)))?;
+        let Some((key, value)) = registered else {
+            return Ok(false);
+        };
+        tracing::info!(pipeline = %self.config.name, %key_subject, key_id = key, %value_subject,
+            value_id = value, "Avro schemas registered");
+        if let Some(schemas) = self.encoder.avro_schemas_mut() {
+            schemas.set_ids(key, value);
+        }
         Ok(true)
     }
 
@@ -265,7 +316,13 @@ impl Changelog {
             snapshot: id,
             time_millis,
         };
-        let records = self.encoder.encode(&rows, source);
+        let records = self.encoder.encode(&rows, source).map_err(|e| {
+            Error::Data(format!(
+                "changelog {}: snapshot {id} of {}: Avro output: {e}",
+                self.config.name,
+                self.table.identifier()
+            ))
+        })?;
         self.send_all(&records).await?;
         PipelineMetrics::add(&self.metrics.records_out, records.len() as u64);
         let (consumer, next) = (self.config.consumer_id().to_string(), id + 1);
@@ -367,14 +424,14 @@ impl Changelog {
             match attempt().await {
                 Ok(value) => {
                     if failing {
-                        tracing::info!(pipeline = %self.config.name, "the table reads again");
+                        tracing::info!(pipeline = %self.config.name, "the table or registry answers again");
                         self.metrics.set_table_fault(None);
                     }
                     return Ok(Some(value));
                 }
                 Err(e) if e.kind() == ErrorKind::Transient => {
                     tracing::warn!(pipeline = %self.config.name, table = %self.table.identifier(),
-                        error = %e, retry_in = ?wait, "table access failed; retrying");
+                        error = %e, retry_in = ?wait, "table or registry access failed; retrying");
                     self.metrics.set_table_fault(Some(e.to_string()));
                     failing = true;
                 }

@@ -62,10 +62,7 @@ pub struct SchemaResolver {
 }
 
 struct Registry {
-    http: reqwest::Client,
-    /// Base URL ending in `/`, without credentials.
-    base: Url,
-    auth: Option<BasicAuth>,
+    endpoint: Endpoint,
     /// Recent lookups by id, each made once however many callers want it: a schema, or
     /// the reason of a permanent failure. Entries expire after the resolver's
     /// not-found TTL; transient failures are never inserted.
@@ -170,6 +167,25 @@ impl fmt::Debug for SchemaResolver {
 
 impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("endpoint", &self.endpoint)
+            .field("remembered_ids", &self.lookups.entry_count())
+            .finish()
+    }
+}
+
+/// A registry's address: the HTTP client, the base URL and the credentials taken out of
+/// it. Shared by the lookups here and the registrations of `register`.
+pub(crate) struct Endpoint {
+    http: reqwest::Client,
+    /// Base URL ending in `/`, without credentials.
+    base: Url,
+    auth: Option<BasicAuth>,
+}
+
+impl fmt::Debug for Endpoint {
+    /// The URL and user; never the password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (user, password) = match &self.auth {
             Some(auth) => (
                 Some(auth.user.as_str()),
@@ -177,12 +193,57 @@ impl fmt::Debug for Registry {
             ),
             None => (None, None),
         };
-        f.debug_struct("Registry")
+        f.debug_struct("Endpoint")
             .field("url", &self.base.as_str())
             .field("user", &user)
             .field("password", &password)
-            .field("remembered_ids", &self.lookups.entry_count())
             .finish()
+    }
+}
+
+impl Endpoint {
+    /// The registry at `url` (`http(s)://[user:pass@]host[:port][/prefix]`); a bad URL is
+    /// a config error that never shows the password.
+    pub(crate) fn parse(url: &str) -> Result<Self> {
+        let bad = |why: String| {
+            Error::Config(format!("schema registry URL `{}`: {why}", redact_uri(url)))
+        };
+        let mut base = Url::parse(url).map_err(|e| bad(e.to_string()))?;
+        if !matches!(base.scheme(), "http" | "https") {
+            return Err(bad("must be http or https".into()));
+        }
+        let auth = (!base.username().is_empty()).then(|| BasicAuth {
+            user: percent_decode(base.username()),
+            password: base.password().map(percent_decode),
+        });
+        let _ = base.set_username("");
+        let _ = base.set_password(None);
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        let http = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|e| bad(format!("cannot build an HTTP client: {e}")))?;
+        Ok(Endpoint { http, base, auth })
+    }
+
+    /// The URL of `path` under the base.
+    fn url(&self, path: &str) -> std::result::Result<Url, url::ParseError> {
+        self.base.join(path)
+    }
+
+    /// A request to `url` with the registry's media types and the credentials.
+    fn request(&self, method: reqwest::Method, url: Url) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, url).header(
+            "Accept",
+            "application/vnd.schemaregistry.v1+json, application/json",
+        );
+        match &self.auth {
+            Some(auth) => request.basic_auth(&auth.user, auth.password.as_deref()),
+            None => request,
+        }
     }
 }
 
@@ -253,37 +314,12 @@ impl SchemaResolver {
 
     /// [`Self::with_registry`], remembering permanent failures for `not_found_ttl`.
     pub(crate) fn with_registry_ttl(mut self, url: &str, not_found_ttl: Duration) -> Result<Self> {
-        let bad = |why: String| {
-            Error::Config(format!("schema registry URL `{}`: {why}", redact_uri(url)))
-        };
-        let mut base = Url::parse(url).map_err(|e| bad(e.to_string()))?;
-        if !matches!(base.scheme(), "http" | "https") {
-            return Err(bad("must be http or https".into()));
-        }
-        let auth = (!base.username().is_empty()).then(|| BasicAuth {
-            user: percent_decode(base.username()),
-            password: base.password().map(percent_decode),
-        });
-        let _ = base.set_username("");
-        let _ = base.set_password(None);
-        if !base.path().ends_with('/') {
-            let path = format!("{}/", base.path());
-            base.set_path(&path);
-        }
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .map_err(|e| bad(format!("cannot build an HTTP client: {e}")))?;
+        let endpoint = Endpoint::parse(url)?;
         let lookups = moka::future::Cache::builder()
             .max_capacity(MAX_REMEMBERED_IDS)
             .time_to_live(not_found_ttl)
             .build();
-        self.registry = Some(Registry {
-            http,
-            base,
-            auth,
-            lookups,
-        });
+        self.registry = Some(Registry { endpoint, lookups });
         Ok(self)
     }
 
@@ -346,17 +382,12 @@ impl Registry {
 
     async fn fetch(&self, id: u32) -> Result<AvroSchema, FetchError> {
         let url = self
-            .base
-            .join(&format!("schemas/ids/{id}"))
+            .endpoint
+            .url(&format!("schemas/ids/{id}"))
             .map_err(NoSchema::Url)?;
-        let mut request = self.http.get(url.clone()).header(
-            "Accept",
-            "application/vnd.schemaregistry.v1+json, application/json",
-        );
-        if let Some(auth) = &self.auth {
-            request = request.basic_auth(&auth.user, auth.password.as_deref());
-        }
-        let mut response = request
+        let mut response = self
+            .endpoint
+            .request(reqwest::Method::GET, url.clone())
             .send()
             .await
             .map_err(|source| Unreachable::Request {
@@ -455,6 +486,10 @@ fn percent_decode(text: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+mod register;
+
+pub(crate) use register::SchemaRegistrar;
 
 #[cfg(test)]
 mod tests;

@@ -11,8 +11,9 @@
 # Installs once into ${XDG_CACHE_HOME:-~/.cache}/lakejoin/flink-<version>/:
 #   venv/   a Python 3.11 venv with apache-flink from PyPI (PYTHON overrides the interpreter)
 #   jars/   the connectors, resolved with Maven from Maven Central through a pom written
-#           here (pom.xml beside them): flink-sql-connector-kafka, paimon-flink and the
+#           here (pom.xml beside them): flink-sql-connector-kafka, paimon-flink, the
 #           shaded Hadoop client that Paimon's catalog needs (see HADOOP_VERSION below)
+#           and the Avro formats (flink-sql-avro-confluent-registry)
 # and links the jars into PyFlink's lib/ (venv/.../pyflink/lib), so they are on the
 # JVM's own class path like jars in a Flink distribution's lib/, not in a user class
 # loader. A stamp (.installed) holds the pinned versions; a change installs afresh and
@@ -32,6 +33,10 @@ FLINK_VERSION="2.0.2"
 KAFKA_CONNECTOR_VERSION="4.0.1-2.0"
 PAIMON_VERSION="1.4.2"
 PAIMON_FLINK_ARTIFACT="paimon-flink-2.0"
+# Flink's Avro formats (`avro`, `avro-confluent`, with the Confluent registry client shaded
+# in), which read the `[[changelog]]` pipelines' Avro records. Maven Central serves 2.0.0
+# of the 2.0 line, not 2.0.2 (the SQL jar is self-contained, so the patch level is moot).
+AVRO_FORMAT_VERSION="2.0.0"
 # Paimon's catalog context needs org.apache.hadoop.conf.Configuration even on a local
 # warehouse (without it CREATE CATALOG fails: NoClassDefFoundError from CatalogContext), and
 # hadoop-client-api alone is not enough (Configuration loads the Woodstox parser shaded into
@@ -41,7 +46,7 @@ HADOOP_VERSION="3.4.2"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-${HOME}/.cache}/lakejoin"
 INSTALL_DIR="${CACHE_ROOT}/flink-${FLINK_VERSION}"
-STAMP_TEXT="apache-flink==${FLINK_VERSION} flink-sql-connector-kafka:${KAFKA_CONNECTOR_VERSION} ${PAIMON_FLINK_ARTIFACT}:${PAIMON_VERSION} hadoop-client:${HADOOP_VERSION}"
+STAMP_TEXT="apache-flink==${FLINK_VERSION} flink-sql-connector-kafka:${KAFKA_CONNECTOR_VERSION} ${PAIMON_FLINK_ARTIFACT}:${PAIMON_VERSION} hadoop-client:${HADOOP_VERSION} flink-sql-avro-confluent-registry:${AVRO_FORMAT_VERSION}"
 
 say() {
     printf '==> %s\n' "$*" >&2
@@ -77,6 +82,11 @@ write_pom() {
       <groupId>org.apache.paimon</groupId>
       <artifactId>${PAIMON_FLINK_ARTIFACT}</artifactId>
       <version>${PAIMON_VERSION}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.flink</groupId>
+      <artifactId>flink-sql-avro-confluent-registry</artifactId>
+      <version>${AVRO_FORMAT_VERSION}</version>
     </dependency>
     <dependency>
       <groupId>org.apache.hadoop</groupId>
@@ -138,7 +148,7 @@ install() {
 main() {
     if [[ $# -gt 0 ]]; then
         case "$1" in
-            -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+            -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
             *) die "unknown argument $1 (usage: flink.sh)" ;;
         esac
     fi

@@ -6,8 +6,8 @@
 # cargo-nextest (optional; falls back to `cargo test`), python3.11, Java 17 and Maven.
 # Everything else it needs it installs itself, once; later runs reuse it: the Python
 # venv (.venv), Apache Kafka's jars (~/.cache/lakejoin, from Maven Central), and PyFlink
-# with the Kafka and Paimon connector jars for the Flink lookup-join cross-check
-# (scripts/flink.sh, ~/.cache/lakejoin/flink-<version>, about 1 GB, 2 minutes once), and
+# with the Kafka and Paimon connector jars and Flink's Avro formats for the Flink
+# cross-checks (scripts/flink.sh, ~/.cache/lakejoin/flink-<version>, about 1 GB, 2 minutes once), and
 # Debian's strace when the machine has none (scripts/debian.sh, for the power-loss test),
 # and Debian's MariaDB with Debezium's MariaDB connector and a Kafka Connect worker for the
 # Debezium chain test, with Apicurio Registry and its Avro converter for the test's Avro run
@@ -60,15 +60,15 @@ ensure_python_env() {
     export LAKEJOIN_PYTHON="${VENV_DIR}/bin/python"
 }
 
-# Installs PyFlink and its connector jars for integration-tests/flink_lookup.rs when missing
+# Installs PyFlink and its connector jars for integration-tests/flink_*.rs when missing
 # (scripts/flink.sh; a stamp check once installed). The test runs the same script itself, as
 # java_paimon.rs runs scripts/java-oracle.sh, so this only moves the one-time install out of
 # the test run, where it would count against a test's time and print nothing while it works.
 ensure_flink() {
     local dir
     dir="$(bash "${REPO_ROOT}/scripts/flink.sh")" \
-        || fail "scripts/flink.sh could not install PyFlink for the Flink lookup-join test (needs python3.11, Java 17 and mvn)"
-    log "PyFlink for the Flink lookup-join test: ${dir}"
+        || fail "scripts/flink.sh could not install PyFlink for the Flink tests (needs python3.11, Java 17 and mvn)"
+    log "PyFlink for the Flink tests: ${dir}"
 }
 
 # Unpacks Debian's strace for integration-tests/power_loss.rs when the machine has none
@@ -108,7 +108,7 @@ ensure_debezium() {
     connect="$(bash "${REPO_ROOT}/scripts/debezium/install.sh" connect)" \
         || fail "scripts/debezium/install.sh could not install Debezium for the Debezium test (needs mvn)"
     avro="$(bash "${REPO_ROOT}/scripts/debezium/install.sh" avro)" \
-        || fail "scripts/debezium/install.sh could not install Apicurio Registry for the Debezium test (needs mvn)"
+        || fail "scripts/debezium/install.sh could not install Apicurio Registry for the Debezium and Flink Avro tests (needs mvn)"
     log "MariaDB, Debezium and Apicurio Registry for the Debezium test: ${mariadb}, ${connect}, ${avro}"
 }
 

@@ -499,6 +499,24 @@ impl SchemaRegistry {
         apache_avro::Schema::parse_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
     }
 
+    /// The subjects the registry has (Confluent API).
+    pub fn subjects(&self) -> Vec<String> {
+        let (status, body) = self
+            .get("/apis/ccompat/v7/subjects")
+            .unwrap_or_else(|| panic!("the registry does not answer:\n{}", self.log_tail()));
+        assert_eq!(status, 200, "subjects: {body}");
+        serde_json::from_str(&body).expect("a JSON list of subjects")
+    }
+
+    /// The versions of `subject` (Confluent API).
+    pub fn versions(&self, subject: &str) -> Vec<u32> {
+        let (status, body) = self
+            .get(&format!("/apis/ccompat/v7/subjects/{subject}/versions"))
+            .unwrap_or_else(|| panic!("the registry does not answer:\n{}", self.log_tail()));
+        assert_eq!(status, 200, "versions of {subject}: {body}");
+        serde_json::from_str(&body).expect("a JSON list of versions")
+    }
+
     /// `GET path`: the status and body; `None` when nothing answers. HTTP/1.0, so the
     /// answer is never chunked.
     fn get(&self, path: &str) -> Option<(u16, String)> {

@@ -1,6 +1,7 @@
-//! Apache Flink's own lookup join (`integration-tests/flink/lookup_join.py`, PyFlink with
-//! Paimon 1.4.2's Flink connector) as a child process, for `flink_lookup.rs` to compare
-//! with lakejoin's enriched output.
+//! Apache Flink jobs as child processes (PyFlink with Paimon 1.4.2's Flink connector and
+//! Flink's Avro formats): its own lookup join (`integration-tests/flink/lookup_join.py`), for
+//! `flink_lookup.rs` to compare with lakejoin's enriched output, and its Avro readers
+//! (`read_avro_changes.py`) for `flink_avro_changelog.rs`.
 //!
 //! Why a module of its own: the install (a PyFlink venv and the connector jars, about
 //! 1 GB) is made by `scripts/flink.sh` once into ~/.cache/lakejoin and found once per test
@@ -92,24 +93,38 @@ const START_DEADLINE: Duration = Duration::from_secs(240);
 impl FlinkJob {
     /// Starts the job and waits until it prints `READY` (the job runs).
     pub fn start(join: &LookupJoin<'_>) -> FlinkJob {
+        let args = [
+            ("--bootstrap", join.bootstrap),
+            ("--warehouse", join.warehouse),
+            ("--database", join.database),
+            ("--table", join.table),
+            ("--orders", join.orders),
+            ("--output", join.output),
+            ("--cache", join.cache),
+            ("--group", join.group),
+        ];
+        let args: Vec<String> = args
+            .iter()
+            .flat_map(|(flag, value)| [flag.to_string(), value.to_string()])
+            .collect();
+        Self::start_script("lookup_join.py", &args)
+    }
+
+    /// Starts `integration-tests/flink/<script>` with `args` (and `--tmp-dir`), and
+    /// waits until it prints `READY`.
+    pub fn start_script(script: &str, args: &[String]) -> FlinkJob {
         let dir = tempfile::tempdir().expect("temp dir");
         let log_dir = dir.path().join("log");
         let tmp_dir = dir.path().join("tmp");
         std::fs::create_dir_all(&log_dir).expect("log dir");
         std::fs::create_dir_all(&tmp_dir).expect("tmp dir");
         let stderr = std::fs::File::create(dir.path().join("stderr.txt")).expect("stderr file");
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("integration-tests/flink/lookup_join.py");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("integration-tests/flink")
+            .join(script);
         let mut child = Command::new(install().join("venv/bin/python"))
             .arg(&script)
-            .args(["--bootstrap", join.bootstrap])
-            .args(["--warehouse", join.warehouse])
-            .args(["--database", join.database])
-            .args(["--table", join.table])
-            .args(["--orders", join.orders])
-            .args(["--output", join.output])
-            .args(["--cache", join.cache])
-            .args(["--group", join.group])
+            .args(args)
             .arg("--tmp-dir")
             .arg(&tmp_dir)
             .env("FLINK_LOG_DIR", &log_dir)
@@ -148,17 +163,31 @@ impl FlinkJob {
         job
     }
 
+    /// The lines the job prints after `READY` up to `end` (not included); panics with
+    /// the job's diagnostics when it exits or `timeout` passes first.
+    pub fn lines_until(&mut self, end: &str, timeout: Duration) -> Vec<String> {
+        self.read_until(|line| line == end, end, timeout).0
+    }
+
     fn wait_ready(&mut self) {
         let started = Instant::now();
-        let deadline = started + START_DEADLINE;
-        let mut printed = Vec::new();
+        let (_, line) = self.read_until(|line| line.starts_with("READY"), "READY", START_DEADLINE);
+        eprintln!("Flink job running after {:?}: {line}", started.elapsed());
+    }
+
+    /// Reads stdout lines until one is `done`: the lines before it, and it.
+    fn read_until(
+        &mut self,
+        done: impl Fn(&str) -> bool,
+        what: &str,
+        timeout: Duration,
+    ) -> (Vec<String>, String) {
+        let deadline = Instant::now() + timeout;
+        let mut lines = Vec::new();
         loop {
             match self.stdout.recv_timeout(Duration::from_millis(200)) {
-                Ok(line) if line.starts_with("READY") => {
-                    eprintln!("Flink job running after {:?}: {line}", started.elapsed());
-                    return;
-                }
-                Ok(line) => printed.push(line),
+                Ok(line) if done(&line) => return (lines, line),
+                Ok(line) => lines.push(line),
                 Err(RecvTimeoutError::Timeout) => {}
                 // stdout closed: the process is exiting; the liveness check says how.
                 Err(RecvTimeoutError::Disconnected) => {
@@ -168,8 +197,7 @@ impl FlinkJob {
             self.assert_alive();
             assert!(
                 Instant::now() < deadline,
-                "the Flink job did not print READY within {START_DEADLINE:?}; its stdout: \
-                 {printed:?}\n{}",
+                "the Flink job did not print {what} within {timeout:?}; it printed {lines:?}\n{}",
                 self.diagnostics()
             );
         }
@@ -220,7 +248,7 @@ impl FlinkJob {
             .filter(|line| line.contains(" ERROR ") || line.contains("Exception"))
             .collect();
         format!(
-            "--- lookup_join.py stderr (tail) ---\n{}\n--- Flink log: ERROR and exception lines (last 20) ---\n{}\n--- Flink log (tail) ---\n{}",
+            "--- the job's stderr (tail) ---\n{}\n--- Flink log: ERROR and exception lines (last 20) ---\n{}\n--- Flink log (tail) ---\n{}",
             tail(&stderr, 60),
             errors[errors.len().saturating_sub(20)..].join("\n"),
             tail(&log, 40)

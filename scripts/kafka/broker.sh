@@ -220,7 +220,8 @@ start_broker() {
     echo "${pid}" > "${dir}/pid"
 
     local deadline=$((SECONDS + 120))
-    until (( $(grep -c 'Kafka Server started' "${log_file}" || true) > started_before )); do
+    # The background shell may not have created the log yet: no file counts as 0.
+    until (( $(grep -c 'Kafka Server started' "${log_file}" 2>/dev/null || true) + 0 > started_before )); do
         kill -0 "${pid}" 2>/dev/null || die "the Kafka broker exited at start; see ${log_file}"
         (( SECONDS < deadline )) || die "the Kafka broker did not start within 120 s; see ${log_file}"
         sleep 0.2

@@ -409,10 +409,14 @@ impl Registry {
                 .map(|e| e.error_code);
             let status_code = i64::from(status.as_u16());
             // The registry's own error code agrees: 40403 (schema not found), 422xx
-            // (invalid), or the bare status some registries put there.
+            // (invalid), or the bare status some registries put there. A 400 of the
+            // registry's own is its refusal to give the id's schema (Apicurio answers so
+            // for a schema it cannot serve as Avro): asking again gets the same answer.
             let registry_agrees = code.is_some_and(|c| c == status_code || c / 100 == status_code);
             return Err(match status_code {
-                404 | 422 if registry_agrees => NoSchema::Refused { status, body: text }.into(),
+                400 | 404 | 422 if registry_agrees => {
+                    NoSchema::Refused { status, body: text }.into()
+                }
                 404 => Unreachable::NotTheRegistry { status, body: text }.into(),
                 _ => Unreachable::Status { status, body: text }.into(),
             });

@@ -31,6 +31,7 @@ const DEADLINE: Duration = Duration::from_secs(10);
 /// - 6 → 503 on its first request, then the schema (a registry restarting);
 /// - 10 → 200 with an HTML page (a proxy's login page);
 /// - 11 → 404 with an HTML page (a URL that is not a registry's);
+/// - 40 → the registry's 400 `{"error_code": 400, …}`; 41 → 400 with an HTML page;
 /// - 71, 72 → the schema once `gate` is opened;
 /// - 8 → 200 declaring a 1 TiB body, then silence;
 /// - 88 → 200 and 89 → 503, each streaming [`STREAMED_BYTES`] without a length;
@@ -137,6 +138,11 @@ async fn answer(mut sock: TcpStream, shared: Shared) {
         "6" => ("503 Service Unavailable", "starting".into()),
         "10" => ("200 OK", "<html>please log in</html>".into()),
         "11" => ("404 Not Found", "<html>no such page</html>".into()),
+        "40" => (
+            "400 Bad Request",
+            r#"{"error_code": 400, "message": "Invalid schema"}"#.into(),
+        ),
+        "41" => ("400 Bad Request", "<html>bad request</html>".into()),
         "71" | "72" => {
             let mut gate = shared.gate.clone();
             let _ = gate.wait_for(|open| *open).await;
@@ -261,6 +267,12 @@ async fn failures_are_classified_and_not_found_is_remembered() {
     let err = resolver.resolve(9).await.unwrap_err();
     assert!(err.to_string().contains("not Avro"), "{err}");
     assert!(!err.is_transient(), "{err}");
+    // The registry's own 400 refuses the id for good; a 400 page of something else
+    // in between is retried.
+    let err = resolver.resolve(40).await.unwrap_err();
+    assert!(!err.is_transient(), "{err}");
+    assert!(err.to_string().contains("Invalid schema"), "{err}");
+    assert!(resolver.resolve(41).await.unwrap_err().is_transient());
     // Nothing listens here: transient.
     let down = SchemaResolver::new()
         .with_registry("http://127.0.0.1:9/")

@@ -6,7 +6,10 @@
 //! so a crash replays from the oldest unacknowledged fact.
 //!
 //! Facts are taken from the consumer a poll batch at a time (what the client has already
-//! fetched, up to `FACT_BATCH`) and joined with one lookup per join per batch.
+//! fetched, up to `FACT_BATCH`) and joined with one lookup per join per batch. Each batch
+//! is decoded, joined and encoded in a task of its own, so batches use every core of the
+//! runtime while this loop consumes, produces and commits; their outcomes are still taken
+//! in input order (`ordered`).
 
 mod facts;
 mod join;
@@ -42,22 +45,34 @@ const MAX_UNACKNOWLEDGED: usize = 50_000;
 /// Most facts taken from the consumer into one batch.
 const FACT_BATCH: usize = 256;
 
+/// A batch's (or a lone fact's) task; fails only if the task panicked.
+type Lookups = BoxFuture<'static, Result<BatchOutcome>>;
+
 /// Batches (and facts on their own) in flight, completing in input order (`ordered`) or
 /// as they finish.
 enum InFlight {
-    Ordered(FuturesOrdered<BoxFuture<'static, BatchOutcome>>),
-    Unordered(FuturesUnordered<BoxFuture<'static, BatchOutcome>>),
+    Ordered(FuturesOrdered<Lookups>),
+    Unordered(FuturesUnordered<Lookups>),
 }
 
 impl InFlight {
-    fn push(&mut self, future: BoxFuture<'static, BatchOutcome>) {
+    /// Runs `lookups` in a task of its own (on any worker of the runtime).
+    fn push(&mut self, lookups: impl Future<Output = BatchOutcome> + Send + 'static) {
+        let future = tokio::spawn(lookups)
+            .map(|joined| {
+                joined.map_err(|source| Error::Task {
+                    what: "enriching a batch of facts".into(),
+                    source,
+                })
+            })
+            .boxed();
         match self {
             InFlight::Ordered(f) => f.push_back(future),
             InFlight::Unordered(f) => f.push(future),
         }
     }
 
-    async fn next(&mut self) -> Option<BatchOutcome> {
+    async fn next(&mut self) -> Option<Result<BatchOutcome>> {
         match self {
             InFlight::Ordered(f) => f.next().await,
             InFlight::Unordered(f) => f.next().await,
@@ -166,14 +181,15 @@ pub(crate) async fn run(
                     offsets.begin(m.topic(), m.partition(), m.offset());
                 }
                 if batch.len() == 1 {
-                    lookups.push(enricher.clone().enrich(batch.remove(0)).boxed());
+                    lookups.push(enricher.clone().enrich(batch.remove(0)));
                 } else {
-                    lookups.push(enricher.clone().enrich_batch(batch).boxed());
+                    lookups.push(enricher.clone().enrich_batch(batch));
                 }
             }
             Some(outcome) = lookups.next() => {
+                let outcome = outcome?;
                 for message in outcome.deferred {
-                    lookups.push(enricher.clone().enrich(message).boxed());
+                    lookups.push(enricher.clone().enrich(message));
                 }
                 in_flight -= outcome.done.len();
                 unacknowledged += outcome.done.len();
@@ -198,8 +214,9 @@ pub(crate) async fn run(
     // Finish the facts in flight (their lookups, then their deliveries), then commit
     // synchronously what was stored since the last periodic commit.
     while let Some(outcome) = lookups.next().await {
+        let outcome = outcome?;
         for message in outcome.deferred {
-            lookups.push(enricher.clone().enrich(message).boxed());
+            lookups.push(enricher.clone().enrich(message));
         }
         let delivery = sink.deliver(outcome.done).await?;
         deliveries.push(delivery);

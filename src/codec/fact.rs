@@ -13,6 +13,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
@@ -22,6 +23,8 @@ use super::OutputEncoder;
 use super::avro::EncodeError;
 use super::error::{DecodeError, Part};
 use super::json_value::{lookup_path, parse_object};
+use crate::table::datum::{Datum, datum_to_json};
+use crate::table::types::DataType;
 
 /// A decoded fact plus the fields its joins added so far.
 #[derive(Debug, Clone)]
@@ -53,9 +56,13 @@ pub struct RawFact<'a> {
     payload: &'a [u8],
     /// The payload's top-level fields, values unparsed.
     fields: RawFields<'a>,
-    /// Joined fields, in the order they were added (a name at most once). Names are
-    /// shared with the join that adds them: no copy per fact.
-    added: Vec<(Arc<str>, Value)>,
+    /// Joined fields, in the order they were added (a name at most once), each with
+    /// where its value's JSON text lies in `added_json`. Names are shared with the join
+    /// that adds them: no copy per fact.
+    added: Vec<(Arc<str>, Range<usize>)>,
+    /// The joined values as JSON text, back to back: a column's value is written once,
+    /// straight from the table's datum, and spliced as it is.
+    added_json: Vec<u8>,
 }
 
 impl<'a> Fact<'a> {
@@ -67,6 +74,7 @@ impl<'a> Fact<'a> {
             payload,
             fields,
             added: Vec::new(),
+            added_json: Vec::new(),
         }))
     }
 
@@ -77,8 +85,14 @@ impl<'a> Fact<'a> {
             Fact::Tree(map) => return Ok(lookup_path(map, path).map(Cow::Borrowed)),
             Fact::Raw(raw) => raw,
         };
-        if let Some((_, value)) = raw.added.iter().find(|(name, _)| &**name == path) {
-            return Ok(Some(Cow::Borrowed(value)));
+        if let Some((_, range)) = raw.added.iter().find(|(name, _)| &**name == path) {
+            return raw
+                .added_value(range)
+                .map(|v| Some(Cow::Owned(v)))
+                .map_err(|source| FactValueError::Field {
+                    path: path.to_string(),
+                    source,
+                });
         }
         if let Some(value) = raw.fields.get(path) {
             return serde_json::from_str(value.get())
@@ -109,12 +123,29 @@ impl<'a> Fact<'a> {
                 map.insert(name.to_string(), value);
                 *self = Fact::Tree(map);
             }
-            Fact::Raw(raw) => match raw.added.iter_mut().find(|(n, _)| n == name) {
-                Some((_, slot)) => *slot = value,
-                None => raw.added.push((name.clone(), value)),
-            },
+            Fact::Raw(raw) => raw.add(name, |out| {
+                // Writing a `Value` into a Vec cannot fail.
+                let _ = serde_json::to_writer(out, &value);
+            }),
         }
         Ok(())
+    }
+
+    /// [`Fact::insert`] of a table column's value: a raw fact writes its JSON text
+    /// straight from the datum (no `Value`, no copy of a string column).
+    pub(crate) fn insert_datum(
+        &mut self,
+        name: &Arc<str>,
+        datum: &Datum,
+        ty: &DataType,
+    ) -> Result<(), FactValueError> {
+        match self {
+            Fact::Raw(raw) if raw.fields.get(name).is_none() => {
+                raw.add(name, |out| write_datum_json(out, datum, ty));
+                Ok(())
+            }
+            _ => self.insert(name, datum_to_json(datum, ty)),
+        }
     }
 
     /// Makes room for `fields` more joined fields (a join adds all of its own at once).
@@ -201,10 +232,47 @@ impl RawFact<'_> {
     /// as a raw fact), but a number out of range does not fit a `Value`.
     fn to_tree(&self) -> Result<Map<String, Value>, FactValueError> {
         let mut map = parse_object(self.payload, Part::Payload).map_err(FactValueError::Payload)?;
-        for (name, value) in &self.added {
-            map.insert(name.to_string(), value.clone());
+        for (name, range) in &self.added {
+            let value = self
+                .added_value(range)
+                .map_err(|source| FactValueError::Field {
+                    path: name.to_string(),
+                    source,
+                })?;
+            map.insert(name.to_string(), value);
         }
         Ok(map)
+    }
+
+    /// An added field's value, parsed from its text (written from a `Value` or a datum,
+    /// so it parses).
+    fn added_value(&self, range: &Range<usize>) -> serde_json::Result<Value> {
+        serde_json::from_slice(self.added_json.get(range.clone()).unwrap_or_default())
+    }
+
+    /// Adds (or replaces in its place) field `name`, whose value `write` writes as JSON.
+    fn add(&mut self, name: &Arc<str>, write: impl FnOnce(&mut Vec<u8>)) {
+        let Some(at) = self.added.iter().position(|(n, _)| n == name) else {
+            let start = self.added_json.len();
+            write(&mut self.added_json);
+            self.added
+                .push((name.clone(), start..self.added_json.len()));
+            return;
+        };
+        // A join replacing a field an earlier one added (rare): the text is rebuilt.
+        let mut value = Vec::new();
+        write(&mut value);
+        let mut json = Vec::with_capacity(self.added_json.len() + value.len());
+        for (i, (_, range)) in self.added.iter_mut().enumerate() {
+            let start = json.len();
+            if i == at {
+                json.extend_from_slice(&value);
+            } else {
+                json.extend_from_slice(self.added_json.get(range.clone()).unwrap_or_default());
+            }
+            *range = start..json.len();
+        }
+        self.added_json = json;
     }
 
     /// The payload with the added fields written before its closing brace.
@@ -215,20 +283,38 @@ impl RawFact<'_> {
             .rposition(|&b| b == b'}')
             .unwrap_or(self.payload.len());
         let (head, tail) = self.payload.split_at(close);
-        let mut out = Vec::with_capacity(self.payload.len() + 24 * self.added.len());
+        let mut out =
+            Vec::with_capacity(self.payload.len() + self.added_json.len() + 16 * self.added.len());
         out.extend_from_slice(head);
-        for (i, (name, value)) in self.added.iter().enumerate() {
+        for (i, (name, range)) in self.added.iter().enumerate() {
             if i > 0 || !self.fields.is_empty() {
                 out.push(b',');
             }
-            // Writing a string or a `Value` into a Vec cannot fail.
+            // Writing a string into a Vec cannot fail.
             let _ = serde_json::to_writer(&mut out, &**name);
             out.push(b':');
-            let _ = serde_json::to_writer(&mut out, value);
+            out.extend_from_slice(self.added_json.get(range.clone()).unwrap_or_default());
         }
         out.extend_from_slice(tail);
         out
     }
+}
+
+/// Writes the JSON of `datum_to_json(datum, ty)` without building the `Value` for the
+/// common kinds (a string column is escaped from the datum, not copied first).
+fn write_datum_json(out: &mut Vec<u8>, datum: &Datum, ty: &DataType) {
+    // Writing into a Vec cannot fail.
+    let _ = match datum {
+        Datum::Null => {
+            out.extend_from_slice(b"null");
+            Ok(())
+        }
+        Datum::String(s) => serde_json::to_writer(out, s.as_str()),
+        Datum::Boolean(b) => serde_json::to_writer(out, b),
+        Datum::Int(v) => serde_json::to_writer(out, v),
+        Datum::BigInt(v) => serde_json::to_writer(out, v),
+        other => serde_json::to_writer(out, &datum_to_json(other, ty)),
+    };
 }
 
 #[cfg(test)]
@@ -270,6 +356,50 @@ mod tests {
             raw.get("customer_name").unwrap().as_deref(),
             Some(&json!("ada \"the\" first"))
         );
+    }
+
+    #[test]
+    fn a_datum_is_added_as_its_json_and_a_replaced_field_keeps_its_place() {
+        use crate::table::datum::Timestamp;
+        let columns = [
+            (Datum::String("ada \"é\"".into()), DataType::Varchar(20)),
+            (Datum::Null, DataType::Int),
+            (Datum::BigInt(-7), DataType::BigInt),
+            (Datum::Boolean(true), DataType::Boolean),
+            (
+                Datum::Decimal(1230),
+                DataType::Decimal {
+                    precision: 6,
+                    scale: 2,
+                },
+            ),
+            (Datum::Double(0.5), DataType::Double),
+            (
+                Datum::Timestamp(Timestamp {
+                    millis: 1_700_000_000_123,
+                    nanos_of_milli: 0,
+                }),
+                DataType::Timestamp(3),
+            ),
+        ];
+        let (mut raw, mut tree) = both(r#"{"id": 1}"#);
+        for (i, (datum, ty)) in columns.iter().enumerate() {
+            let name: Arc<str> = format!("c{i}").into();
+            raw.insert_datum(&name, datum, ty).unwrap();
+            tree.insert(&name, datum_to_json(datum, ty)).unwrap();
+        }
+        assert!(matches!(raw, Fact::Raw(_)));
+        assert_eq!(output(&raw), output(&tree));
+        assert_eq!(raw.get("c2").unwrap().as_deref(), Some(&json!(-7)));
+        // An earlier join's field replaced by a later one keeps its place.
+        let name: Arc<str> = "c1".into();
+        raw.insert_datum(&name, &Datum::Int(9), &DataType::Int)
+            .unwrap();
+        tree.insert(&name, json!(9)).unwrap();
+        assert_eq!(output(&raw), output(&tree));
+        let order = |v: Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
+        assert_eq!(order(output(&raw)), order(output(&tree)));
+        assert_eq!(raw.get("c1").unwrap().as_deref(), Some(&json!(9)));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::lookup::LookupTable;
 use crate::observe::LookupMetrics;
 use crate::observe::PipelineMetrics;
 use crate::pipeline::cdc_progress::CdcProgress;
-use crate::table::datum::{Datum, Row, datum_from_json, datum_to_json};
+use crate::table::datum::{Datum, Row, datum_from_json};
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 
@@ -267,10 +267,8 @@ impl Join {
     ) -> std::result::Result<Fact<'a>, FactError> {
         fact.reserve(self.outputs.len());
         for (i, (name, ty)) in self.outputs.iter().enumerate() {
-            let value = row
-                .and_then(|r| r.get(i))
-                .map_or(Value::Null, |d| datum_to_json(d, ty));
-            fact.insert(name, value)
+            let datum = row.and_then(|r| r.get(i)).unwrap_or(&Datum::Null);
+            fact.insert_datum(name, datum, ty)
                 .map_err(|e| FactError::Bad(format!("join on {}: {e}", self.table_name)))?;
         }
         Ok(fact)

@@ -27,18 +27,11 @@ import argparse
 import sys
 import time
 
-from pyflink.common import Configuration, JobStatus
-from pyflink.table import EnvironmentSettings, TableEnvironment
+from pyflink.common import JobStatus
+
+from flink_env import identifier, sql_string, streaming_table_environment
 
 CACHE_MODES = {"full": "FULL", "partial": "AUTO"}
-
-
-def sql_string(text):
-    return "'" + text.replace("'", "''") + "'"
-
-
-def identifier(text):
-    return "`" + text.replace("`", "``") + "`"
 
 
 def parse_args(argv):
@@ -61,18 +54,7 @@ def parse_args(argv):
 
 def main(argv):
     args = parse_args(argv)
-    config = Configuration()
-    # Two cores: one task of each operator, and no Python workers (no Python UDFs).
-    config.set_string("parallelism.default", "1")
-    if args.tmp_dir:
-        config.set_string("io.tmp.dirs", args.tmp_dir)
-    settings = (
-        EnvironmentSettings.new_instance()
-        .in_streaming_mode()
-        .with_configuration(config)
-        .build()
-    )
-    t_env = TableEnvironment.create(settings)
+    t_env = streaming_table_environment(args.tmp_dir)
 
     t_env.execute_sql(
         f"""

@@ -23,12 +23,7 @@ import decimal
 import json
 import sys
 
-from pyflink.common import Configuration
-from pyflink.table import EnvironmentSettings, TableEnvironment
-
-
-def sql_string(text):
-    return "'" + text.replace("'", "''") + "'"
+from flink_env import sql_string, streaming_table_environment
 
 
 def parse_args(argv):
@@ -68,17 +63,7 @@ def format_options(prefix, fmt, registry):
 
 def main(argv):
     args = parse_args(argv)
-    config = Configuration()
-    config.set_string("parallelism.default", "1")
-    if args.tmp_dir:
-        config.set_string("io.tmp.dirs", args.tmp_dir)
-    settings = (
-        EnvironmentSettings.new_instance()
-        .in_streaming_mode()
-        .with_configuration(config)
-        .build()
-    )
-    t_env = TableEnvironment.create(settings)
+    t_env = streaming_table_environment(args.tmp_dir)
     print("READY", flush=True)
     for i, spec in enumerate(args.topic):
         name, _, rest = spec.partition("=")

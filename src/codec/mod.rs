@@ -61,6 +61,7 @@ mod debezium;
 mod envelope;
 mod error;
 mod fact;
+mod flat_object;
 #[cfg(test)]
 mod fuzz_seeds;
 pub(crate) mod json;

@@ -12,6 +12,7 @@ use chrono::DateTime;
 use serde_json::{Map, Value};
 
 use super::error::{CoerceError, ColumnError, ColumnProblem, DecodeError, SourceColumn, snippet};
+use super::flat_object::{FieldSlots, ParsedFields};
 use super::json_value::lookup_path;
 use super::{
     CdcOptions, Ctx, EpochUnit, KafkaRecord, Metadata, RowChange, SnapshotMode, UpdateMode,
@@ -110,6 +111,9 @@ pub(crate) struct RowBuilder {
     strict: bool,
     epoch_unit: EpochUnit,
     key_indices: Vec<usize>,
+    /// Reads objects straight into column slots when every column is a top-level field
+    /// or metadata (see `flat_object`).
+    field_slots: Option<FieldSlots>,
 }
 
 impl RowBuilder {
@@ -161,7 +165,18 @@ impl RowBuilder {
             return Err(problems);
         }
         let key_indices = schema.primary_key_indices();
+        let field_slots = if sources.iter().any(|s| matches!(s, Source::Path(_))) {
+            None
+        } else {
+            let fields = sources.iter().enumerate().filter_map(|(i, s)| match s {
+                Source::Field(name) => Some((name.as_str(), i)),
+                _ => None,
+            });
+            let others = options.row_kind_field.iter().cloned().collect();
+            FieldSlots::new(fields, sources.len(), others, options.strict)
+        };
         Ok(RowBuilder {
+            field_slots,
             key_indices,
             schema,
             sources,
@@ -186,6 +201,37 @@ impl RowBuilder {
         self.build_hinted(kind, object, None, None, meta, record)
     }
 
+    /// The column slots of objects read with [`FieldSlots::parse`], when every column is
+    /// a top-level field or metadata.
+    pub(crate) fn field_slots(&self) -> Option<&FieldSlots> {
+        self.field_slots.as_ref()
+    }
+
+    /// [`RowBuilder::build`] of an object read into [`RowBuilder::field_slots`].
+    pub(crate) fn build_fields(
+        &self,
+        kind: RowKind,
+        fields: &ParsedFields,
+        meta: &MessageMeta<'_>,
+        record: &KafkaRecord<'_>,
+    ) -> Result<RowChange, DecodeError> {
+        if !fields.unknown.is_empty() {
+            let columns = fields
+                .unknown
+                .iter()
+                .map(|name| untyped_column(name))
+                .collect();
+            return Err(DecodeError::SchemaChanged { row: None, columns });
+        }
+        self.build_from(
+            kind,
+            |i, _| fields.values.get(i).and_then(Option::as_ref),
+            None,
+            meta,
+            record,
+        )
+    }
+
     /// [`RowBuilder::build`] with schema hints and source types for the object's
     /// top-level fields.
     pub(crate) fn build_hinted(
@@ -198,14 +244,32 @@ impl RowBuilder {
         record: &KafkaRecord<'_>,
     ) -> Result<RowChange, DecodeError> {
         self.check_fit(object, types)?;
-        let mut errors = Vec::new();
-        let mut row = Vec::with_capacity(self.sources.len());
-        for (field, source) in self.schema.fields.iter().zip(&self.sources) {
-            let value = match source {
+        self.build_from(
+            kind,
+            |_, source| match source {
                 Source::Field(name) => object.get(name),
                 Source::Path(path) => lookup_path(object, path),
                 Source::Meta(_) => None,
-            };
+            },
+            hints,
+            meta,
+            record,
+        )
+    }
+
+    /// Builds a row from each column's value (`value_of(column index, source)`).
+    fn build_from<'v>(
+        &self,
+        kind: RowKind,
+        value_of: impl Fn(usize, &Source) -> Option<&'v Value>,
+        hints: Option<&Hints>,
+        meta: &MessageMeta<'_>,
+        record: &KafkaRecord<'_>,
+    ) -> Result<RowChange, DecodeError> {
+        let mut errors = Vec::new();
+        let mut row = Vec::with_capacity(self.sources.len());
+        for (i, (field, source)) in self.schema.fields.iter().zip(&self.sources).enumerate() {
+            let value = value_of(i, source);
             let hint = match (source, hints) {
                 (Source::Field(name), Some(h)) => h.get(name).copied(),
                 _ => None,
@@ -276,15 +340,14 @@ impl RowBuilder {
                 if self.consumed.contains(name.as_str()) {
                     continue;
                 }
-                let source = types.and_then(|t| t.get(name));
-                columns.push(SourceColumn {
-                    name: name.clone(),
-                    source_type: match source {
-                        Some(s) => s.data_type,
-                        None => Some(DataType::Varchar(MAX_LENGTH)),
+                columns.push(match types.and_then(|t| t.get(name)) {
+                    Some(source) => SourceColumn {
+                        name: name.clone(),
+                        source_type: source.data_type,
+                        table_type: None,
+                        described: source.described.clone(),
                     },
-                    table_type: None,
-                    described: source.map_or_else(|| "untyped".into(), |s| s.described.clone()),
+                    None => untyped_column(name),
                 });
             }
         }
@@ -325,6 +388,17 @@ impl RowBuilder {
         } else {
             Err(DecodeError::SchemaChanged { row: None, columns })
         }
+    }
+}
+
+/// A field that is not a column and has no type of its own: a STRING column to add, as
+/// Paimon's CDC types untyped fields.
+fn untyped_column(name: &str) -> SourceColumn {
+    SourceColumn {
+        name: name.to_string(),
+        source_type: Some(DataType::Varchar(MAX_LENGTH)),
+        table_type: None,
+        described: "untyped".into(),
     }
 }
 

@@ -25,6 +25,21 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
         }
         (None, Some(key)) => (RowKind::Delete, key),
         (Some(payload), key) => {
+            // The common case: read the value straight into column slots.
+            if let Some(slots) = ctx.builder.field_slots()
+                && let Some(mut fields) = slots.parse(payload)
+            {
+                for (k, v) in key.into_iter().flatten() {
+                    slots.set(&mut fields, &k, v);
+                }
+                let change = ctx.builder.build_fields(
+                    RowKind::Insert,
+                    &fields,
+                    &MessageMeta::default(),
+                    ctx.record,
+                )?;
+                return Ok(Decoded::Changes(vec![change]));
+            }
             let mut row = parse_object(payload, Part::Payload)?;
             for (k, v) in key.into_iter().flatten() {
                 row.insert(k, v);

@@ -6,28 +6,22 @@
 //! start each pipeline resumes from there (not from Kafka's committed offsets, which are
 //! only informational), so a crash at any moment neither loses nor repeats a change.
 //! Files flushed after the last commit are orphans and are cleaned by `clean-orphans`.
+//!
+//! This module is the table's side (the sink, [`TableSink`]); the consumers that decode
+//! and feed it are in `cdc_consumer`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::Consumer as _;
-
-use crate::kafka::Consumer;
-use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::message::Message;
-use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 
-use super::cdc_partitions;
-use super::cdc_progress::{CdcProgress, CommittedPosition, PartitionId};
+use super::cdc_progress::{CommittedPosition, PartitionId};
 use super::cdc_schema::{self, EvolveRequest};
-use super::dead_letter::DeadLetters;
-use crate::codec::{CdcDecoder, DecodeError, Decoded};
-use crate::config::{CdcConfig, KafkaConfig};
+use crate::config::CdcConfig;
 use crate::error::{Error, ErrorKind, Result};
-use crate::lsm::row_check::{CheckedChange, RowCheck, RowRejected};
+use crate::lsm::row_check::CheckedChange;
 use crate::lsm::writer::TableWriter;
 use crate::observe::PipelineMetrics;
 use crate::table::Table;
@@ -52,15 +46,70 @@ const MAX_COMMIT_BACKOFF: Duration = Duration::from_secs(30);
 /// topic → partition → next offset to consume.
 pub type Offsets = BTreeMap<String, BTreeMap<i32, i64>>;
 
-/// Decoded changes of one Kafka record, and the position after it.
+/// Decoded changes of consecutive records of one partition, and the position after each.
+///
+/// A consumer gathers what its client has already fetched into one batch (a partition's
+/// records arrive in runs), so the sink's per-batch work (offsets, timestamps, metrics) is
+/// paid once per run instead of once per record. The record boundaries stay, so a commit
+/// triggered by `commit_max_rows` still ends exactly at a record.
 #[derive(Debug)]
 pub struct ChangeBatch {
     pub pipeline: String,
     pub topic: String,
     pub partition: i32,
+    /// One entry per record, in offset order.
+    pub records: Vec<RecordEnd>,
+    /// The changes of every record, in order; `records` says where each record's end.
+    pub changes: Vec<CheckedChange>,
+}
+
+/// Where one record of a [`ChangeBatch`] ends.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordEnd {
+    /// The number of the batch's changes up to and including this record's.
+    pub changes_end: usize,
+    /// The offset after this record.
     pub next_offset: i64,
     pub timestamp_ms: Option<i64>,
-    pub changes: Vec<CheckedChange>,
+}
+
+impl ChangeBatch {
+    /// The batch of one record.
+    pub fn of_record(
+        pipeline: impl Into<String>,
+        topic: impl Into<String>,
+        partition: i32,
+        next_offset: i64,
+        timestamp_ms: Option<i64>,
+        changes: Vec<CheckedChange>,
+    ) -> Self {
+        ChangeBatch {
+            pipeline: pipeline.into(),
+            topic: topic.into(),
+            partition,
+            records: vec![RecordEnd {
+                changes_end: changes.len(),
+                next_offset,
+                timestamp_ms,
+            }],
+            changes,
+        }
+    }
+
+    /// Appends the next record of the same partition.
+    pub(crate) fn push_record(
+        &mut self,
+        next_offset: i64,
+        timestamp_ms: Option<i64>,
+        changes: Vec<CheckedChange>,
+    ) {
+        self.changes.extend(changes);
+        self.records.push(RecordEnd {
+            changes_end: self.changes.len(),
+            next_offset,
+            timestamp_ms,
+        });
+    }
 }
 
 /// A table commit and the position of every pipeline partition it covers.
@@ -234,7 +283,7 @@ impl TableSink {
                 }
                 batch = batches.recv(), if retry_at.is_none() => {
                     let Some(batch) = batch else { break };
-                    self.apply(batch);
+                    self.apply(batch).await?;
                     if self.pending_changes >= self.commit_max_rows || self.writer.needs_flush() {
                         self.commit().await?;
                         last_commit = Instant::now();
@@ -262,7 +311,7 @@ impl TableSink {
         // commits were failing, and its error when it fails too (nothing was lost: a
         // restart resumes from the last snapshot's offsets).
         while let Ok(batch) = batches.try_recv() {
-            self.apply(batch);
+            self.apply(batch).await?;
         }
         self.commit().await?;
         match (self.retry_at, self.last_failure.take()) {
@@ -271,50 +320,88 @@ impl TableSink {
         }
     }
 
-    fn apply(&mut self, batch: ChangeBatch) {
+    /// Buffers a batch's changes record by record, committing in between when a record
+    /// brings the buffer to `commit_max_rows` (or the writer's memory limit), so a commit
+    /// covers whole records and its offsets say exactly where they end.
+    async fn apply(&mut self, batch: ChangeBatch) -> Result<()> {
         let metrics = self.metrics.get(&batch.pipeline).cloned();
-        for change in batch.changes {
-            let change = match self.in_current_schema(change) {
-                Ok(Some(change)) => change,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::error!(pipeline = %batch.pipeline, error = %e, "change rejected by the table writer");
-                    if let Some(m) = &metrics {
-                        PipelineMetrics::add(&m.dead_lettered, 1);
+        let (mut written, mut rejected) = (0u64, 0u64);
+        let mut changes = batch.changes.into_iter();
+        let mut taken = 0;
+        for (i, record) in batch.records.iter().enumerate() {
+            let count = record.changes_end.saturating_sub(taken);
+            taken = record.changes_end;
+            for change in changes.by_ref().take(count) {
+                match self.write_change(change, &batch.pipeline) {
+                    Some(true) => {
+                        written += 1;
+                        self.pending_changes += 1;
                     }
-                    continue;
+                    Some(false) => rejected += 1,
+                    None => {}
                 }
-            };
-            match self.writer.write_checked(change) {
-                Ok(()) => {
-                    self.pending_changes += 1;
-                    if let Some(m) = &metrics {
-                        PipelineMetrics::add(&m.rows_written, 1);
-                    }
-                }
-                // A row whose partition or bucket key cannot be serialized.
-                Err(e) => {
-                    tracing::error!(pipeline = %batch.pipeline, error = %e, "change rejected by the table writer");
-                    if let Some(m) = &metrics {
-                        PipelineMetrics::add(&m.dead_lettered, 1);
-                    }
+            }
+            // Offsets moved even without changes (skipped or dead-lettered records).
+            self.pending_changes = self.pending_changes.max(1);
+            let last = i + 1 == batch.records.len();
+            let full = self.pending_changes >= self.commit_max_rows || self.writer.needs_flush();
+            if last || (full && self.retry_at.is_none()) {
+                self.record_position(&batch.pipeline, &batch.topic, batch.partition, record);
+            }
+            if !last && full && self.retry_at.is_none() {
+                self.commit().await?;
+            }
+        }
+        if let Some(m) = &metrics {
+            PipelineMetrics::add(&m.rows_written, written);
+            PipelineMetrics::add(&m.dead_lettered, rejected);
+        }
+        Ok(())
+    }
+
+    /// Writes one change: `Some(true)` when buffered, `Some(false)` when the writer
+    /// rejected it (logged), `None` when the current schema drops it.
+    fn write_change(&mut self, change: CheckedChange, pipeline: &str) -> Option<bool> {
+        let result = match self.in_current_schema(change) {
+            Ok(Some(change)) => self.writer.write_checked(change),
+            Ok(None) => return None,
+            Err(e) => Err(e),
+        };
+        Some(match result {
+            Ok(()) => true,
+            // A change of an unknown schema, or a row whose partition or bucket key
+            // cannot be serialized.
+            Err(e) => {
+                tracing::error!(%pipeline, error = %e, "change rejected by the table writer");
+                false
+            }
+        })
+    }
+
+    /// The next commit covers `pipeline`'s partition up to the end of `record`.
+    fn record_position(&mut self, pipeline: &str, topic: &str, partition: i32, record: &RecordEnd) {
+        if let Some(ts) = record.timestamp_ms {
+            match self.last_timestamps.get_mut(&(
+                pipeline.to_string(),
+                topic.to_string(),
+                partition,
+            )) {
+                Some(last) => *last = ts,
+                None => {
+                    self.last_timestamps
+                        .insert((pipeline.to_string(), topic.to_string(), partition), ts);
                 }
             }
         }
-        if let Some(ts) = batch.timestamp_ms {
-            self.last_timestamps.insert(
-                (batch.pipeline.clone(), batch.topic.clone(), batch.partition),
-                ts,
-            );
-        }
-        self.offsets
-            .entry(batch.pipeline)
-            .or_default()
-            .entry(batch.topic)
-            .or_default()
-            .insert(batch.partition, batch.next_offset);
-        // Offsets moved even without changes (skipped or dead-lettered records).
-        self.pending_changes = self.pending_changes.max(1);
+        let offsets = match self.offsets.get_mut(pipeline) {
+            Some(o) => o,
+            None => self.offsets.entry(pipeline.to_string()).or_default(),
+        };
+        let partitions = match offsets.get_mut(topic) {
+            Some(p) => p,
+            None => offsets.entry(topic.to_string()).or_default(),
+        };
+        partitions.insert(partition, record.next_offset);
     }
 
     /// A change decoded before the table's schema changed, laid out in the current one.
@@ -504,273 +591,5 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => futures::future::pending().await,
-    }
-}
-
-/// Why a CDC record goes to the dead-letter topic (the reason its headers carry).
-#[derive(Debug, thiserror::Error)]
-enum BadRecord {
-    /// It does not decode as the pipeline's format.
-    #[error("{0}")]
-    Decode(DecodeError),
-    /// It decodes to a change the table does not take.
-    #[error("{0}")]
-    Rejected(RowRejected),
-}
-
-/// The validated changes of one record, or why it goes to the dead-letter topic.
-/// `Err` only for a transient failure (a schema registry outage), which must not turn
-/// good records into dead letters.
-async fn decode_record(
-    config: &CdcConfig,
-    decoder: &CdcDecoder,
-    check: &RowCheck,
-    message: &impl Message,
-) -> Result<std::result::Result<Vec<CheckedChange>, BadRecord>> {
-    let record = crate::kafka::record_of(message);
-    let decoded = match decoder.prepare(&record).await {
-        Ok(()) => decoder.decode(&record),
-        Err(e) => Err(e),
-    };
-    Ok(match decoded {
-        Ok(Decoded::Changes(changes)) => changes
-            .into_iter()
-            .filter_map(|c| check.check(c.kind, c.row).transpose())
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(BadRecord::Rejected),
-        Ok(Decoded::Skipped(reason)) => {
-            tracing::debug!(pipeline = %config.name, %reason, "record skipped");
-            Ok(Vec::new())
-        }
-        Err(e) if e.is_transient() => {
-            return Err(Error::SchemaRegistry(format!("{}: {e}", config.name)));
-        }
-        Err(e) => Err(BadRecord::Decode(e)),
-    })
-}
-
-/// [`decode_record`], holding the record while decoding it fails transiently (the schema
-/// registry is unreachable): tried again with backoff (100 ms doubling to 30 s), the
-/// pipeline unready meanwhile with the reason, as a held fact is; its offset is not
-/// passed on, so nothing after it is committed either. `None` when `shutdown` fires first.
-async fn decode_held(
-    config: &CdcConfig,
-    decoder: &CdcDecoder,
-    check: &RowCheck,
-    message: &impl Message,
-    metrics: &PipelineMetrics,
-    shutdown: &mut watch::Receiver<bool>,
-) -> Option<std::result::Result<Vec<CheckedChange>, BadRecord>> {
-    let mut wait = Duration::from_millis(100);
-    let mut held = false;
-    loop {
-        let error = match decode_record(config, decoder, check, message).await {
-            Ok(decoded) => {
-                if held {
-                    tracing::info!(pipeline = %config.name, "the held change decodes again; going on");
-                    metrics.set_hold_fault(None);
-                }
-                return Some(decoded);
-            }
-            Err(e) => e,
-        };
-        if !held {
-            tracing::warn!(pipeline = %config.name, error = %error, topic = message.topic(),
-                partition = message.partition(), offset = message.offset(),
-                "a change cannot be decoded for now; holding it and trying again");
-        }
-        held = true;
-        PipelineMetrics::add(&metrics.held_retries, 1);
-        metrics.set_hold_fault(Some(format!("changes held, trying again: {error}")));
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = shutdown.changed() => return None,
-        }
-        wait = (wait * 2).min(MAX_COMMIT_BACKOFF);
-    }
-}
-
-/// Consumes one CDC pipeline's topics from `resume` (or `start_from`), decodes, and sends
-/// the changes to the table's sink. Bad records go to the dead-letter topic.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn run_consumer(
-    config: CdcConfig,
-    kafka: KafkaConfig,
-    table: Arc<Table>,
-    decoder: CdcDecoder,
-    resume: Offsets,
-    sink: mpsc::Sender<ChangeBatch>,
-    evolutions: mpsc::Sender<EvolveRequest>,
-    dead_letters: DeadLetters,
-    metrics: Arc<PipelineMetrics>,
-    mut committed: watch::Receiver<Option<Arc<Committed>>>,
-    mut schema: watch::Receiver<Arc<Table>>,
-    progress: Option<Arc<CdcProgress>>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Result<()> {
-    let consumer: Consumer = crate::kafka::consumer(
-        &kafka,
-        &format!("{}-{}", kafka.group_id, config.name),
-        None,
-        // Partitions start at explicit positions; this decides only what happens when
-        // one is outside the log (see cdc_partitions).
-        config.on_offset_out_of_range.into(),
-        &config.name,
-    )?;
-    let consumer = Arc::new(consumer);
-    let Some(assignment) = cdc_partitions::assign_initial(
-        &consumer,
-        &config,
-        &kafka.bootstrap_servers,
-        &resume,
-        &mut shutdown,
-    )
-    .await?
-    else {
-        return Ok(());
-    };
-    let mut _watermarks = None;
-    if let Some(progress) = &progress {
-        for element in assignment.elements() {
-            let start = match element.offset() {
-                Offset::Offset(next) => next,
-                // Starting at the end: nothing before the start is waited for.
-                Offset::End => i64::MAX,
-                _ => 0,
-            };
-            progress.register(
-                (
-                    config.name.clone(),
-                    element.topic().to_string(),
-                    element.partition(),
-                ),
-                start,
-            );
-        }
-        _watermarks = Some(cdc_partitions::spawn_watermark_watch(
-            consumer.clone(),
-            &config.name,
-            progress.clone(),
-            shutdown.clone(),
-        ));
-    }
-    let _discovery = cdc_partitions::spawn_discovery(
-        consumer.clone(),
-        &config,
-        &assignment,
-        progress.clone(),
-        shutdown.clone(),
-    );
-    let _watch = crate::kafka::watch::spawn(
-        &config.name,
-        &consumer,
-        metrics.clone(),
-        &kafka.bootstrap_servers,
-    );
-    let (mut decoder, mut check) = (decoder, RowCheck::new(&table)?);
-    let mut schema_id = table.schema().id;
-    loop {
-        tokio::select! {
-            message = consumer.recv() => {
-                let message = match message {
-                    Ok(m) => m,
-                    Err(e) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::AutoOffsetReset) => {
-                        // A position outside its log: retention overtook this pipeline
-                        // (an error), or the topic was created again (read it anew).
-                        tracing::info!(pipeline = %config.name, error = %e, "a partition's position is outside its log");
-                        if !cdc_partitions::recover_from_reset(&consumer, &config, &assignment, &mut shutdown).await? {
-                            break;
-                        }
-                        continue;
-                    }
-                    Err(e) => {
-                        consumer.context().consumer_error(&e);
-                        continue;
-                    }
-                };
-                PipelineMetrics::add(&metrics.records_in, 1);
-                if schema.has_changed().unwrap_or(false) {
-                    // Another pipeline of the table (or this one) evolved it.
-                    let evolved = schema.borrow_and_update().clone();
-                    if evolved.schema().id > schema_id {
-                        decoder = super::build::cdc_decoder(&config, &evolved)?;
-                        check = RowCheck::new(&evolved)?;
-                        schema_id = evolved.schema().id;
-                    }
-                }
-                let decoded = decode_held(&config, &decoder, &check, &message, &metrics, &mut shutdown);
-                let Some(mut decoded) = decoded.await else { break };
-                if let Err(BadRecord::Decode(DecodeError::SchemaChanged { columns, .. })) = decoded {
-                    // The table takes the record's columns first (or the pipeline stops).
-                    let evolved = cdc_schema::evolve(&evolutions, &config.name, columns,
-                        config.schema_evolution, &metrics, &mut shutdown).await?;
-                    let Some(evolved) = evolved else { break };
-                    decoder = super::build::cdc_decoder(&config, &evolved)?;
-                    check = RowCheck::new(&evolved)?;
-                    schema_id = schema_id.max(evolved.schema().id);
-                    let again = decode_held(&config, &decoder, &check, &message, &metrics, &mut shutdown);
-                    let Some(again) = again.await else { break };
-                    if let Err(BadRecord::Decode(e @ DecodeError::SchemaChanged { .. })) = &again {
-                        return Err(Error::format(format!(
-                            "pipeline {}: a record still does not fit table {} after its schema \
-                             evolved to schema {}: {e}",
-                            config.name, evolved.identifier(), evolved.schema().id
-                        )));
-                    }
-                    decoded = again;
-                }
-                let changes = match decoded {
-                    Ok(c) => c,
-                    Err(reason) => {
-                        PipelineMetrics::add(&metrics.dead_lettered, 1);
-                        dead_letters
-                            .send(&config.name, &message, &reason.to_string())
-                            .await?;
-                        Vec::new()
-                    }
-                };
-                let batch = ChangeBatch {
-                    pipeline: config.name.clone(),
-                    topic: message.topic().to_string(),
-                    partition: message.partition(),
-                    next_offset: message.offset() + 1,
-                    timestamp_ms: message.timestamp().to_millis(),
-                    changes,
-                };
-                if sink.send(batch).await.is_err() {
-                    // The sink stopped (shutdown or a fatal error it reports itself).
-                    break;
-                }
-            }
-            changed = committed.changed() => {
-                if changed.is_err() { break; }
-                let snapshot = committed.borrow().as_ref().map(|c| c.snapshot.clone());
-                commit_kafka_offsets(&consumer, &config.name, snapshot.as_ref());
-            }
-            _ = shutdown.changed() => break,
-        }
-    }
-    Ok(())
-}
-
-/// Mirrors the committed table position into the consumer group, for monitoring tools.
-fn commit_kafka_offsets(consumer: &Consumer, pipeline: &str, snapshot: Option<&Snapshot>) {
-    let Some(value) = snapshot
-        .and_then(|s| s.properties.as_ref())
-        .and_then(|p| p.get(&format!("{OFFSETS_PROPERTY_PREFIX}{pipeline}")))
-    else {
-        return;
-    };
-    let Ok(offsets) = serde_json::from_str::<Offsets>(value) else {
-        return;
-    };
-    let mut list = TopicPartitionList::new();
-    for (topic, partitions) in &offsets {
-        for (p, next) in partitions {
-            let _ = list.add_partition_offset(topic, *p, Offset::Offset(*next));
-        }
-    }
-    if let Err(e) = consumer.commit(&list, rdkafka::consumer::CommitMode::Async) {
-        tracing::debug!(pipeline, error = %e, "could not mirror offsets to the consumer group");
     }
 }

@@ -4,6 +4,7 @@
 
 pub(crate) mod build;
 pub mod cdc;
+pub(crate) mod cdc_consumer;
 pub(crate) mod cdc_partitions;
 pub(crate) mod cdc_progress;
 pub(crate) mod cdc_schema;
@@ -342,9 +343,11 @@ async fn spawn_table_writer(
     tasks.spawn(format!("writer fence {table_name}"), async move {
         keep_alive.keep_alive(stop).await
     });
-    let (tx, rx) = mpsc::channel(1024);
+    // Batches of up to 512 records (cdc_consumer::GATHER_RECORDS): the consumers may run this far ahead of
+    // a commit (tens of thousands of changes), which keeps them decoding while it flushes.
+    let (tx, rx) = mpsc::channel(128);
     for (c, m) in pipelines {
-        let run = cdc::run_consumer(
+        let run = cdc_consumer::run_consumer(
             c.clone(),
             config.kafka.clone(),
             table.clone(),

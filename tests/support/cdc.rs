@@ -49,12 +49,5 @@ pub fn plus_one(table: &Table, offset: i64, key: i32) -> ChangeBatch {
         .check(RowKind::Insert, vec![Datum::Int(key), Datum::BigInt(1)])
         .expect("the table takes +1 rows")
         .expect("an insert is never dropped");
-    ChangeBatch {
-        pipeline: "p".into(),
-        topic: "changes".into(),
-        partition: 0,
-        next_offset: offset + 1,
-        timestamp_ms: None,
-        changes: vec![change],
-    }
+    ChangeBatch::of_record("p", "changes", 0, offset + 1, None, vec![change])
 }

@@ -148,7 +148,7 @@ mod tests {
         for kv in &rows {
             let mut found = Vec::new();
             let key = key_bytes(&codec, kv.row[0].clone());
-            file.get(&key, |r| {
+            file.get(&key, &mut Vec::new(), |r| {
                 found.push(codec.decode(r)?);
                 Ok(())
             })

@@ -17,7 +17,7 @@ fn write(dir: &Path, hash: KeyHash, records: &[Record]) -> PathBuf {
 
 fn get(file: &LookupFile, key: &[u8]) -> Result<Vec<(i64, RowKind, Vec<u8>)>> {
     let mut out = Vec::new();
-    file.get(key, |r| {
+    file.get(key, &mut Vec::new(), |r| {
         out.push((r.sequence_number, r.kind, r.value.to_vec()));
         Ok(())
     })?;
@@ -143,4 +143,34 @@ fn an_abandoned_writer_leaves_nothing() {
     w.add(b"k", 1, RowKind::Insert, b"v").unwrap();
     drop(w);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+proptest::proptest! {
+    /// The guessed-then-bracketed search finds what a binary search finds, for even and
+    /// uneven hashes, duplicates included.
+    #[test]
+    fn first_at_least_is_partition_point(
+        mut hashes in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::arbitrary::any::<u64>(),
+                0u64..16,
+                (u64::MAX - 16)..=u64::MAX,
+            ],
+            0..300,
+        ),
+        probes in proptest::collection::vec(proptest::arbitrary::any::<u64>(), 1..20),
+        picks in proptest::collection::vec(proptest::arbitrary::any::<usize>(), 1..20),
+    ) {
+        hashes.sort_unstable();
+        let mut targets = probes;
+        targets.extend([0, 1, 15, u64::MAX, u64::MAX - 1]);
+        targets.extend(picks.iter().filter_map(|&i| hashes.get(i % hashes.len().max(1))));
+        for t in targets {
+            proptest::prop_assert_eq!(
+                first_at_least(&hashes, t),
+                hashes.partition_point(|&h| h < t),
+                "target {}", t
+            );
+        }
+    }
 }

@@ -199,9 +199,9 @@ impl PointLookup {
         let mut rebuilt = false;
         loop {
             let result = self.lookup_file(view, f).await?.and_then(|file| {
-                let mut hits = Vec::new();
+                let (mut hits, mut buf) = (Vec::new(), Vec::new());
                 for (i, key) in keys.iter().enumerate() {
-                    file.get(key, |record| {
+                    file.get(key, &mut buf, |record| {
                         hits.push((i, view.codec.decode(record)?));
                         Ok(())
                     })?;

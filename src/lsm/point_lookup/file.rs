@@ -416,6 +416,7 @@ fn first_at_least(hashes: &[u64], target: u64) -> usize {
     };
     lo + hashes[lo..hi].partition_point(|&h| h < target)
 }
+
 /// Key bytes and record of a checked body; `None` when its lengths do not add up.
 fn parse_body(body: &[u8]) -> Option<(&[u8], Record<'_>)> {
     let key_len = u32::from_le_bytes(body.get(..4)?.try_into().ok()?) as usize;

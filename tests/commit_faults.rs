@@ -637,3 +637,53 @@ async fn cdc_sink_killed_and_faulted_keeps_every_change_exactly_once() {
         assert!(faults > 0 && restarts > 1);
     }
 }
+
+/// A consumer hands the sink a partition's run of records in one batch; when
+/// `commit_max_rows` is reached inside it, the commit ends exactly at that record (its
+/// rows, and its offset in the snapshot), and the rest of the batch goes to the next one.
+/// A record without changes moves the offset and counts for nothing.
+#[tokio::test]
+async fn a_batch_of_records_commits_at_the_record_that_reaches_commit_max_rows() {
+    let s = setup(Backing::Memory, 1, 10).await;
+    let config = support::cdc::cdc_config(3);
+    let pipelines = vec![(config, Arc::new(PipelineMetrics::default()))];
+    let (sink, _committed) = TableSink::open(s.table.clone(), USER, &pipelines, None)
+        .await
+        .unwrap();
+    // Records 0..8 of partition 0, +1 on key = offset; record 4 has no changes.
+    let mut batch = ChangeBatch::of_record("p", "changes", 0, 1, None, Vec::new());
+    batch.records.clear();
+    for offset in 0..8i64 {
+        if offset != 4 {
+            let one = support::cdc::plus_one(&s.table, offset, offset as i32);
+            batch.changes.extend(one.changes);
+        }
+        batch.records.push(lakejoin::pipeline::cdc::RecordEnd {
+            changes_end: batch.changes.len(),
+            next_offset: offset + 1,
+            timestamp_ms: None,
+        });
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(sink.run(rx, stop_rx));
+    tx.send(batch).await.unwrap();
+    drop(tx);
+    run.await.unwrap().unwrap();
+    let _ = stop_tx;
+    let mut commits = Vec::new();
+    for id in s.clean.snapshot_ids().await.unwrap() {
+        let snapshot = s.clean.snapshot(id).await.unwrap();
+        if snapshot.commit_user != USER || snapshot.commit_kind != CommitKind::Append {
+            continue;
+        }
+        let offsets: Offsets = serde_json::from_str(
+            &snapshot.properties.as_ref().unwrap()[&format!("{OFFSETS_PROPERTY_PREFIX}p")],
+        )
+        .unwrap();
+        commits.push((snapshot.delta_record_count, resume_offset(&offsets)));
+    }
+    // 0, 1, 2 | 3, (4), 5, 6 | 7.
+    assert_eq!(commits, vec![(3, 3), (3, 7), (1, 8)]);
+    assert_eq!(rows_of(&s.clean).await.len(), 7);
+}

@@ -3,6 +3,7 @@
 //! not fit the table's schema (fields that are not columns, columns the record's own
 //! schema gives a wider type), which the CDC pipeline answers by evolving the table.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -17,7 +18,9 @@ use super::json_value::lookup_path;
 use super::{
     CdcOptions, Ctx, EpochUnit, KafkaRecord, Metadata, RowChange, SnapshotMode, UpdateMode,
 };
-use crate::table::datum::{Datum, Timestamp, datum_from_json, format_decimal, parse_timestamp};
+use crate::table::datum::{
+    Datum, Timestamp, datum_from_json, fits_chars, format_decimal, parse_timestamp,
+};
 use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
 use crate::table::schema_change::widens;
@@ -211,7 +214,7 @@ impl RowBuilder {
     pub(crate) fn build_fields(
         &self,
         kind: RowKind,
-        fields: &ParsedFields,
+        mut fields: ParsedFields,
         meta: &MessageMeta<'_>,
         record: &KafkaRecord<'_>,
     ) -> Result<RowChange, DecodeError> {
@@ -223,9 +226,16 @@ impl RowBuilder {
                 .collect();
             return Err(DecodeError::SchemaChanged { row: None, columns });
         }
+        // The values are the row's to keep: a string moves into its datum, uncopied.
         self.build_from(
             kind,
-            |i, _| fields.values.get(i).and_then(Option::as_ref),
+            |i, _| {
+                fields
+                    .values
+                    .get_mut(i)
+                    .and_then(Option::take)
+                    .map(Cow::Owned)
+            },
             None,
             meta,
             record,
@@ -247,8 +257,8 @@ impl RowBuilder {
         self.build_from(
             kind,
             |_, source| match source {
-                Source::Field(name) => object.get(name),
-                Source::Path(path) => lookup_path(object, path),
+                Source::Field(name) => object.get(name).map(Cow::Borrowed),
+                Source::Path(path) => lookup_path(object, path).map(Cow::Borrowed),
                 Source::Meta(_) => None,
             },
             hints,
@@ -261,7 +271,7 @@ impl RowBuilder {
     fn build_from<'v>(
         &self,
         kind: RowKind,
-        value_of: impl Fn(usize, &Source) -> Option<&'v Value>,
+        mut value_of: impl FnMut(usize, &Source) -> Option<Cow<'v, Value>>,
         hints: Option<&Hints>,
         meta: &MessageMeta<'_>,
         record: &KafkaRecord<'_>,
@@ -274,15 +284,25 @@ impl RowBuilder {
                 (Source::Field(name), Some(h)) => h.get(name).copied(),
                 _ => None,
             };
-            let datum = match (source, value) {
-                (Source::Meta(m), _) => meta_datum(*m, meta, record, &field.data_type),
-                (_, None) => Ok(Datum::Null),
-                (_, Some(v)) => match hint {
-                    Some(h) => coerce_hinted(v, &field.data_type, h, self.epoch_unit),
-                    None => coerce(v, &field.data_type, self.epoch_unit),
-                },
+            // A string of a string column that fits is moved into the datum; anything
+            // else is coerced from a reference, and kept to word an error.
+            let (datum, value) = match (source, value) {
+                (Source::Meta(m), value) => (meta_datum(*m, meta, record, &field.data_type), value),
+                (_, None) => (Ok(Datum::Null), None),
+                (_, Some(Cow::Owned(Value::String(s))))
+                    if hint.is_none() && string_fits(&s, &field.data_type) =>
+                {
+                    (Ok(Datum::String(s)), None)
+                }
+                (_, Some(v)) => (
+                    match hint {
+                        Some(h) => coerce_hinted(&v, &field.data_type, h, self.epoch_unit),
+                        None => coerce(&v, &field.data_type, self.epoch_unit),
+                    },
+                    Some(v),
+                ),
             };
-            let got = || match (source, value) {
+            let got = || match (source, &value) {
                 (Source::Meta(m), _) => format!("metadata {m:?}"),
                 (_, None) => "missing".to_string(),
                 (_, Some(v)) => snippet(v),
@@ -432,6 +452,11 @@ fn meta_datum(
         Metadata::Partition => from_json(Value::from(record.partition)),
         Metadata::Offset => from_json(Value::from(record.offset)),
     }
+}
+
+/// Whether `s` is, as it is, a value of string column type `ty` (see [`coerce`]).
+fn string_fits(s: &str, ty: &DataType) -> bool {
+    matches!(ty, DataType::Char(n) | DataType::Varchar(n) if fits_chars(s, *n))
 }
 
 /// Converts a JSON value to a datum of `ty`: [`datum_from_json`] plus what CDC tools

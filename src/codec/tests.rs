@@ -11,7 +11,9 @@ use super::testkit::{
     record, row_json, sample_row,
 };
 use super::*;
+use crate::table::datum::Datum;
 use crate::table::row_kind::RowKind;
+use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 
 #[test]
@@ -257,4 +259,34 @@ fn output_encoders() {
     let err = framed.encode(&record_map).unwrap_err();
     assert_eq!(err.path, "id");
     assert_eq!(err.to_string(), "field `id`: expected int, got \"seven\"");
+}
+
+/// Upsert JSON reads strings straight into the row (moved, not copied): a CHAR/VARCHAR
+/// length is still counted in characters, and a value too long is the column's error.
+#[test]
+fn upsert_strings_are_checked_against_their_length_in_characters() {
+    let schema = TableSchema::new(
+        vec![
+            ("id".into(), DataType::Int, false),
+            ("code".into(), DataType::Varchar(3), true),
+        ],
+        vec![],
+        vec!["id".into()],
+        BTreeMap::new(),
+    )
+    .unwrap();
+    let dec = CdcDecoder::new(Format::UpsertJson, Arc::new(schema), CdcOptions::default()).unwrap();
+    // Three characters in six bytes fit VARCHAR(3).
+    let Ok(Decoded::Changes(got)) = dec.decode(&record(r#"{"id":1,"code":"ééé"}"#.as_bytes()))
+    else {
+        panic!("three characters fit VARCHAR(3)");
+    };
+    assert_eq!(got[0].row, vec![Datum::Int(1), Datum::String("ééé".into())]);
+    for long in [r#"{"id":2,"code":"éééé"}"#, r#"{"id":2,"code":"abcd"}"#] {
+        let err = dec
+            .decode(&record(long.as_bytes()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("code") && err.contains("VARCHAR(3)"), "{err}");
+    }
 }

@@ -34,7 +34,7 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
                 }
                 let change = ctx.builder.build_fields(
                     RowKind::Insert,
-                    &fields,
+                    fields,
                     &MessageMeta::default(),
                     ctx.record,
                 )?;

@@ -233,8 +233,10 @@ impl TableWriter {
     /// Buffers a change [`RowCheck::check`] accepted.
     pub(crate) fn write_checked(&mut self, change: CheckedChange) -> Result<()> {
         let (kind, row) = change.into_parts();
-        let partition = key_of(&row, &self.layout.partition_indices);
-        let partition_bytes = binary_row::serialize(&partition, &self.layout.partition_types)?;
+        let partition_bytes = binary_row::serialize(
+            &key_of(&row, &self.layout.partition_indices),
+            &self.layout.partition_types,
+        )?;
         let bucket_values = key_of(&row, &self.layout.bucket_indices);
         let bucket = bucket::bucket_of(
             &bucket_values,
@@ -242,22 +244,34 @@ impl TableWriter {
             self.layout.num_buckets,
         )?;
         let id = (partition_bytes, bucket);
-        let seq = self.next_sequence.entry(id.clone()).or_insert(0);
-        let sequence_number = *seq;
-        *seq += 1;
+        // Looked up before inserting: the id is copied once per bucket, not per row.
+        let sequence_number = match self.next_sequence.get_mut(&id) {
+            Some(next) => {
+                *next += 1;
+                *next - 1
+            }
+            None => {
+                self.next_sequence.insert(id.clone(), 1);
+                0
+            }
+        };
         self.buffered_bytes += estimate_row_bytes(&row);
-        self.buffers
-            .entry(id)
-            .or_insert_with(|| BucketBuffer {
-                partition,
-                rows: Vec::new(),
-            })
-            .rows
-            .push(KeyValue {
+        match self.buffers.get_mut(&id) {
+            Some(buffer) => buffer.rows.push(KeyValue {
                 sequence_number,
                 kind,
                 row,
-            });
+            }),
+            None => {
+                let partition = key_of(&row, &self.layout.partition_indices);
+                let rows = vec![KeyValue {
+                    sequence_number,
+                    kind,
+                    row,
+                }];
+                self.buffers.insert(id, BucketBuffer { partition, rows });
+            }
+        }
         Ok(())
     }
 

@@ -386,6 +386,13 @@ fn out_of_range(value: &Value, ty: &DataType) -> ValueError {
 
 /// Converts a JSON value to a datum of type `ty`. Strings holding numbers are accepted for
 /// numeric columns; null is accepted for any type (nullability is checked by the caller).
+/// Whether `s` fits a CHAR or VARCHAR of `n` characters. A character takes at least one
+/// byte, so a string of at most `n` bytes fits without counting (most do: STRING is
+/// VARCHAR of 2^31 - 1).
+pub(crate) fn fits_chars(s: &str, n: u32) -> bool {
+    s.len() <= n as usize || s.chars().count() <= n as usize
+}
+
 pub(crate) fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, ValueError> {
     if value.is_null() {
         return Ok(Datum::Null);
@@ -440,10 +447,9 @@ pub(crate) fn datum_from_json(value: &Value, ty: &DataType) -> Result<Datum, Val
                 Value::Bool(b) => b.to_string(),
                 _ => return Err(wrong()),
             };
-            let chars = s.chars().count();
-            if chars > *n as usize {
+            if !fits_chars(&s, *n) {
                 return Err(ValueError::StringTooLong {
-                    chars,
+                    chars: s.chars().count(),
                     data_type: *ty,
                 });
             }

@@ -69,7 +69,8 @@ impl<'a> Fact<'a> {
     /// The JSON object in `payload` kept as bytes, when that is possible (`None`: parse
     /// it as a tree instead, which also gives the error of a payload that is not one).
     pub(crate) fn raw(payload: &'a [u8]) -> Option<Self> {
-        let fields = serde_json::from_slice(payload).ok()?;
+        // UTF-8 checked once for the whole payload, not once per string.
+        let fields = serde_json::from_str(std::str::from_utf8(payload).ok()?).ok()?;
         Some(Fact::Raw(RawFact {
             payload,
             fields,
@@ -333,6 +334,15 @@ mod tests {
 
     fn output(fact: &Fact<'_>) -> Value {
         serde_json::from_slice(&fact.encode(&OutputEncoder::Json).unwrap()).unwrap()
+    }
+
+    /// A payload that is not UTF-8 is not kept raw (not even when the bad bytes are in a
+    /// value no join reads): the tree parse then refuses it, and the fact is a dead letter
+    /// rather than output that is not JSON.
+    #[test]
+    fn a_payload_that_is_not_utf8_is_not_kept_raw() {
+        assert!(Fact::raw(b"{\"id\":1,\"note\":\"\xff\"}").is_none());
+        assert!(Fact::raw(br#"{"id":1,"note":"\u00e9"}"#).is_some());
     }
 
     #[test]

@@ -47,10 +47,15 @@ fn lookup_in<'a>(value: &'a Value, rest: &str) -> Option<&'a Value> {
     }
 }
 
-/// Parses bytes as one JSON value.
+/// Parses bytes as one JSON value. The bytes are checked as UTF-8 once, as a whole
+/// (vectorised), rather than string by string as `from_slice` does; text that is not
+/// UTF-8 is left to `from_slice`, which says where it goes wrong.
 pub(crate) fn parse_value(bytes: &[u8], part: Part) -> Result<Value, DecodeError> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| DecodeError::malformed(part, format!("not valid JSON: {e}")))
+    match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(bytes),
+    }
+    .map_err(|e| DecodeError::malformed(part, format!("not valid JSON: {e}")))
 }
 
 /// Parses bytes as one JSON object.

@@ -265,7 +265,17 @@ impl Join {
         mut fact: Fact<'a>,
         row: Option<&Arc<Row>>,
     ) -> std::result::Result<Fact<'a>, FactError> {
-        fact.reserve(self.outputs.len());
+        // Room for the columns' JSON: a string's text plus its quotes, about 8 bytes for
+        // anything else.
+        let json_bytes = row.map_or(self.outputs.len() * 4, |r| {
+            r.iter()
+                .map(|d| match d {
+                    Datum::String(s) => s.len() + 2,
+                    _ => 8,
+                })
+                .sum()
+        });
+        fact.reserve(self.outputs.len(), json_bytes);
         for (i, (name, ty)) in self.outputs.iter().enumerate() {
             let datum = row.and_then(|r| r.get(i)).unwrap_or(&Datum::Null);
             fact.insert_datum(name, datum, ty)

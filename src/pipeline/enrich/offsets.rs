@@ -155,6 +155,9 @@ mod tests {
 
     use super::*;
 
+    /// A partition in the model: pending offsets, highest finished, lowest begun, stored.
+    type PartitionModel = (BTreeSet<i64>, Option<i64>, Option<i64>, Option<i64>);
+
     #[test]
     fn offsets_are_stored_only_below_the_oldest_unfinished_fact() {
         let mut t = OffsetTracker::default();
@@ -215,8 +218,7 @@ mod tests {
         #[test]
         fn matches_a_set_of_pending_offsets(ops in proptest::collection::vec((any::<bool>(), 0..2_i32, 0..24_i64), 0..120)) {
             let mut t = OffsetTracker::default();
-            // Per partition: pending, highest finished, lowest begun, stored.
-            let mut model: [(BTreeSet<i64>, Option<i64>, Option<i64>, Option<i64>); 2] = Default::default();
+            let mut model: [PartitionModel; 2] = Default::default();
             for (is_begin, partition, offset) in ops {
                 let m = &mut model[partition as usize];
                 if is_begin {

@@ -14,7 +14,6 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::ops::Range;
-use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -23,6 +22,7 @@ use super::OutputEncoder;
 use super::avro::EncodeError;
 use super::error::{DecodeError, Part};
 use super::json_value::{lookup_path, parse_object};
+use crate::table::binary_row::FieldValue;
 use crate::table::datum::{Datum, datum_to_json};
 use crate::table::types::DataType;
 
@@ -57,9 +57,10 @@ pub struct RawFact<'a> {
     /// The payload's top-level fields, values unparsed.
     fields: RawFields<'a>,
     /// Joined fields, in the order they were added (a name at most once), each with
-    /// where its value's JSON text lies in `added_json`. Names are shared with the join
-    /// that adds them: no copy per fact.
-    added: Vec<(Arc<str>, Range<usize>)>,
+    /// where its value's JSON text lies in `added_json`. Names are borrowed from the join
+    /// that adds them: no copy per fact, and no reference count that every worker thread
+    /// writes to.
+    added: Vec<(&'a str, Range<usize>)>,
     /// The joined values as JSON text, back to back: a column's value is written once,
     /// straight from the table's datum, and spliced as it is.
     added_json: Vec<u8>,
@@ -86,7 +87,7 @@ impl<'a> Fact<'a> {
             Fact::Tree(map) => return Ok(lookup_path(map, path).map(Cow::Borrowed)),
             Fact::Raw(raw) => raw,
         };
-        if let Some((_, range)) = raw.added.iter().find(|(name, _)| &**name == path) {
+        if let Some((_, range)) = raw.added.iter().find(|(name, _)| *name == path) {
             return raw
                 .added_value(range)
                 .map(|v| Some(Cow::Owned(v)))
@@ -114,7 +115,7 @@ impl<'a> Fact<'a> {
     /// Sets a field, as inserting into the fact's tree would: a new name is appended, an
     /// existing one keeps its place. `Err` when replacing a field of a payload that cannot
     /// be read as a tree.
-    pub(crate) fn insert(&mut self, name: &Arc<str>, value: Value) -> Result<(), FactValueError> {
+    pub(crate) fn insert(&mut self, name: &'a str, value: Value) -> Result<(), FactValueError> {
         match self {
             Fact::Tree(map) => {
                 map.insert(name.to_string(), value);
@@ -136,7 +137,7 @@ impl<'a> Fact<'a> {
     /// straight from the datum (no `Value`, no copy of a string column).
     pub(crate) fn insert_datum(
         &mut self,
-        name: &Arc<str>,
+        name: &'a str,
         datum: &Datum,
         ty: &DataType,
     ) -> Result<(), FactValueError> {
@@ -146,6 +147,25 @@ impl<'a> Fact<'a> {
                 Ok(())
             }
             _ => self.insert(name, datum_to_json(datum, ty)),
+        }
+    }
+
+    /// [`Fact::insert_datum`] of a column read in place from a looked-up row: a string
+    /// is written straight from the row's bytes.
+    pub(crate) fn insert_field(
+        &mut self,
+        name: &'a str,
+        value: FieldValue<'_>,
+        ty: &DataType,
+    ) -> Result<(), FactValueError> {
+        match (self, value) {
+            (Fact::Raw(raw), FieldValue::Text(text)) if raw.fields.get(name).is_none() => {
+                raw.add(name, |out| write_json_str(out, text));
+                Ok(())
+            }
+            (fact, FieldValue::Text(text)) => fact.insert(name, Value::String(text.to_owned())),
+            (fact, FieldValue::Null) => fact.insert_datum(name, &Datum::Null, ty),
+            (fact, FieldValue::Datum(datum)) => fact.insert_datum(name, &datum, ty),
         }
     }
 
@@ -231,7 +251,7 @@ impl<'de> serde::Deserialize<'de> for RawFields<'de> {
     }
 }
 
-impl RawFact<'_> {
+impl<'a> RawFact<'a> {
     /// The payload as a tree plus the added fields. The payload is valid JSON (it parsed
     /// as a raw fact), but a number out of range does not fit a `Value`.
     fn to_tree(&self) -> Result<Map<String, Value>, FactValueError> {
@@ -255,12 +275,11 @@ impl RawFact<'_> {
     }
 
     /// Adds (or replaces in its place) field `name`, whose value `write` writes as JSON.
-    fn add(&mut self, name: &Arc<str>, write: impl FnOnce(&mut Vec<u8>)) {
-        let Some(at) = self.added.iter().position(|(n, _)| n == name) else {
+    fn add(&mut self, name: &'a str, write: impl FnOnce(&mut Vec<u8>)) {
+        let Some(at) = self.added.iter().position(|(n, _)| *n == name) else {
             let start = self.added_json.len();
             write(&mut self.added_json);
-            self.added
-                .push((name.clone(), start..self.added_json.len()));
+            self.added.push((name, start..self.added_json.len()));
             return;
         };
         // A join replacing a field an earlier one added (rare): the text is rebuilt.
@@ -399,10 +418,9 @@ mod tests {
         let payload = r#" {"order_id": 7, "amount": 1.50e1, "customer": {"id": 3}} "#;
         let (mut raw, mut tree) = both(payload);
         for fact in [&mut raw, &mut tree] {
-            fact.insert(&"customer_name".into(), json!("ada \"the\" first"))
+            fact.insert("customer_name", json!("ada \"the\" first"))
                 .unwrap();
-            fact.insert(&"customer_country".into(), Value::Null)
-                .unwrap();
+            fact.insert("customer_country", Value::Null).unwrap();
         }
         let bytes = raw.encode(&OutputEncoder::Json).unwrap();
         assert_eq!(
@@ -441,20 +459,19 @@ mod tests {
                 DataType::Timestamp(3),
             ),
         ];
+        let names: Vec<String> = (0..columns.len()).map(|i| format!("c{i}")).collect();
         let (mut raw, mut tree) = both(r#"{"id": 1}"#);
-        for (i, (datum, ty)) in columns.iter().enumerate() {
-            let name: Arc<str> = format!("c{i}").into();
-            raw.insert_datum(&name, datum, ty).unwrap();
-            tree.insert(&name, datum_to_json(datum, ty)).unwrap();
+        for (name, (datum, ty)) in names.iter().zip(&columns) {
+            raw.insert_datum(name, datum, ty).unwrap();
+            tree.insert(name, datum_to_json(datum, ty)).unwrap();
         }
         assert!(matches!(raw, Fact::Raw(_)));
         assert_eq!(output(&raw), output(&tree));
         assert_eq!(raw.get("c2").unwrap().as_deref(), Some(&json!(-7)));
         // An earlier join's field replaced by a later one keeps its place.
-        let name: Arc<str> = "c1".into();
-        raw.insert_datum(&name, &Datum::Int(9), &DataType::Int)
+        raw.insert_datum("c1", &Datum::Int(9), &DataType::Int)
             .unwrap();
-        tree.insert(&name, json!(9)).unwrap();
+        tree.insert("c1", json!(9)).unwrap();
         assert_eq!(output(&raw), output(&tree));
         let order = |v: Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
         assert_eq!(order(output(&raw)), order(output(&tree)));
@@ -464,7 +481,7 @@ mod tests {
     #[test]
     fn an_empty_object_gets_no_leading_comma() {
         let (mut raw, _) = both("{ }");
-        raw.insert(&"a".into(), json!(1)).unwrap();
+        raw.insert("a", json!(1)).unwrap();
         assert_eq!(
             raw.encode(&OutputEncoder::Json).unwrap(),
             br#"{ "a":1}"#.to_vec()
@@ -474,8 +491,8 @@ mod tests {
     #[test]
     fn replacing_a_field_of_the_payload_turns_the_fact_into_a_tree() {
         let (mut raw, mut tree) = both(r#"{"a": 1, "b": 2}"#);
-        raw.insert(&"a".into(), json!("x")).unwrap();
-        tree.insert(&"a".into(), json!("x")).unwrap();
+        raw.insert("a", json!("x")).unwrap();
+        tree.insert("a", json!("x")).unwrap();
         assert!(matches!(raw, Fact::Tree(_)));
         assert_eq!(output(&raw), json!({"a": "x", "b": 2}));
         assert_eq!(output(&raw), output(&tree));
@@ -493,13 +510,13 @@ mod tests {
         assert!(std::error::Error::source(&err).is_some(), "{err:?}");
         // Spliced output keeps the number as written.
         let mut spliced = raw.clone();
-        spliced.insert(&"x".into(), json!(2)).unwrap();
+        spliced.insert("x", json!(2)).unwrap();
         assert_eq!(
             spliced.encode(&OutputEncoder::Json).unwrap(),
             br#"{"big": 1e400, "k": 1,"x":2}"#.to_vec()
         );
         // Replacing a field needs the tree: an error, not a silently emptied fact.
-        let err = raw.insert(&"k".into(), json!(2)).unwrap_err();
+        let err = raw.insert("k", json!(2)).unwrap_err();
         assert!(matches!(err, FactValueError::Payload(_)), "{err}");
     }
 
@@ -571,10 +588,9 @@ mod tests {
                 serde_json::to_string(&object).unwrap()
             };
             let (mut raw, mut tree) = both(&payload);
-            for (name, value) in inserts {
-                let name: Arc<str> = name.into();
-                raw.insert(&name, value.clone()).unwrap();
-                tree.insert(&name, value).unwrap();
+            for (name, value) in &inserts {
+                raw.insert(name, value.clone()).unwrap();
+                tree.insert(name, value.clone()).unwrap();
                 for path in ["a", "b", "c.a", "a.b", "e", "a.0", "f"] {
                     prop_assert_eq!(raw.get(path).unwrap(), tree.get(path).unwrap(), "path {}", path);
                 }
@@ -593,6 +609,34 @@ mod tests {
             let mut ours = b"x".to_vec();
             write_json_str(&mut ours, &s);
             prop_assert_eq!(ours, [b"x".as_slice(), serde_json::to_string(&s).unwrap().as_bytes()].concat());
+        }
+
+        /// A column read in place from a looked-up row is written as its datum is, into
+        /// raw and tree facts alike, also when it replaces one of the fact's own fields.
+        #[test]
+        fn fields_read_in_place_are_written_as_their_datums(
+            text in "(\\PC|[\"\\\\\u{0}-\u{1f}])*",
+            number in any::<i64>(),
+            replace in any::<bool>(),
+        ) {
+            let name = if replace { "id" } else { "joined" };
+            let cases = [
+                (FieldValue::Text(&text), Datum::String(text.clone()), DataType::Varchar(100)),
+                (FieldValue::Null, Datum::Null, DataType::Varchar(100)),
+                (FieldValue::Datum(Datum::BigInt(number)), Datum::BigInt(number), DataType::BigInt),
+            ];
+            for (field, datum, ty) in cases {
+                let (mut raw, mut tree) = both(r#"{"id": 1}"#);
+                let (mut raw_datum, mut tree_datum) = both(r#"{"id": 1}"#);
+                raw.insert_field(name, field.clone(), &ty).unwrap();
+                tree.insert_field(name, field, &ty).unwrap();
+                raw_datum.insert_datum(name, &datum, &ty).unwrap();
+                tree_datum.insert_datum(name, &datum, &ty).unwrap();
+                let want = raw_datum.encode(&OutputEncoder::Json).unwrap();
+                prop_assert_eq!(&raw.encode(&OutputEncoder::Json).unwrap(), &want);
+                prop_assert_eq!(output(&tree), output(&tree_datum));
+                prop_assert_eq!(output(&tree), serde_json::from_slice::<Value>(&want).unwrap());
+            }
         }
     }
 }

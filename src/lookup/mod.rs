@@ -7,6 +7,7 @@ mod changes;
 pub(crate) mod full;
 mod partial;
 mod partition;
+mod projected;
 mod table_lookups;
 
 use std::borrow::Cow;
@@ -22,6 +23,7 @@ pub(crate) use partial::PartialCache;
 pub use partial::PartialOptions;
 pub use partition::PartitionChoice;
 pub(crate) use partition::newest_partition;
+pub use projected::ProjectedRow;
 pub use table_lookups::TableLookups;
 
 use crate::error::{Error, Result};
@@ -89,6 +91,9 @@ pub struct LookupTable {
     /// applies changes from the new files without reading the table.
     deduplicate: Option<SequenceOrder>,
     key_types: Vec<DataType>,
+    /// Types of all the table's columns, and of the projected ones.
+    table_types: Vec<DataType>,
+    projected_types: Vec<DataType>,
     partition_choice: Option<PartitionChoice>,
     /// The selected partition's values (`None` while `max_pt()` finds no partition).
     partition: RwLock<Option<Arc<Row>>>,
@@ -172,6 +177,8 @@ impl LookupTable {
             join_key_is_primary_key,
             deduplicate,
             key_types: schema.types_of(&key_indices),
+            table_types: schema.fields.iter().map(|f| f.data_type).collect(),
+            projected_types: schema.types_of(&spec.projection),
             point,
             projection: spec.projection,
             key_columns: spec.key_columns,
@@ -252,22 +259,23 @@ impl LookupTable {
             .map(Cow::Owned)
     }
 
-    fn project(&self, row: Row) -> Arc<Row> {
-        let mut row = row;
-        Arc::new(
-            self.projection
-                .iter()
-                .map(|&i| {
-                    row.get_mut(i)
-                        .map_or(Datum::Null, |d| std::mem::replace(d, Datum::Null))
-                })
-                .collect(),
-        )
+    fn project(&self, row: Row) -> Result<ProjectedRow> {
+        ProjectedRow::from_row(row, &self.table_types, &self.projection)
+    }
+
+    /// Types of the projected columns, in output order: how to read a [`ProjectedRow`].
+    pub fn projected_types(&self) -> &[DataType] {
+        &self.projected_types
+    }
+
+    /// A row this join looked up, decoded.
+    pub fn decode(&self, row: &ProjectedRow) -> Result<Row> {
+        row.decode(&self.projected_types)
     }
 
     /// The projected row of the join key (values of the spec's `key_columns`), for joins
     /// by primary key.
-    pub async fn get(&self, join_key: &[Datum]) -> Result<Option<Arc<Row>>> {
+    pub async fn get(&self, join_key: &[Datum]) -> Result<Option<ProjectedRow>> {
         match self.primary_key(join_key) {
             Some(key) => self.get_primary(&key).await,
             None => Ok(None),
@@ -275,16 +283,20 @@ impl LookupTable {
     }
 
     /// The projected row of a full primary key.
-    async fn get_primary(&self, key: &[Datum]) -> Result<Option<Arc<Row>>> {
+    async fn get_primary(&self, key: &[Datum]) -> Result<Option<ProjectedRow>> {
         match &self.cache {
-            Cache::None => Ok(self.point.get(key).await?.map(|r| self.project(r))),
+            Cache::None => self
+                .point
+                .get(key)
+                .await?
+                .map(|r| self.project(r))
+                .transpose(),
             // The slot's read guard, not a clone of the Arc: two atomic operations fewer
             // on the hottest path.
             Cache::Full(full) => Ok(full
                 .read()
                 .unwrap_or_else(|p| p.into_inner())
-                .get(key, &self.projection)?
-                .map(Arc::new)),
+                .get(key, &self.projection)?),
             Cache::Partial(cache) => {
                 // A hit encodes the key into a per-thread buffer; only a miss allocates it.
                 let hit = KEY_BUFFER.with(|buffer| {
@@ -298,7 +310,7 @@ impl LookupTable {
                 }
                 let cache_key = binary_row::encode(key, &self.key_types)?;
                 let (row, read_at) = self.point.get_pinned(key).await?;
-                let row = row.map(|r| self.project(r));
+                let row = row.map(|r| self.project(r)).transpose()?;
                 cache.insert(&cache_key, row.clone(), read_at, || {
                     self.point.snapshot_id()
                 });
@@ -310,7 +322,7 @@ impl LookupTable {
     /// [`get`](Self::get) for a batch of join keys, in their order: what the pipeline
     /// calls once per poll batch. A `full` cache overlaps the batch's memory reads; a
     /// `partial` cache answers its hits and then reads only the misses.
-    pub async fn get_many(&self, join_keys: &[&[Datum]]) -> Result<Vec<Option<Arc<Row>>>> {
+    pub async fn get_many(&self, join_keys: &[&[Datum]]) -> Result<Vec<Option<ProjectedRow>>> {
         let keys: Vec<Option<Cow<'_, [Datum]>>> =
             join_keys.iter().map(|k| self.primary_key(k)).collect();
         match &self.cache {
@@ -323,27 +335,27 @@ impl LookupTable {
                 let mut rows = rows.into_iter();
                 Ok(keys
                     .iter()
-                    .map(|k| k.as_ref().and_then(|_| rows.next().flatten().map(Arc::new)))
+                    .map(|k| k.as_ref().and_then(|_| rows.next().flatten()))
                     .collect())
             }
             Cache::None => {
                 // One batch of point reads: each file is looked up once for all its keys.
                 let present: Vec<&[Datum]> = keys.iter().flatten().map(|k| k.as_ref()).collect();
                 let mut rows = self.point.get_many(&present).await?.into_iter();
-                Ok(keys
-                    .iter()
+                keys.iter()
                     .map(|k| {
                         k.as_ref()
                             .and_then(|_| rows.next().flatten().map(|r| self.project(r)))
+                            .transpose()
                     })
-                    .collect())
+                    .collect()
             }
             Cache::Partial(cache) => {
                 // The hits first, with one clock read and one key buffer for the batch;
                 // then the misses in one batch of point reads.
                 let now = cache.now_ms();
                 let mut buffer = Vec::new();
-                let mut out: Vec<Option<Arc<Row>>> = Vec::with_capacity(keys.len());
+                let mut out: Vec<Option<ProjectedRow>> = Vec::with_capacity(keys.len());
                 let mut misses: Vec<usize> = Vec::new();
                 for (i, key) in keys.iter().enumerate() {
                     let Some(key) = key else {
@@ -369,7 +381,7 @@ impl LookupTable {
                     .collect();
                 let (rows, read_at) = self.point.get_many_pinned(&miss_keys).await?;
                 for ((&i, key), row) in misses.iter().zip(&miss_keys).zip(rows) {
-                    let row = row.map(|r| self.project(r));
+                    let row = row.map(|r| self.project(r)).transpose()?;
                     buffer.clear();
                     binary_row::encode_into(&mut buffer, key, &self.key_types)?;
                     cache.insert(&buffer, row.clone(), read_at, || self.point.snapshot_id());
@@ -384,7 +396,7 @@ impl LookupTable {
 
     /// Every projected row whose join columns equal `join_key`, in primary-key order, for
     /// joins on other columns (`full` caches only).
-    pub(crate) fn get_all(&self, join_key: &[Datum]) -> Result<Vec<Row>> {
+    pub(crate) fn get_all(&self, join_key: &[Datum]) -> Result<Vec<ProjectedRow>> {
         match &self.cache {
             Cache::Full(full) => self.full(full).get_by(0, join_key, &self.projection),
             _ => Err(Error::Config(

@@ -3,7 +3,8 @@
 //! **Rows.** Each row is kept once, as its Paimon BinaryRow bytes, in the append-only byte
 //! arena of one of `SHARDS` shards. A record is a LEB128 length counted in 8-byte words
 //! (a BinaryRow is whole words, so rows under 1 KiB take one byte) followed by the row.
-//! Lookups decode only the projected fields straight from those bytes.
+//! Lookups copy only the projected fields out of those bytes, as a [`ProjectedRow`]
+//! (no string is decoded or allocated on its own).
 //!
 //! **Primary index.** Per shard a `RowTable`: linear probing over 8-byte slots holding
 //! the key's fingerprint and the record's arena offset. The key is not stored a second
@@ -47,6 +48,7 @@ mod row_table;
 use arena::{MAX_ARENA, MIN_ARENA, Shard, push_record, record};
 use row_table::RowTable;
 
+use super::ProjectedRow;
 use crate::error::{Error, Result};
 use crate::table::binary_row::{self, FieldImage};
 use crate::table::datum::{Datum, Row, compare_rows};
@@ -419,11 +421,11 @@ impl FullCache {
         })
     }
 
-    /// The row of the primary key, decoding only `projection` (table column indices, in
-    /// that order). A key containing a null matches nothing. Keys compare as their
+    /// The row of the primary key, only the columns of `projection` (table column indices,
+    /// in that order). A key containing a null matches nothing. Keys compare as their
     /// BinaryRow images do (floating-point keys by bits, TIMESTAMP(p <= 3) by
     /// milliseconds). Allocates only the result.
-    pub(crate) fn get(&self, key: &[Datum], projection: &[usize]) -> Result<Option<Row>> {
+    pub(crate) fn get(&self, key: &[Datum], projection: &[usize]) -> Result<Option<ProjectedRow>> {
         check_arity("primary key", key.len(), self.key.len())?;
         self.check_projection(projection)?;
         if key.iter().any(Datum::is_null) {
@@ -444,7 +446,7 @@ impl FullCache {
                 return Ok(None);
             };
             let (body, _) = record(&shard.arena, at).ok_or_else(corrupt)?;
-            binary_row::decode_projected(body, &self.types, projection).map(Some)
+            ProjectedRow::project(&mut Vec::new(), body, &self.types, projection).map(Some)
         })
     }
 
@@ -457,12 +459,13 @@ impl FullCache {
         &self,
         keys: &[&[Datum]],
         projection: &[usize],
-    ) -> Result<Vec<Option<Row>>> {
+    ) -> Result<Vec<Option<ProjectedRow>>> {
         self.check_projection(projection)?;
         let mut out = Vec::with_capacity(keys.len());
+        let mut projected = Vec::new();
         with_scratch(|buf| {
             for chunk in keys.chunks(BATCH) {
-                self.get_chunk(chunk, projection, buf, &mut out)?;
+                self.get_chunk(chunk, projection, buf, &mut projected, &mut out)?;
             }
             Ok(out)
         })
@@ -473,7 +476,8 @@ impl FullCache {
         keys: &[&[Datum]],
         projection: &[usize],
         buf: &mut Vec<u8>,
-        out: &mut Vec<Option<Row>>,
+        projected: &mut Vec<u8>,
+        out: &mut Vec<Option<ProjectedRow>>,
     ) -> Result<()> {
         // 1. Encode the probes; fingerprint them.
         buf.clear();
@@ -518,7 +522,7 @@ impl FullCache {
                 std::hint::black_box(record(&shard.arena, at).map(|(body, _)| body.len()));
             }
         }
-        // 4. Verify and decode, now from cache.
+        // 4. Verify and copy out, now from cache.
         for &(start, end, fingerprint) in probes {
             let (Some(fp), Some(probe)) = (fingerprint, buf.get(start..end)) else {
                 out.push(None);
@@ -538,7 +542,8 @@ impl FullCache {
                 continue;
             };
             let (body, _) = record(&shard.arena, at).ok_or_else(corrupt)?;
-            out.push(Some(binary_row::decode_projected(
+            out.push(Some(ProjectedRow::project(
+                projected,
                 body,
                 &self.types,
                 projection,
@@ -548,13 +553,13 @@ impl FullCache {
     }
 
     /// Every row whose secondary-index columns equal `values` (null matches nothing),
-    /// ordered by primary key, each decoded to `projection`.
+    /// ordered by primary key, each projected to `projection`.
     pub(crate) fn get_by(
         &self,
         index: usize,
         values: &[Datum],
         projection: &[usize],
-    ) -> Result<Vec<Row>> {
+    ) -> Result<Vec<ProjectedRow>> {
         let secondary = self.secondary.get(index).ok_or_else(|| {
             Error::Config(format!(
                 "secondary index {index} does not exist ({} defined)",
@@ -581,7 +586,7 @@ impl FullCache {
             // Sorted, the keys of one shard are adjacent (the shard is the top bits).
             keys.sort_unstable();
             keys.dedup();
-            let mut found: Vec<(Row, Row)> = Vec::new();
+            let mut found: Vec<(Row, ProjectedRow)> = Vec::new();
             for group in keys.chunk_by(|a, b| shard_of(*a) == shard_of(*b)) {
                 let Some(&first) = group.first() else {
                     continue;
@@ -599,7 +604,7 @@ impl FullCache {
                         }
                         found.push((
                             binary_row::decode_projected(body, &self.types, &self.key.positions)?,
-                            binary_row::decode_projected(body, &self.types, projection)?,
+                            ProjectedRow::project(&mut Vec::new(), body, &self.types, projection)?,
                         ));
                     }
                 }

@@ -12,6 +12,53 @@ use crate::table::types::MAX_LENGTH;
 
 const STRING: DataType = DataType::Varchar(MAX_LENGTH);
 
+/// The cache's lookups with their rows decoded, to compare with datums.
+trait Decoded {
+    fn get_row(&self, key: &[Datum], projection: &[usize]) -> Result<Option<Row>>;
+    fn get_rows(&self, keys: &[&[Datum]], projection: &[usize]) -> Result<Vec<Option<Row>>>;
+    fn get_by_rows(&self, index: usize, values: &[Datum], projection: &[usize])
+    -> Result<Vec<Row>>;
+}
+
+impl Decoded for FullCache {
+    fn get_row(&self, key: &[Datum], projection: &[usize]) -> Result<Option<Row>> {
+        let types: Vec<DataType> = projection
+            .iter()
+            .filter_map(|&p| self.types.get(p).copied())
+            .collect();
+        self.get(key, projection)?
+            .map(|r| r.decode(&types))
+            .transpose()
+    }
+
+    fn get_rows(&self, keys: &[&[Datum]], projection: &[usize]) -> Result<Vec<Option<Row>>> {
+        let types: Vec<DataType> = projection
+            .iter()
+            .filter_map(|&p| self.types.get(p).copied())
+            .collect();
+        self.get_many(keys, projection)?
+            .into_iter()
+            .map(|r| r.map(|r| r.decode(&types)).transpose())
+            .collect()
+    }
+
+    fn get_by_rows(
+        &self,
+        index: usize,
+        values: &[Datum],
+        projection: &[usize],
+    ) -> Result<Vec<Row>> {
+        let types: Vec<DataType> = projection
+            .iter()
+            .filter_map(|&p| self.types.get(p).copied())
+            .collect();
+        self.get_by(index, values, projection)?
+            .iter()
+            .map(|r| r.decode(&types))
+            .collect()
+    }
+}
+
 fn schema(columns: &[(&str, DataType)], primary_key: &[&str]) -> Arc<TableSchema> {
     Arc::new(keyed_schema(columns, primary_key, &[]))
 }
@@ -45,7 +92,7 @@ fn customer(id: i32, name: &str, country: &str, score: i64) -> Row {
 
 /// The whole row of customer `id`, if cached.
 fn customer_by_id(cache: &FullCache, id: i32) -> Option<Row> {
-    cache.get(&[Datum::Int(id)], &[0, 1, 2, 3]).unwrap()
+    cache.get_row(&[Datum::Int(id)], &[0, 1, 2, 3]).unwrap()
 }
 
 fn encoded_len(cache: &FullCache, row: &[Datum]) -> usize {
@@ -91,17 +138,19 @@ fn projection_decodes_the_selected_columns_in_order() {
     cache.upsert(&row).unwrap();
     let key = [Datum::Int(7)];
     assert_eq!(
-        cache.get(&key, &[3, 1]).unwrap(),
+        cache.get_row(&key, &[3, 1]).unwrap(),
         Some(vec![Datum::BigInt(-3), s("Carol")])
     );
     assert_eq!(
-        cache.get(&key, &[2, 2]).unwrap(),
+        cache.get_row(&key, &[2, 2]).unwrap(),
         Some(vec![row[2].clone(), row[2].clone()])
     );
-    assert_eq!(cache.get(&key, &[]).unwrap(), Some(vec![]));
-    let err = cache.get(&key, &[4]).unwrap_err();
+    assert_eq!(cache.get_row(&key, &[]).unwrap(), Some(vec![]));
+    let err = cache.get_row(&key, &[4]).unwrap_err();
     assert!(matches!(err, Error::Data(_)), "{err}");
-    let err = cache.get_by(0, &[row[2].clone()], &[0, 9]).unwrap_err();
+    let err = cache
+        .get_by_rows(0, &[row[2].clone()], &[0, 9])
+        .unwrap_err();
     assert!(matches!(err, Error::Data(_)), "{err}");
 }
 
@@ -109,7 +158,7 @@ fn projection_decodes_the_selected_columns_in_order() {
 fn null_keys_match_nothing_and_are_not_stored() {
     let cache = customers();
     cache.upsert(&customer(1, "A", "NL", 1)).unwrap();
-    assert_eq!(cache.get(&[Datum::Null], &[0]).unwrap(), None);
+    assert_eq!(cache.get_row(&[Datum::Null], &[0]).unwrap(), None);
     cache.remove(&[Datum::Null]).unwrap();
     let err = cache
         .upsert(&[Datum::Null, s("x"), s("NL"), Datum::BigInt(1)])
@@ -120,7 +169,7 @@ fn null_keys_match_nothing_and_are_not_stored() {
     cache.upsert(&with_nulls).unwrap();
     assert_eq!(customer_by_id(&cache, 2), Some(with_nulls));
     assert_eq!(
-        cache.get_by(0, &[Datum::Null], &[0]).unwrap(),
+        cache.get_by_rows(0, &[Datum::Null], &[0]).unwrap(),
         Vec::<Row>::new()
     );
     assert_eq!(cache.len(), 2);
@@ -143,16 +192,22 @@ fn bad_input_is_an_error_not_a_panic() {
         s("b"),
         Datum::Null
     ])));
-    assert!(matches!(cache.get(&[], &[0]), Err(Error::Data(_))));
-    assert!(matches!(cache.get(&[s("1")], &[0]), Err(Error::Data(_))));
-    assert!(data(cache.remove(&[Datum::Int(1), Datum::Int(2)])));
-    assert!(matches!(cache.get_by(0, &[], &[0]), Err(Error::Data(_))));
+    assert!(matches!(cache.get_row(&[], &[0]), Err(Error::Data(_))));
     assert!(matches!(
-        cache.get_by(1, &[s("x")], &[0]),
+        cache.get_row(&[s("1")], &[0]),
+        Err(Error::Data(_))
+    ));
+    assert!(data(cache.remove(&[Datum::Int(1), Datum::Int(2)])));
+    assert!(matches!(
+        cache.get_by_rows(0, &[], &[0]),
+        Err(Error::Data(_))
+    ));
+    assert!(matches!(
+        cache.get_by_rows(1, &[s("x")], &[0]),
         Err(Error::Config(_))
     ));
     assert!(matches!(
-        cache.get_by(0, &[Datum::Int(1)], &[0]),
+        cache.get_by_rows(0, &[Datum::Int(1)], &[0]),
         Err(Error::Data(_))
     ));
     assert!(cache.is_empty());
@@ -204,7 +259,7 @@ fn composite_keys_with_strings() {
     for (&(t, id, r), &v) in &expected {
         let key = [s(t), Datum::BigInt(id), s(r)];
         assert_eq!(
-            cache.get(&key, &[0, 3]).unwrap(),
+            cache.get_row(&key, &[0, 3]).unwrap(),
             Some(vec![Datum::Double(v), s(t)])
         );
     }
@@ -214,14 +269,18 @@ fn composite_keys_with_strings() {
         [s("a"), Datum::BigInt(0), s("eu-west-1")],
         [s("a"), Datum::BigInt(2), s("eu")],
     ] {
-        assert_eq!(cache.get(&near_miss, &[0]).unwrap(), None, "{near_miss:?}");
+        assert_eq!(
+            cache.get_row(&near_miss, &[0]).unwrap(),
+            None,
+            "{near_miss:?}"
+        );
     }
     let removed = [s("abcdefgh"), Datum::BigInt(0), s("")];
     cache.remove(&removed).unwrap();
-    assert_eq!(cache.get(&removed, &[0]).unwrap(), None);
+    assert_eq!(cache.get_row(&removed, &[0]).unwrap(), None);
     assert_eq!(
         cache
-            .get(&[s("abcdefg"), Datum::BigInt(0), s("")], &[3])
+            .get_row(&[s("abcdefg"), Datum::BigInt(0), s("")], &[3])
             .unwrap(),
         Some(vec![s("abcdefg")])
     );
@@ -242,25 +301,25 @@ fn secondary_index_follows_updates_and_deletes() {
     let ids = |rows: Vec<Row>| -> Vec<Datum> { rows.into_iter().map(|r| r[0].clone()).collect() };
     // Ordered by primary key.
     assert_eq!(
-        ids(cache.get_by(0, &nl(), &[0, 1]).unwrap()),
+        ids(cache.get_by_rows(0, &nl(), &[0, 1]).unwrap()),
         vec![Datum::Int(1), Datum::Int(3), Datum::Int(5), Datum::Int(9)]
     );
     assert_eq!(
-        cache.get_by(0, &[s("DE")], &[1, 0]).unwrap(),
+        cache.get_by_rows(0, &[s("DE")], &[1, 0]).unwrap(),
         vec![vec![s("c2"), Datum::Int(2)]]
     );
     assert_eq!(
-        cache.get_by(0, &[s("FR")], &[0]).unwrap(),
+        cache.get_by_rows(0, &[s("FR")], &[0]).unwrap(),
         Vec::<Row>::new()
     );
     // Moving a row to another value moves it in the index.
     cache.upsert(&customer(3, "c3", "DE", 2)).unwrap();
     assert_eq!(
-        ids(cache.get_by(0, &nl(), &[0]).unwrap()),
+        ids(cache.get_by_rows(0, &nl(), &[0]).unwrap()),
         vec![Datum::Int(1), Datum::Int(5), Datum::Int(9)]
     );
     assert_eq!(
-        ids(cache.get_by(0, &[s("DE")], &[0]).unwrap()),
+        ids(cache.get_by_rows(0, &[s("DE")], &[0]).unwrap()),
         vec![Datum::Int(2), Datum::Int(3)]
     );
     // Updating a non-indexed column keeps the row in place.
@@ -268,20 +327,24 @@ fn secondary_index_follows_updates_and_deletes() {
         .upsert(&customer(5, "c5 renamed", "Netherlands (long)", 1))
         .unwrap();
     assert_eq!(
-        cache.get_by(0, &nl(), &[1]).unwrap(),
+        cache.get_by_rows(0, &nl(), &[1]).unwrap(),
         vec![vec![s("c1")], vec![s("c5 renamed")], vec![s("c9")]]
     );
     // Multi-column index.
     assert_eq!(
-        ids(cache.get_by(1, &[Datum::BigInt(1), s("DE")], &[0]).unwrap()),
+        ids(cache
+            .get_by_rows(1, &[Datum::BigInt(1), s("DE")], &[0])
+            .unwrap()),
         vec![Datum::Int(2)]
     );
     assert_eq!(
-        ids(cache.get_by(1, &[Datum::BigInt(2), s("DE")], &[0]).unwrap()),
+        ids(cache
+            .get_by_rows(1, &[Datum::BigInt(2), s("DE")], &[0])
+            .unwrap()),
         vec![Datum::Int(3)]
     );
     assert_eq!(
-        cache.get_by(1, &[Datum::Null, s("DE")], &[0]).unwrap(),
+        cache.get_by_rows(1, &[Datum::Null, s("DE")], &[0]).unwrap(),
         Vec::<Row>::new()
     );
     // A null in an indexed column takes the row out of the index.
@@ -289,22 +352,24 @@ fn secondary_index_follows_updates_and_deletes() {
         .upsert(&[Datum::Int(9), s("c9"), Datum::Null, Datum::BigInt(1)])
         .unwrap();
     assert_eq!(
-        ids(cache.get_by(0, &nl(), &[0]).unwrap()),
+        ids(cache.get_by_rows(0, &nl(), &[0]).unwrap()),
         vec![Datum::Int(1), Datum::Int(5)]
     );
     // Deletes.
     cache.remove(&[Datum::Int(1)]).unwrap();
     cache.remove(&[Datum::Int(2)]).unwrap();
     assert_eq!(
-        ids(cache.get_by(0, &nl(), &[0]).unwrap()),
+        ids(cache.get_by_rows(0, &nl(), &[0]).unwrap()),
         vec![Datum::Int(5)]
     );
     assert_eq!(
-        ids(cache.get_by(0, &[s("DE")], &[0]).unwrap()),
+        ids(cache.get_by_rows(0, &[s("DE")], &[0]).unwrap()),
         vec![Datum::Int(3)]
     );
     assert_eq!(
-        cache.get_by(1, &[Datum::BigInt(1), s("DE")], &[0]).unwrap(),
+        cache
+            .get_by_rows(1, &[Datum::BigInt(1), s("DE")], &[0])
+            .unwrap(),
         Vec::<Row>::new()
     );
     // Back in after a re-insert and a compaction.
@@ -313,7 +378,7 @@ fn secondary_index_follows_updates_and_deletes() {
         .unwrap();
     cache.compact_all();
     assert_eq!(
-        ids(cache.get_by(0, &nl(), &[0]).unwrap()),
+        ids(cache.get_by_rows(0, &nl(), &[0]).unwrap()),
         vec![Datum::Int(1), Datum::Int(5)]
     );
 }
@@ -331,9 +396,9 @@ fn clear_drops_every_row_and_its_memory() {
     assert!(cache.is_empty());
     assert_eq!(cache.len(), 0);
     assert_eq!(cache.binary_row_bytes(), 0);
-    assert_eq!(cache.get(&[Datum::Int(7)], &[0]).unwrap(), None);
+    assert_eq!(cache.get_row(&[Datum::Int(7)], &[0]).unwrap(), None);
     assert_eq!(
-        cache.get_by(0, &[s("NL")], &[0]).unwrap(),
+        cache.get_by_rows(0, &[s("NL")], &[0]).unwrap(),
         Vec::<Row>::new()
     );
     assert!(
@@ -343,7 +408,7 @@ fn clear_drops_every_row_and_its_memory() {
     );
     cache.upsert(&customer(7, "again", "NL", 1)).unwrap();
     assert_eq!(
-        cache.get_by(0, &[s("NL")], &[1]).unwrap(),
+        cache.get_by_rows(0, &[s("NL")], &[1]).unwrap(),
         vec![vec![s("again")]]
     );
 }
@@ -378,7 +443,7 @@ fn garbage_compaction_keeps_contents_and_bounds_memory() {
     assert_eq!(cache.len(), rows as usize);
     for id in 0..rows {
         assert_eq!(
-            cache.get(&[Datum::Int(id)], &[1, 3]).unwrap(),
+            cache.get_row(&[Datum::Int(id)], &[1, 3]).unwrap(),
             Some(vec![s(&format!("name {id} round 39")), Datum::BigInt(39)])
         );
     }
@@ -386,7 +451,7 @@ fn garbage_compaction_keeps_contents_and_bounds_memory() {
         .filter(|id| (i64::from(*id) + 39) % 3 == 0)
         .map(|id| vec![Datum::Int(id)])
         .collect();
-    assert_eq!(cache.get_by(0, &[s("NL")], &[0]).unwrap(), nl);
+    assert_eq!(cache.get_by_rows(0, &[s("NL")], &[0]).unwrap(), nl);
     // 40 versions of every row were written; compaction kept the arenas near the
     // live data (garbage <= live/4 or 16 KiB per shard).
     let live = cache.binary_row_bytes();
@@ -403,7 +468,7 @@ fn garbage_compaction_keeps_contents_and_bounds_memory() {
     );
     for id in (0..rows).step_by(97) {
         assert_eq!(
-            cache.get(&[Datum::Int(id)], &[3]).unwrap(),
+            cache.get_row(&[Datum::Int(id)], &[3]).unwrap(),
             Some(vec![Datum::BigInt(39)])
         );
     }
@@ -429,7 +494,7 @@ fn readers_and_a_writer_share_the_cache() {
             scope.spawn(|| {
                 for _ in 0..5 {
                     for id in 0..1000 {
-                        let row = cache.get(&[Datum::Int(id)], &[0, 3]).unwrap().unwrap();
+                        let row = cache.get_row(&[Datum::Int(id)], &[0, 3]).unwrap().unwrap();
                         assert_eq!(row[0], Datum::Int(id));
                     }
                 }
@@ -437,7 +502,7 @@ fn readers_and_a_writer_share_the_cache() {
         }
     });
     assert_eq!(cache.len(), 1000);
-    assert_eq!(cache.get_by(0, &[s("NL")], &[0]).unwrap().len(), 1000);
+    assert_eq!(cache.get_by_rows(0, &[s("NL")], &[0]).unwrap().len(), 1000);
 }
 
 /// The 8-column row of the memory target: INT key, BIGINT, two ~10-character strings,
@@ -497,7 +562,7 @@ fn memory_stays_within_one_and_a_half_binary_rows() {
         "{memory} bytes for {rows} BinaryRow bytes: {ratio:.3}"
     );
     assert_eq!(
-        cache.get(&[Datum::Int(123_456)], &[2, 0]).unwrap(),
+        cache.get_row(&[Datum::Int(123_456)], &[2, 0]).unwrap(),
         Some(vec![s("name-23456"), Datum::Int(123_456)])
     );
 }
@@ -560,7 +625,10 @@ fn measure_lookups_per_second() {
             let started = std::time::Instant::now();
             let mut hits = 0usize;
             for key in &keys {
-                if let Some(row) = cache.get(std::slice::from_ref(key), &projection).unwrap() {
+                if let Some(row) = cache
+                    .get_row(std::slice::from_ref(key), &projection)
+                    .unwrap()
+                {
                     hits += row.len() / 2;
                 }
             }
@@ -693,7 +761,7 @@ proptest! {
                     model.remove(&(id, NAMES[name]));
                 }
                 Op::Get { id, name, projection } => {
-                    let got = cache.get(&[Datum::Int(id), s(NAMES[name])], &projection).unwrap();
+                    let got = cache.get_row(&[Datum::Int(id), s(NAMES[name])], &projection).unwrap();
                     let expected = model.get(&(id, NAMES[name])).map(|r| project(r, &projection));
                     prop_assert_eq!(got, expected);
                 }
@@ -705,7 +773,7 @@ proptest! {
                     } else {
                         (vec![val, grp], vec![2, 0])
                     };
-                    let got = cache.get_by(index, &values, &projection).unwrap();
+                    let got = cache.get_by_rows(index, &values, &projection).unwrap();
                     let expected: Vec<Row> = model
                         .values()
                         .filter(|row| {
@@ -724,7 +792,7 @@ proptest! {
                         })
                         .collect();
                     let probes: Vec<&[Datum]> = probes.iter().map(Vec::as_slice).collect();
-                    let got = cache.get_many(&probes, &projection).unwrap();
+                    let got = cache.get_rows(&probes, &projection).unwrap();
                     let expected: Vec<Option<Row>> = keys
                         .iter()
                         .map(|k| {

@@ -9,12 +9,12 @@
 //! `touch_interval`, which keeps moka's recency (and its idle expiry) that precise.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use hashbrown::HashTable;
 
 use super::CacheKey;
-use crate::table::datum::Row;
+use crate::lookup::ProjectedRow;
 
 /// Shards of the table: enough that a refresh invalidating keys seldom meets a reader.
 const SHARDS: usize = 32;
@@ -30,7 +30,7 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 /// One cached key. Times are milliseconds since the cache was made.
 pub(crate) struct FrontEntry {
     key: CacheKey,
-    row: Option<Arc<Row>>,
+    row: Option<ProjectedRow>,
     generation: u64,
     inserted_ms: u64,
     accessed_ms: AtomicU64,
@@ -49,7 +49,7 @@ pub(crate) struct FrontTimes {
 /// A front hit: the cached row (`None`: a remembered miss) and whether moka must now
 /// hear of the read.
 pub(crate) struct FrontHit {
-    pub(crate) row: Option<Arc<Row>>,
+    pub(crate) row: Option<ProjectedRow>,
     pub(crate) touch: bool,
 }
 
@@ -111,7 +111,7 @@ impl Front {
     pub(crate) fn insert(
         &self,
         key: CacheKey,
-        row: Option<Arc<Row>>,
+        row: Option<ProjectedRow>,
         generation: u64,
         now_ms: u64,
     ) {
@@ -160,6 +160,7 @@ impl Front {
 mod tests {
     use super::*;
     use crate::table::datum::Datum;
+    use crate::table::types::DataType;
 
     fn times() -> FrontTimes {
         FrontTimes {
@@ -169,8 +170,8 @@ mod tests {
         }
     }
 
-    fn row(v: i32) -> Option<Arc<Row>> {
-        Some(Arc::new(vec![Datum::Int(v)]))
+    fn row(v: i32) -> Option<ProjectedRow> {
+        Some(ProjectedRow::of(vec![Datum::Int(v)], &[DataType::Int]))
     }
 
     #[test]

@@ -13,7 +13,7 @@ use moka::sync::Cache;
 
 use front::{Front, FrontTimes};
 
-use crate::table::datum::{Datum, Row};
+use super::ProjectedRow;
 
 /// Settings of a partial cache.
 #[derive(Debug, Clone)]
@@ -84,7 +84,7 @@ impl Borrow<[u8]> for CacheKey {
 #[derive(Clone)]
 struct Stored {
     generation: u64,
-    row: Option<Arc<Row>>,
+    row: Option<ProjectedRow>,
 }
 
 /// Serialized primary key → projected row (`None`: the table has no such key).
@@ -132,7 +132,7 @@ impl PartialCache {
             Some(bytes) => builder
                 .weigher(|key: &CacheKey, stored: &Stored| {
                     let bytes = key.as_bytes().len()
-                        + stored.row.as_deref().map_or(0, estimated_bytes)
+                        + stored.row.as_ref().map_or(0, ProjectedRow::len)
                         + ENTRY_OVERHEAD;
                     u32::try_from(bytes).unwrap_or(u32::MAX)
                 })
@@ -165,12 +165,12 @@ impl PartialCache {
     }
 
     /// `Some(cached)` on a hit (`cached` is `None` for a remembered miss).
-    pub(crate) fn get(&self, key: &[u8]) -> Option<Option<Arc<Row>>> {
+    pub(crate) fn get(&self, key: &[u8]) -> Option<Option<ProjectedRow>> {
         self.get_at(key, self.now_ms())
     }
 
     /// [`PartialCache::get`] at a time read once for a whole batch of keys.
-    pub(crate) fn get_at(&self, key: &[u8], now_ms: u64) -> Option<Option<Arc<Row>>> {
+    pub(crate) fn get_at(&self, key: &[u8], now_ms: u64) -> Option<Option<ProjectedRow>> {
         let hit = self.front.get(key, now_ms)?;
         // Outside the front's lock: moka may run its housekeeping here, whose eviction
         // listener locks the front.
@@ -188,7 +188,7 @@ impl PartialCache {
     pub(crate) fn insert(
         &self,
         key: &[u8],
-        row: Option<Arc<Row>>,
+        row: Option<ProjectedRow>,
         read_snapshot: Option<i64>,
         current_snapshot: impl FnOnce() -> Option<i64>,
     ) {
@@ -231,27 +231,14 @@ impl PartialCache {
     }
 }
 
-/// moka's per-entry bookkeeping, the front's entry, and the `Arc` and `Vec` headers,
-/// roughly.
+/// moka's per-entry bookkeeping, the front's entry, and the row's `Arc` header, roughly.
 const ENTRY_OVERHEAD: usize = 96 + std::mem::size_of::<front::FrontEntry>();
-
-/// Heap bytes of a decoded row, roughly: the datums plus their out-of-line payloads.
-pub(crate) fn estimated_bytes(row: &Row) -> usize {
-    row.iter()
-        .map(|d| {
-            std::mem::size_of::<Datum>()
-                + match d {
-                    Datum::String(s) => s.len(),
-                    Datum::Bytes(b) => b.len(),
-                    _ => 0,
-                }
-        })
-        .sum()
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::datum::Datum;
+    use crate::table::types::DataType;
 
     fn options() -> PartialOptions {
         PartialOptions {
@@ -266,7 +253,7 @@ mod tests {
     #[test]
     fn hits_misses_and_invalidation() {
         let cache = PartialCache::new(&options());
-        let row = Arc::new(vec![Datum::Int(1)]);
+        let row = ProjectedRow::of(vec![Datum::Int(1)], &[DataType::Int]);
         cache.insert(b"a", Some(row.clone()), Some(1), || Some(1));
         cache.insert(b"b", None, Some(1), || Some(1));
         assert_eq!(cache.get(b"a"), Some(Some(row)));
@@ -320,7 +307,10 @@ mod tests {
             ..options()
         });
         for i in 0..1_000_i32 {
-            let row = Arc::new(vec![Datum::String("x".repeat(100))]);
+            let row = ProjectedRow::of(
+                vec![Datum::String("x".repeat(100))],
+                &[DataType::Varchar(1000)],
+            );
             cache.insert(&i.to_be_bytes(), Some(row), None, || None);
         }
         cache.cache.run_pending_tasks();
@@ -335,7 +325,7 @@ mod tests {
             ..options()
         });
         for i in 0..10_000_i32 {
-            let row = Arc::new(vec![Datum::Int(i)]);
+            let row = ProjectedRow::of(vec![Datum::Int(i)], &[DataType::Int]);
             cache.insert(&i.to_be_bytes(), Some(row), None, || None);
         }
         cache.cache.run_pending_tasks();
@@ -344,7 +334,10 @@ mod tests {
         // What is still cached is what was inserted last for its key.
         for i in 0..10_000_i32 {
             if let Some(row) = cache.get(&i.to_be_bytes()) {
-                assert_eq!(row, Some(Arc::new(vec![Datum::Int(i)])));
+                assert_eq!(
+                    row,
+                    Some(ProjectedRow::of(vec![Datum::Int(i)], &[DataType::Int]))
+                );
             }
         }
     }
@@ -381,12 +374,12 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Insert(k, v) => {
-                        let row = v.map(|v| Arc::new(vec![Datum::Int(v)]));
+                        let row = v.map(|v| ProjectedRow::of(vec![Datum::Int(v)], &[DataType::Int]));
                         cache.insert(&[k], row, None, || None);
                         model.insert(k, v);
                     }
                     Op::Get(k) => {
-                        let got = cache.get(&[k]).map(|r| r.map(|r| r[0].clone()));
+                        let got = cache.get(&[k]).map(|r| r.map(|r| r.decode(&[DataType::Int]).unwrap()[0].clone()));
                         let want = model.get(&k).map(|v| v.map(Datum::Int));
                         if roomy || got.is_some() {
                             proptest::prop_assert_eq!(got, want, "key {}", k);

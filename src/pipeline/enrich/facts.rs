@@ -210,12 +210,12 @@ impl Enricher {
     }
 
     /// Join `j` for every fact of the batch still joining.
-    async fn join_batch(
+    async fn join_batch<'a>(
         &self,
         j: usize,
-        join: &Join,
+        join: &'a Join,
         messages: &[OwnedMessage],
-        progress: &mut [Progress<'_>],
+        progress: &mut [Progress<'a>],
         matches: &mut [Vec<JoinOutcome>],
     ) {
         // The keys of every fact (`None`: a missing or null key field, a miss).
@@ -283,7 +283,10 @@ impl Enricher {
             }
             // Skip what is left of this fact's keys (none unless it failed above).
             while rows.next_if(|((k, _), _)| *k == i).is_some() {}
-            progress[i] = if let Some(reason) = failed {
+            progress[i] = if let Some(FactError::Held(_)) = failed {
+                // A looked-up row that did not read back: held on its own path.
+                Progress::Held
+            } else if let Some(reason) = failed {
                 Progress::Failed(reason)
             } else if any_miss_to_retry {
                 Progress::OnItsOwn

@@ -10,11 +10,12 @@ use super::facts::FactError;
 use crate::codec::Fact;
 use crate::config::{JoinConfig, JoinKind};
 use crate::error::{Error, Result};
-use crate::lookup::LookupTable;
+use crate::lookup::{LookupTable, ProjectedRow};
 use crate::observe::LookupMetrics;
 use crate::observe::PipelineMetrics;
 use crate::pipeline::cdc_progress::CdcProgress;
-use crate::table::datum::{Datum, Row, datum_from_json};
+use crate::table::binary_row::FieldValue;
+use crate::table::datum::{Datum, datum_from_json};
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
 
@@ -82,8 +83,8 @@ pub(crate) struct Join {
     lookup: Arc<LookupTable>,
     kind: JoinKind,
     key_fields: Vec<(String, DataType)>,
-    /// Output field names are shared with every fact they are added to.
-    outputs: Vec<(Arc<str>, DataType)>,
+    /// Output field names, borrowed by every fact they are added to.
+    outputs: Vec<(String, DataType)>,
     retry: Option<(Duration, u32)>,
     /// `wait_for_cdc`: the table's CDC progress and `max_wait`.
     wait: Option<(Arc<CdcProgress>, Duration)>,
@@ -101,11 +102,7 @@ impl Join {
             lookup,
             kind: config.kind,
             key_fields: plan.key_fields,
-            outputs: plan
-                .outputs
-                .into_iter()
-                .map(|(name, ty)| (Arc::from(name), ty))
-                .collect(),
+            outputs: plan.outputs,
             retry: config.retry.as_ref().map(|r| (r.delay, r.max_attempts)),
             wait: progress
                 .filter(|_| config.wait_for_cdc)
@@ -156,14 +153,14 @@ impl Join {
     /// `timestamp_ms` is the fact's Kafka timestamp, which `wait_for_cdc` compares with
     /// the CDC progress.
     pub(crate) async fn apply<'a>(
-        &self,
+        &'a self,
         fact: Fact<'a>,
         timestamp_ms: Option<i64>,
         metrics: &PipelineMetrics,
         out: &mut Vec<Fact<'a>>,
     ) -> std::result::Result<bool, FactError> {
         let join_metrics = self.lookup.metrics();
-        let rows: Vec<Arc<Row>> = match self.key(&fact)? {
+        let rows: Vec<ProjectedRow> = match self.key(&fact)? {
             None => Vec::new(),
             Some(key) => {
                 if let (Some((progress, max_wait)), Some(ts)) = (&self.wait, timestamp_ms)
@@ -198,9 +195,9 @@ impl Join {
     /// fact with nulls when nothing matches and the join is LEFT, nothing when it is
     /// INNER. Returns whether a row matched; `Err` is a bad record.
     pub(crate) fn emit<'a>(
-        &self,
+        &'a self,
         fact: Fact<'a>,
-        rows: &[Arc<Row>],
+        rows: &[ProjectedRow],
         out: &mut Vec<Fact<'a>>,
     ) -> std::result::Result<bool, FactError> {
         let Some((last, others)) = rows.split_last() else {
@@ -220,17 +217,15 @@ impl Join {
     /// any number otherwise; none for a `None` key (a missing or null key field). The one
     /// lookup of a join, for a poll batch of facts and for a fact on its own alike. An
     /// error is the lookup's (the table's store, a local file), never the facts'.
-    pub(crate) async fn find_many(&self, keys: &[Option<&[Datum]>]) -> Result<Vec<Vec<Arc<Row>>>> {
+    pub(crate) async fn find_many(
+        &self,
+        keys: &[Option<&[Datum]>],
+    ) -> Result<Vec<Vec<ProjectedRow>>> {
         if !self.lookup.by_primary_key() {
             return keys
                 .iter()
                 .map(|key| match key {
-                    Some(key) => Ok(self
-                        .lookup
-                        .get_all(key)?
-                        .into_iter()
-                        .map(Arc::new)
-                        .collect()),
+                    Some(key) => self.lookup.get_all(key),
                     None => Ok(Vec::new()),
                 })
                 .collect();
@@ -251,7 +246,7 @@ impl Join {
     }
 
     /// [`Self::find_many`] of one key.
-    async fn find(&self, key: &[Datum]) -> Result<Vec<Arc<Row>>> {
+    async fn find(&self, key: &[Datum]) -> Result<Vec<ProjectedRow>> {
         Ok(self
             .find_many(&[Some(key)])
             .await?
@@ -261,24 +256,23 @@ impl Join {
 
     /// The fact with the joined columns added (nulls without a row).
     fn with_columns<'a>(
-        &self,
+        &'a self,
         mut fact: Fact<'a>,
-        row: Option<&Arc<Row>>,
+        row: Option<&ProjectedRow>,
     ) -> std::result::Result<Fact<'a>, FactError> {
-        // Room for the columns' JSON: a string's text plus its quotes, about 8 bytes for
-        // anything else.
-        let json_bytes = row.map_or(self.outputs.len() * 4, |r| {
-            r.iter()
-                .map(|d| match d {
-                    Datum::String(s) => s.len() + 2,
-                    _ => 8,
-                })
-                .sum()
-        });
+        // Room for the columns' JSON: about the size of their BinaryRow (8 bytes a
+        // column plus the strings that do not fit one).
+        let json_bytes = row.map_or(self.outputs.len() * 4, ProjectedRow::len);
         fact.reserve(self.outputs.len(), json_bytes);
+        let types = self.lookup.projected_types();
         for (i, (name, ty)) in self.outputs.iter().enumerate() {
-            let datum = row.and_then(|r| r.get(i)).unwrap_or(&Datum::Null);
-            fact.insert_datum(name, datum, ty)
+            let value = match row {
+                // A stored row that does not read back is the table's fault, not the
+                // fact's: the fact is held, as on a failed lookup.
+                Some(row) => row.field(i, types).map_err(FactError::held)?,
+                None => FieldValue::Null,
+            };
+            fact.insert_field(name, value, ty)
                 .map_err(|e| FactError::Bad(format!("join on {}: {e}", self.table_name)))?;
         }
         Ok(fact)

@@ -221,6 +221,110 @@ pub(crate) fn field_image<'a>(
     Ok(Some(FieldImage { word, bytes }))
 }
 
+/// A field read in place for writing it out: a string borrowed from the row (checked to
+/// be UTF-8, not copied), any other value decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum FieldValue<'a> {
+    Null,
+    Text(&'a str),
+    Datum(Datum),
+}
+
+/// Field `pos` (of type `ty`) of BinaryRow bytes with `arity` fields, reading a string in
+/// place. Never panics: bad positions and bytes are `Error::Format`.
+pub(crate) fn field_value<'a>(
+    body: &'a [u8],
+    arity: usize,
+    pos: usize,
+    ty: &DataType,
+) -> Result<FieldValue<'a>> {
+    if pos >= arity {
+        return Err(Error::format(format!(
+            "field {pos} is out of range for a row of {arity} fields"
+        )));
+    }
+    if is_null_at(body, pos) {
+        return Ok(FieldValue::Null);
+    }
+    let slot_at = null_bits_width(arity) + 8 * pos;
+    match ty {
+        DataType::Char(_) | DataType::Varchar(_) => {
+            let slot = u64::from_le_bytes(read_array::<8>(body, slot_at)?);
+            let bytes = var_len_bytes(body, slot_at, slot, pos)?;
+            std::str::from_utf8(bytes)
+                .map(FieldValue::Text)
+                .map_err(|e| Error::format(format!("field {pos}: string is not UTF-8: {e}")))
+        }
+        _ => decode_field(body, slot_at, ty, pos).map(FieldValue::Datum),
+    }
+}
+
+/// Appends the BinaryRow of the fields at `positions` (in that order, repeats allowed) of
+/// `body`, whose fields have `types` (all of them, in row order): the bytes that encoding
+/// those fields' decoded values writes, copied slot by slot and chunk by chunk instead of
+/// decoded and encoded again. Values are not checked here (decoding them is). On error
+/// `out` is left as it was.
+pub(crate) fn project_into(
+    out: &mut Vec<u8>,
+    body: &[u8],
+    types: &[DataType],
+    positions: &[usize],
+) -> Result<()> {
+    let base = out.len();
+    let result = write_projection(out, base, body, types, positions);
+    if result.is_err() {
+        out.truncate(base);
+    }
+    result
+}
+
+fn write_projection(
+    out: &mut Vec<u8>,
+    base: usize,
+    body: &[u8],
+    types: &[DataType],
+    positions: &[usize],
+) -> Result<()> {
+    let arity = types.len();
+    let width = null_bits_width(positions.len());
+    out.resize(base + width + 8 * positions.len(), 0);
+    for (to, &from) in positions.iter().enumerate() {
+        let ty = types.get(from).ok_or_else(|| {
+            Error::format(format!(
+                "field {from} is out of range for a row of {arity} fields"
+            ))
+        })?;
+        let slot_at = base + width + 8 * to;
+        let Some(image) = field_image(body, arity, from, ty)? else {
+            let bit = to + HEADER_BITS;
+            if let Some(b) = out.get_mut(base + bit / 8) {
+                *b |= 1 << (bit % 8);
+            }
+            continue;
+        };
+        let slot = match ty {
+            DataType::Char(_)
+            | DataType::Varchar(_)
+            | DataType::Binary(_)
+            | DataType::Varbinary(_) => {
+                write_var_len(out, base, slot_at, image.bytes)?;
+                continue;
+            }
+            DataType::Decimal { precision, .. } if *precision > MAX_COMPACT_DECIMAL_PRECISION => {
+                append_var(out, base, image.bytes, BIG_DECIMAL_RESERVED)? | image.bytes.len() as u64
+            }
+            DataType::Timestamp(p) | DataType::TimestampLtz(p)
+                if *p > MAX_COMPACT_TIMESTAMP_PRECISION =>
+            {
+                append_var(out, base, image.bytes, 8)? | image.word
+            }
+            _ => image.word,
+        };
+        put_slot(out, slot_at, slot.to_le_bytes());
+    }
+    Ok(())
+}
+
 fn is_null_at(body: &[u8], pos: usize) -> bool {
     let bit = pos + HEADER_BITS;
     body.get(bit / 8).is_some_and(|b| b & (1 << (bit % 8)) != 0)

@@ -128,7 +128,7 @@ async fn check(options: &[(&str, &str)], commits: Vec<Vec<Change>>) {
                 // Every strategy is read twice: the second read is a cache hit.
                 for _ in 0..2 {
                     let got = join.get(&[Datum::Int(id)]).await.unwrap();
-                    let got = got.map(|r| join.decode(&r).unwrap());
+                    let got = got.map(|r| r.decode().unwrap());
                     assert_eq!(
                         got.as_ref(),
                         want.as_ref(),
@@ -144,7 +144,7 @@ async fn check(options: &[(&str, &str)], commits: Vec<Vec<Change>>) {
         for (join, name) in joins.iter().zip(["full", "partial", "none"]) {
             let got = join.get_many(&probes).await.unwrap();
             for (id, got) in ids.iter().zip(got) {
-                let got = got.map(|r| join.decode(&r).unwrap());
+                let got = got.map(|r| r.decode().unwrap());
                 assert_eq!(
                     got.as_ref(),
                     expected.get(id),

@@ -24,6 +24,7 @@ pub use partial::PartialOptions;
 pub use partition::PartitionChoice;
 pub(crate) use partition::newest_partition;
 pub use projected::ProjectedRow;
+use projected::projected_types;
 pub use table_lookups::TableLookups;
 
 use crate::error::{Error, Result};
@@ -31,6 +32,7 @@ use crate::lsm::merge::SequenceOrder;
 use crate::lsm::point_lookup::{PointLookup, SnapshotDelta};
 use crate::lsm::reader::{ScanFilter, scan_each_bucket};
 use crate::observe::LookupMetrics;
+use crate::table::Table;
 use crate::table::binary_row;
 use crate::table::datum::{Datum, Row};
 use crate::table::options::MergeEngineKind;
@@ -91,9 +93,6 @@ pub struct LookupTable {
     /// applies changes from the new files without reading the table.
     deduplicate: Option<SequenceOrder>,
     key_types: Vec<DataType>,
-    /// Types of all the table's columns, and of the projected ones.
-    table_types: Vec<DataType>,
-    projected_types: Vec<DataType>,
     partition_choice: Option<PartitionChoice>,
     /// The selected partition's values (`None` while `max_pt()` finds no partition).
     partition: RwLock<Option<Arc<Row>>>,
@@ -177,8 +176,6 @@ impl LookupTable {
             join_key_is_primary_key,
             deduplicate,
             key_types: schema.types_of(&key_indices),
-            table_types: schema.fields.iter().map(|f| f.data_type).collect(),
-            projected_types: schema.types_of(&spec.projection),
             point,
             projection: spec.projection,
             key_columns: spec.key_columns,
@@ -259,18 +256,11 @@ impl LookupTable {
             .map(Cow::Owned)
     }
 
-    fn project(&self, row: Row) -> Result<ProjectedRow> {
-        ProjectedRow::from_row(row, &self.table_types, &self.projection)
-    }
-
-    /// Types of the projected columns, in output order: how to read a [`ProjectedRow`].
-    pub fn projected_types(&self) -> &[DataType] {
-        &self.projected_types
-    }
-
-    /// A row this join looked up, decoded.
-    pub fn decode(&self, row: &ProjectedRow) -> Result<Row> {
-        row.decode(&self.projected_types)
+    /// The types of the projected columns of `table` (the table at the schema a point
+    /// lookup read its rows in).
+    fn projected_types(&self, table: &Table) -> Result<Arc<[DataType]>> {
+        let types: Vec<DataType> = table.schema().fields.iter().map(|f| f.data_type).collect();
+        projected_types(&types, &self.projection)
     }
 
     /// The projected row of the join key (values of the spec's `key_columns`), for joins
@@ -285,12 +275,12 @@ impl LookupTable {
     /// The projected row of a full primary key.
     async fn get_primary(&self, key: &[Datum]) -> Result<Option<ProjectedRow>> {
         match &self.cache {
-            Cache::None => self
-                .point
-                .get(key)
-                .await?
-                .map(|r| self.project(r))
-                .transpose(),
+            Cache::None => {
+                let (row, _, table) = self.point.get_pinned(key).await?;
+                let types = self.projected_types(&table)?;
+                row.map(|r| ProjectedRow::from_row(r, &self.projection, &types))
+                    .transpose()
+            }
             // The slot's read guard, not a clone of the Arc: two atomic operations fewer
             // on the hottest path.
             Cache::Full(full) => Ok(full
@@ -309,8 +299,11 @@ impl LookupTable {
                     return Ok(hit);
                 }
                 let cache_key = binary_row::encode(key, &self.key_types)?;
-                let (row, read_at) = self.point.get_pinned(key).await?;
-                let row = row.map(|r| self.project(r)).transpose()?;
+                let (row, read_at, table) = self.point.get_pinned(key).await?;
+                let types = self.projected_types(&table)?;
+                let row = row
+                    .map(|r| ProjectedRow::from_row(r, &self.projection, &types))
+                    .transpose()?;
                 cache.insert(&cache_key, row.clone(), read_at, || {
                     self.point.snapshot_id()
                 });
@@ -341,11 +334,14 @@ impl LookupTable {
             Cache::None => {
                 // One batch of point reads: each file is looked up once for all its keys.
                 let present: Vec<&[Datum]> = keys.iter().flatten().map(|k| k.as_ref()).collect();
-                let mut rows = self.point.get_many(&present).await?.into_iter();
+                let (rows, _, table) = self.point.get_many_pinned(&present).await?;
+                let types = self.projected_types(&table)?;
+                let mut rows = rows.into_iter();
                 keys.iter()
                     .map(|k| {
                         k.as_ref()
-                            .and_then(|_| rows.next().flatten().map(|r| self.project(r)))
+                            .and_then(|_| rows.next().flatten())
+                            .map(|r| ProjectedRow::from_row(r, &self.projection, &types))
                             .transpose()
                     })
                     .collect()
@@ -379,9 +375,12 @@ impl LookupTable {
                     .iter()
                     .filter_map(|&i| keys.get(i).and_then(|k| k.as_deref()))
                     .collect();
-                let (rows, read_at) = self.point.get_many_pinned(&miss_keys).await?;
+                let (rows, read_at, table) = self.point.get_many_pinned(&miss_keys).await?;
+                let types = self.projected_types(&table)?;
                 for ((&i, key), row) in misses.iter().zip(&miss_keys).zip(rows) {
-                    let row = row.map(|r| self.project(r)).transpose()?;
+                    let row = row
+                        .map(|r| ProjectedRow::from_row(r, &self.projection, &types))
+                        .transpose()?;
                     buffer.clear();
                     binary_row::encode_into(&mut buffer, key, &self.key_types)?;
                     cache.insert(&buffer, row.clone(), read_at, || self.point.snapshot_id());

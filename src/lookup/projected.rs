@@ -17,41 +17,67 @@ use crate::table::binary_row::{self, FieldValue};
 use crate::table::datum::{Datum, Row};
 use crate::table::types::DataType;
 
-/// Projected columns of a looked-up row: BinaryRow bytes whose fields have the join's
-/// projected types (which the row does not carry; its reader passes them).
+/// Projected columns of a looked-up row: BinaryRow bytes, and the types they were
+/// written in. The types travel with the bytes because a table's schema can widen a
+/// column (INT to BIGINT) while lookups run: a row must be read in the schema it was
+/// read in, which the join cannot know. They are shared by every row of a lookup.
 #[derive(Clone, PartialEq, Eq)]
-pub struct ProjectedRow(Arc<[u8]>);
+pub struct ProjectedRow {
+    bytes: Arc<[u8]>,
+    types: Arc<[DataType]>,
+}
 
 impl std::fmt::Debug for ProjectedRow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ProjectedRow({} bytes)", self.0.len())
+        write!(
+            f,
+            "ProjectedRow({} bytes, {:?})",
+            self.bytes.len(),
+            self.types
+        )
     }
+}
+
+/// The types of the columns at `positions` of a row whose fields have `types`.
+pub(crate) fn projected_types(types: &[DataType], positions: &[usize]) -> Result<Arc<[DataType]>> {
+    positions
+        .iter()
+        .map(|&i| {
+            types.get(i).copied().ok_or_else(|| {
+                Error::format(format!("column {i} is out of range of the table's row"))
+            })
+        })
+        .collect()
 }
 
 impl ProjectedRow {
     /// The fields at `positions` of a stored BinaryRow whose fields have `types`, copied
-    /// without decoding. `scratch` is reused between calls.
+    /// without decoding; `projected` are [`projected_types`] of them. `scratch` is reused
+    /// between calls.
     pub(crate) fn project(
         scratch: &mut Vec<u8>,
         body: &[u8],
         types: &[DataType],
         positions: &[usize],
+        projected: &Arc<[DataType]>,
     ) -> Result<Self> {
         scratch.clear();
         binary_row::project_into(scratch, body, types, positions)?;
-        Ok(ProjectedRow(Arc::from(scratch.as_slice())))
+        Ok(ProjectedRow {
+            bytes: Arc::from(scratch.as_slice()),
+            types: projected.clone(),
+        })
     }
 
-    /// The fields at `positions` of a decoded row whose fields have `types`.
-    pub(crate) fn from_row(row: Row, types: &[DataType], positions: &[usize]) -> Result<Self> {
+    /// The fields at `positions` of a decoded row; `projected` are their types.
+    pub(crate) fn from_row(
+        row: Row,
+        positions: &[usize],
+        projected: &Arc<[DataType]>,
+    ) -> Result<Self> {
         let mut row = row;
         let mut values = Vec::with_capacity(positions.len());
-        let mut value_types = Vec::with_capacity(positions.len());
         for &i in positions {
-            let ty = types.get(i).ok_or_else(|| {
-                Error::format(format!("column {i} is out of range of the table's row"))
-            })?;
-            value_types.push(*ty);
             // A position taken twice: the second copy is cloned from the first.
             let value = match row.get_mut(i) {
                 Some(Datum::Null) | None => positions
@@ -63,33 +89,39 @@ impl ProjectedRow {
             };
             values.push(value);
         }
-        let bytes = binary_row::encode(&values, &value_types)?;
-        Ok(ProjectedRow(Arc::from(bytes)))
+        let bytes = binary_row::encode(&values, projected)?;
+        Ok(ProjectedRow {
+            bytes: Arc::from(bytes),
+            types: projected.clone(),
+        })
     }
 
     /// A whole decoded row (tests).
     #[cfg(test)]
     pub(crate) fn of(row: Row, types: &[DataType]) -> Self {
         let all: Vec<usize> = (0..row.len()).collect();
-        Self::from_row(row, types, &all).expect("a row of its types")
+        Self::from_row(row, &all, &Arc::from(types)).expect("a row of its types")
     }
 
-    /// Field `i`, its string borrowed; `types` are the projected columns' types.
-    pub(crate) fn field(&self, i: usize, types: &[DataType]) -> Result<FieldValue<'_>> {
-        let ty = types.get(i).ok_or_else(|| {
+    /// Field `i` and its type, a string borrowed.
+    pub(crate) fn field(&self, i: usize) -> Result<(FieldValue<'_>, DataType)> {
+        let ty = self.types.get(i).ok_or_else(|| {
             Error::format(format!("column {i} is out of range of a projected row"))
         })?;
-        binary_row::field_value(&self.0, types.len(), i, ty)
+        Ok((
+            binary_row::field_value(&self.bytes, self.types.len(), i, ty)?,
+            *ty,
+        ))
     }
 
-    /// The row decoded; `types` are the projected columns' types.
-    pub fn decode(&self, types: &[DataType]) -> Result<Row> {
-        binary_row::decode(&self.0, types)
+    /// The row decoded.
+    pub fn decode(&self) -> Result<Row> {
+        binary_row::decode(&self.bytes, &self.types)
     }
 
     /// Size of the BinaryRow in bytes (an estimate of its columns' JSON too).
     pub(crate) fn len(&self) -> usize {
-        self.0.len()
+        self.bytes.len()
     }
 }
 
@@ -115,33 +147,50 @@ mod tests {
         let body = binary_row::encode(&row(), &types).unwrap();
         for positions in [vec![], vec![1], vec![2, 0], vec![1, 1, 0]] {
             let mut scratch = vec![1, 2, 3];
-            let projected = ProjectedRow::project(&mut scratch, &body, &types, &positions).unwrap();
-            let decoded = ProjectedRow::from_row(row(), &types, &positions).unwrap();
+            let wanted = projected_types(&types, &positions).unwrap();
+            let projected =
+                ProjectedRow::project(&mut scratch, &body, &types, &positions, &wanted).unwrap();
+            let decoded = ProjectedRow::from_row(row(), &positions, &wanted).unwrap();
             assert_eq!(projected, decoded, "{positions:?}");
-            let projected_types: Vec<DataType> = positions.iter().map(|&p| types[p]).collect();
             let want: Row = positions.iter().map(|&p| row()[p].clone()).collect();
-            assert_eq!(projected.decode(&projected_types).unwrap(), want);
+            assert_eq!(projected.decode().unwrap(), want);
         }
     }
 
     #[test]
     fn fields_are_read_in_place() {
         let types = types();
-        let projected = ProjectedRow::from_row(row(), &types, &[1, 2, 0]).unwrap();
-        let projected_types = [types[1], types[2], types[0]];
+        let wanted = projected_types(&types, &[1, 2, 0]).unwrap();
+        let projected = ProjectedRow::from_row(row(), &[1, 2, 0], &wanted).unwrap();
         assert_eq!(
-            projected.field(0, &projected_types).unwrap(),
-            FieldValue::Text("a string longer than a slot")
+            projected.field(0).unwrap(),
+            (FieldValue::Text("a string longer than a slot"), types[1])
+        );
+        assert_eq!(projected.field(1).unwrap(), (FieldValue::Null, types[2]));
+        assert_eq!(
+            projected.field(2).unwrap(),
+            (FieldValue::Datum(Datum::Int(7)), types[0])
+        );
+        assert!(projected.field(3).is_err());
+        assert!(projected_types(&types, &[3]).is_err());
+    }
+
+    /// A row read in a widened schema (INT to BIGINT) is read back in that schema.
+    #[test]
+    fn a_row_is_read_in_the_types_it_was_written_in() {
+        let wide: Arc<[DataType]> = Arc::from([DataType::BigInt]);
+        let widened =
+            ProjectedRow::from_row(vec![Datum::BigInt(-5_000_000_000)], &[0], &wide).unwrap();
+        assert_eq!(
+            widened.decode().unwrap(),
+            vec![Datum::BigInt(-5_000_000_000)]
         );
         assert_eq!(
-            projected.field(1, &projected_types).unwrap(),
-            FieldValue::Null
+            widened.field(0).unwrap(),
+            (
+                FieldValue::Datum(Datum::BigInt(-5_000_000_000)),
+                DataType::BigInt
+            )
         );
-        assert_eq!(
-            projected.field(2, &projected_types).unwrap(),
-            FieldValue::Datum(Datum::Int(7))
-        );
-        assert!(projected.field(3, &projected_types).is_err());
-        assert!(ProjectedRow::from_row(row(), &types, &[3]).is_err());
     }
 }

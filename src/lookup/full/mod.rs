@@ -49,6 +49,7 @@ use arena::{MAX_ARENA, MIN_ARENA, Shard, push_record, record};
 use row_table::RowTable;
 
 use super::ProjectedRow;
+use super::projected::projected_types;
 use crate::error::{Error, Result};
 use crate::table::binary_row::{self, FieldImage};
 use crate::table::datum::{Datum, Row, compare_rows};
@@ -446,7 +447,8 @@ impl FullCache {
                 return Ok(None);
             };
             let (body, _) = record(&shard.arena, at).ok_or_else(corrupt)?;
-            ProjectedRow::project(&mut Vec::new(), body, &self.types, projection).map(Some)
+            let types = projected_types(&self.types, projection)?;
+            ProjectedRow::project(&mut Vec::new(), body, &self.types, projection, &types).map(Some)
         })
     }
 
@@ -463,9 +465,10 @@ impl FullCache {
         self.check_projection(projection)?;
         let mut out = Vec::with_capacity(keys.len());
         let mut projected = Vec::new();
+        let types = projected_types(&self.types, projection)?;
         with_scratch(|buf| {
             for chunk in keys.chunks(BATCH) {
-                self.get_chunk(chunk, projection, buf, &mut projected, &mut out)?;
+                self.get_chunk(chunk, (projection, &types), buf, &mut projected, &mut out)?;
             }
             Ok(out)
         })
@@ -474,7 +477,7 @@ impl FullCache {
     fn get_chunk(
         &self,
         keys: &[&[Datum]],
-        projection: &[usize],
+        (projection, types): (&[usize], &Arc<[DataType]>),
         buf: &mut Vec<u8>,
         projected: &mut Vec<u8>,
         out: &mut Vec<Option<ProjectedRow>>,
@@ -547,6 +550,7 @@ impl FullCache {
                 body,
                 &self.types,
                 projection,
+                types,
             )?));
         }
         Ok(())
@@ -576,6 +580,7 @@ impl FullCache {
             return Ok(Vec::new());
         }
         let n = self.types.len();
+        let types = projected_types(&self.types, projection)?;
         with_scratch(|buf| {
             binary_row::encode_into(buf, values, &secondary.columns.types)?;
             let probe = secondary.columns.in_probe(buf);
@@ -604,7 +609,13 @@ impl FullCache {
                         }
                         found.push((
                             binary_row::decode_projected(body, &self.types, &self.key.positions)?,
-                            ProjectedRow::project(&mut Vec::new(), body, &self.types, projection)?,
+                            ProjectedRow::project(
+                                &mut Vec::new(),
+                                body,
+                                &self.types,
+                                projection,
+                                &types,
+                            )?,
                         ));
                     }
                 }

@@ -22,23 +22,13 @@ trait Decoded {
 
 impl Decoded for FullCache {
     fn get_row(&self, key: &[Datum], projection: &[usize]) -> Result<Option<Row>> {
-        let types: Vec<DataType> = projection
-            .iter()
-            .filter_map(|&p| self.types.get(p).copied())
-            .collect();
-        self.get(key, projection)?
-            .map(|r| r.decode(&types))
-            .transpose()
+        self.get(key, projection)?.map(|r| r.decode()).transpose()
     }
 
     fn get_rows(&self, keys: &[&[Datum]], projection: &[usize]) -> Result<Vec<Option<Row>>> {
-        let types: Vec<DataType> = projection
-            .iter()
-            .filter_map(|&p| self.types.get(p).copied())
-            .collect();
         self.get_many(keys, projection)?
             .into_iter()
-            .map(|r| r.map(|r| r.decode(&types)).transpose())
+            .map(|r| r.map(|r| r.decode()).transpose())
             .collect()
     }
 
@@ -48,13 +38,9 @@ impl Decoded for FullCache {
         values: &[Datum],
         projection: &[usize],
     ) -> Result<Vec<Row>> {
-        let types: Vec<DataType> = projection
-            .iter()
-            .filter_map(|&p| self.types.get(p).copied())
-            .collect();
         self.get_by(index, values, projection)?
             .iter()
-            .map(|r| r.decode(&types))
+            .map(ProjectedRow::decode)
             .collect()
     }
 }

@@ -379,7 +379,7 @@ mod tests {
                         model.insert(k, v);
                     }
                     Op::Get(k) => {
-                        let got = cache.get(&[k]).map(|r| r.map(|r| r.decode(&[DataType::Int]).unwrap()[0].clone()));
+                        let got = cache.get(&[k]).map(|r| r.map(|r| r.decode().unwrap()[0].clone()));
                         let want = model.get(&k).map(|v| v.map(Datum::Int));
                         if roomy || got.is_some() {
                             proptest::prop_assert_eq!(got, want, "key {}", k);

@@ -351,11 +351,15 @@ impl PointLookup {
         self.get_in(&state, key).await
     }
 
-    /// [`PointLookup::get`], with the snapshot it read.
-    pub(crate) async fn get_pinned(&self, key: &[Datum]) -> Result<(Option<Row>, Option<i64>)> {
+    /// [`PointLookup::get`], with the snapshot it read and the table at the schema the
+    /// row is in.
+    pub(crate) async fn get_pinned(
+        &self,
+        key: &[Datum],
+    ) -> Result<(Option<Row>, Option<i64>, Arc<Table>)> {
         let state = self.current();
         let row = self.get_in(&state, key).await?;
-        Ok((row, state.snapshot_id))
+        Ok((row, state.snapshot_id, state.view.table.clone()))
     }
 
     /// [`PointLookup::get`] for many keys against one snapshot. The keys are grouped by
@@ -376,14 +380,15 @@ impl PointLookup {
         self.reduced_batch(&state, keys).await
     }
 
-    /// [`PointLookup::get_many`], with the snapshot it read.
+    /// [`PointLookup::get_many`], with the snapshot it read and the table at the schema
+    /// the rows are in.
     pub(crate) async fn get_many_pinned<K: AsRef<[Datum]>>(
         &self,
         keys: &[K],
-    ) -> Result<(Vec<Option<Row>>, Option<i64>)> {
+    ) -> Result<(Vec<Option<Row>>, Option<i64>, Arc<Table>)> {
         let state = self.current();
         let rows = self.get_batch(&state, keys).await?;
-        Ok((rows, state.snapshot_id))
+        Ok((rows, state.snapshot_id, state.view.table.clone()))
     }
 }
 

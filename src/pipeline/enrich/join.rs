@@ -264,15 +264,15 @@ impl Join {
         // column plus the strings that do not fit one).
         let json_bytes = row.map_or(self.outputs.len() * 4, ProjectedRow::len);
         fact.reserve(self.outputs.len(), json_bytes);
-        let types = self.lookup.projected_types();
-        for (i, (name, ty)) in self.outputs.iter().enumerate() {
-            let value = match row {
+        for (i, (name, planned)) in self.outputs.iter().enumerate() {
+            // The row's own type: the table may have widened the column since the plan.
+            let (value, ty) = match row {
                 // A stored row that does not read back is the table's fault, not the
                 // fact's: the fact is held, as on a failed lookup.
-                Some(row) => row.field(i, types).map_err(FactError::held)?,
-                None => FieldValue::Null,
+                Some(row) => row.field(i).map_err(FactError::held)?,
+                None => (FieldValue::Null, *planned),
             };
-            fact.insert_field(name, value, ty)
+            fact.insert_field(name, value, &ty)
                 .map_err(|e| FactError::Bad(format!("join on {}: {e}", self.table_name)))?;
         }
         Ok(fact)

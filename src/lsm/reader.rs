@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::merge::{MergeEngine, SequenceOrder, sort_and_fold};
+use super::merge::{MergeEngine, MergedRuns, SequenceOrder};
 use crate::error::{Error, Result};
-use crate::table::data_file::KeyValue;
+use crate::table::data_file::{DataFileRows, KeyValue};
 use crate::table::datum::{Datum, Row, compare_datums};
 use crate::table::deletion_vector::DeletionFiles;
 use crate::table::manifest::ManifestEntry;
@@ -192,23 +192,33 @@ pub(crate) async fn read_and_merge(
     engine: &MergeEngine,
     order: &SequenceOrder,
 ) -> Result<Vec<KeyValue>> {
-    let reads: Vec<_> = entries
+    let runs = open_runs(table, entries, deletions).await?;
+    let key_indices = table.schema().trimmed_key_indices();
+    let (engine, order) = (engine.clone(), order.clone());
+    tokio::task::spawn_blocking(move || {
+        MergedRuns::new(runs, key_indices, order, engine)?.collect()
+    })
+    .await
+    .map_err(|e| Error::task("merge task", e))?
+}
+
+/// The files of one bucket (less the rows `deletions` marks deleted), opened as the
+/// sorted runs of a k-way merge to one row per key (`MergedRuns`): each file holds a key
+/// once, in key order, so the merge holds a decoded batch of each file, not every row.
+/// Decoding happens as the merge is read: read it off the async runtime.
+pub(crate) async fn open_runs(
+    table: &Table,
+    entries: &[ManifestEntry],
+    deletions: &DeletionFiles,
+) -> Result<Vec<DataFileRows>> {
+    let opens: Vec<_> = entries
         .iter()
-        .map(|e| table.read_data_file(e, deletions.get(&e.file.file_name)))
+        .map(|e| table.open_data_file(e, deletions.get(&e.file.file_name)))
         .collect();
-    let files: Vec<Vec<KeyValue>> = futures::stream::iter(reads)
+    futures::stream::iter(opens)
         .buffered(IO_CONCURRENCY)
         .try_collect()
-        .await?;
-    let all: Vec<KeyValue> = files.into_iter().flatten().collect();
-    let key_indices = table.schema().trimmed_key_indices();
-    let engine = engine.clone();
-    let order = order.clone();
-    // Each file holds one folded row per key, so sorting every file's rows by
-    // (key, sequence) and folding equals Paimon's k-way merge of sorted runs.
-    tokio::task::spawn_blocking(move || sort_and_fold(all, &key_indices, &order, &engine))
         .await
-        .map_err(|e| Error::task("merge task", e))?
 }
 
 /// Drops files that cannot hold rows matching `filter`: other partitions, other buckets,

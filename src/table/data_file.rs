@@ -5,24 +5,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BinaryBuilder, BooleanArray, BooleanBuilder, Date32Array, Date32Builder,
-    Decimal128Array, Decimal128Builder, Float32Array, Float32Builder, Float64Array, Float64Builder,
-    Int8Array, Int8Builder, Int16Array, Int16Builder, Int32Array, Int32Builder, Int64Array,
-    Int64Builder, RecordBatch, StringBuilder, TimestampMicrosecondArray,
-    TimestampMicrosecondBuilder, TimestampMillisecondArray, TimestampMillisecondBuilder,
-    TimestampNanosecondArray, TimestampNanosecondBuilder, TimestampSecondArray,
-    TimestampSecondBuilder,
+    ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
+    Float64Builder, Int8Array, Int8Builder, Int16Builder, Int32Builder, Int64Array, Int64Builder,
+    RecordBatch, StringBuilder, TimestampMicrosecondBuilder, TimestampMillisecondBuilder,
+    TimestampNanosecondBuilder, TimestampSecondBuilder,
 };
-use arrow::compute::cast;
 use arrow::datatypes::{
     DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema, TimeUnit,
 };
 use bytes::Bytes;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
+pub(crate) use super::data_file_read::DataFileRows;
+pub use super::data_file_read::decode_data_file;
 use super::datum::{Datum, Row, Timestamp};
 use super::row_kind::RowKind;
 use super::schema::{
@@ -301,226 +298,6 @@ pub(crate) fn encode_data_file(
         .collect();
     let out = super::parquet_writer::write_parquet(&batch, &int96, props.build(), ROW_GROUP_ROWS)?;
     Ok(Bytes::from(out))
-}
-
-/// The name in a file written with `file_schema` of each column of `table_schema`, matched
-/// by the stable field id (`None`: the column was added after the file was written).
-pub(crate) fn file_column_names(
-    file_schema: &TableSchema,
-    table_schema: &TableSchema,
-) -> Vec<Option<String>> {
-    table_schema
-        .fields
-        .iter()
-        .map(|f| {
-            file_schema
-                .fields
-                .iter()
-                .find(|ff| ff.id == f.id)
-                .map(|ff| ff.name.clone())
-        })
-        .collect()
-}
-
-/// The system column `name` (`_SEQUENCE_NUMBER`, `_VALUE_KIND`) of a batch, read through
-/// `column`, cast to the Arrow type of `data_type` and downcast to its array type `A`.
-fn system_column<A: Array + Clone + 'static>(
-    column: &impl Fn(&str) -> Option<ArrayRef>,
-    name: &str,
-    data_type: DataType,
-) -> Result<A> {
-    let array =
-        column(name).ok_or_else(|| Error::format(format!("data file has no {name} column")))?;
-    let array = cast(&array, &data_type.to_arrow()).map_err(|e| Error::arrow(name, e))?;
-    array
-        .as_any()
-        .downcast_ref::<A>()
-        .cloned()
-        .ok_or_else(|| Error::format(format!("{name} is not {data_type}")))
-}
-
-/// Decodes a data file written with `file_schema` into rows of `table_schema` (columns
-/// matched by field id, then by name in the file; columns the file lacks are null).
-pub fn decode_data_file(
-    bytes: Bytes,
-    file_schema: &TableSchema,
-    table_schema: &TableSchema,
-) -> Result<Vec<KeyValue>> {
-    // The parquet crate still panics on some corrupt page data (definition levels that
-    // overrun their buffer, found by the `data_file` fuzz target): a corrupt file must be
-    // an error, not a crash of the pipeline. Nothing is shared across the boundary.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        decode_rows(bytes, file_schema, table_schema)
-    }))
-    .unwrap_or_else(|panic| {
-        let reason = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        Err(Error::format(format!(
-            "data file is corrupt: the parquet reader failed ({reason})"
-        )))
-    })
-}
-
-fn decode_rows(
-    bytes: Bytes,
-    file_schema: &TableSchema,
-    table_schema: &TableSchema,
-) -> Result<Vec<KeyValue>> {
-    super::page_headers::check_footer(&bytes)
-        .map_err(|e| Error::format(format!("data file {e}")))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
-        .map_err(|e| Error::parquet("opening data file", e))?;
-    check_column_chunks(builder.metadata(), &bytes)?;
-    let reader = builder
-        .with_batch_size(8192)
-        .build()
-        .map_err(|e| Error::parquet("reading data file", e))?;
-    let file_names = file_column_names(file_schema, table_schema);
-    let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch.map_err(|e| Error::arrow("decoding data file", e))?;
-        let schema = batch.schema();
-        let column = |name: &str| -> Option<ArrayRef> {
-            schema.index_of(name).ok().map(|i| batch.column(i).clone())
-        };
-        let seq: Int64Array = system_column(&column, SEQUENCE_NUMBER_COLUMN, DataType::BigInt)?;
-        let kind: Int8Array = system_column(&column, VALUE_KIND_COLUMN, DataType::TinyInt)?;
-        let mut value_columns: Vec<Option<Vec<Datum>>> =
-            Vec::with_capacity(table_schema.fields.len());
-        for (field, file_name) in table_schema.fields.iter().zip(&file_names) {
-            let array = file_name.as_deref().and_then(column);
-            value_columns.push(match array {
-                Some(a) => Some(array_to_datums(&a, field)?),
-                None => None,
-            });
-        }
-        for r in 0..batch.num_rows() {
-            let kind_byte = if kind.is_null(r) { 0 } else { kind.value(r) };
-            let kind = RowKind::from_byte(kind_byte)
-                .ok_or_else(|| Error::format(format!("invalid _VALUE_KIND {kind_byte}")))?;
-            let row: Row = value_columns
-                .iter_mut()
-                .map(|col| match col {
-                    Some(values) => std::mem::replace(&mut values[r], Datum::Null),
-                    None => Datum::Null,
-                })
-                .collect();
-            out.push(KeyValue {
-                sequence_number: seq.value(r),
-                kind,
-                row,
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// Checks that every column chunk the footer describes lies inside the file. The parquet
-/// crate asserts (panics) on a negative offset or size when it reads the chunk, and a
-/// corrupt footer can say anything: found by the `data_file` fuzz target.
-fn check_column_chunks(
-    metadata: &parquet::file::metadata::ParquetMetaData,
-    file: &[u8],
-) -> Result<()> {
-    let file_len = file.len() as u64;
-    for (rg, group) in metadata.row_groups().iter().enumerate() {
-        for (c, column) in group.columns().iter().enumerate() {
-            let start = column
-                .dictionary_page_offset()
-                .unwrap_or_else(|| column.data_page_offset());
-            let len = column.compressed_size();
-            let inside = u64::try_from(start)
-                .ok()
-                .zip(u64::try_from(len).ok())
-                .and_then(|(start, len)| start.checked_add(len))
-                .is_some_and(|end| end <= file_len);
-            if !inside {
-                return Err(Error::format(format!(
-                    "data file footer: column chunk {c} of row group {rg} claims bytes \
-                     {start}+{len} of a {file_len}-byte file"
-                )));
-            }
-            // In range: checked just above.
-            let chunk = &file[start as usize..(start + len) as usize];
-            super::page_headers::check_column_chunk(chunk)
-                .map_err(|e| Error::format(format!("column chunk {c} of row group {rg}: {e}")))?;
-        }
-    }
-    Ok(())
-}
-
-/// Converts one Arrow column to datums of `field`'s type, casting first so files written
-/// with other physical types (large strings, other timestamp units) read the same.
-pub(crate) fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Datum>> {
-    let target = field.data_type.to_arrow();
-    let array = if array.data_type() == &target {
-        array.clone()
-    } else {
-        cast(array, &target).map_err(|e| Error::arrow(format!("column `{}`", field.name), e))?
-    };
-    let n = array.len();
-    macro_rules! convert {
-        ($ty:ty, $f:expr) => {{
-            let a = array.as_any().downcast_ref::<$ty>().ok_or_else(|| {
-                Error::format(format!(
-                    "column `{}` has an unexpected Arrow type",
-                    field.name
-                ))
-            })?;
-            (0..n)
-                .map(|i| {
-                    if a.is_null(i) {
-                        Datum::Null
-                    } else {
-                        $f(a.value(i))
-                    }
-                })
-                .collect()
-        }};
-    }
-    let datums: Vec<Datum> = match field.data_type {
-        DataType::Boolean => convert!(BooleanArray, Datum::Boolean),
-        DataType::TinyInt => convert!(Int8Array, Datum::TinyInt),
-        DataType::SmallInt => convert!(Int16Array, Datum::SmallInt),
-        DataType::Int => convert!(Int32Array, Datum::Int),
-        DataType::BigInt => convert!(Int64Array, Datum::BigInt),
-        DataType::Float => convert!(Float32Array, Datum::Float),
-        DataType::Double => convert!(Float64Array, Datum::Double),
-        DataType::Date => convert!(Date32Array, Datum::Date),
-        DataType::Decimal { .. } => convert!(Decimal128Array, Datum::Decimal),
-        DataType::Char(_) | DataType::Varchar(_) => {
-            convert!(arrow::array::StringArray, |s: &str| Datum::String(
-                s.to_string()
-            ))
-        }
-        DataType::Binary(_) | DataType::Varbinary(_) => {
-            convert!(arrow::array::BinaryArray, |b: &[u8]| Datum::Bytes(
-                b.to_vec()
-            ))
-        }
-        DataType::Timestamp(p) | DataType::TimestampLtz(p) => match super::types::timestamp_unit(p)
-        {
-            TimeUnit::Second => {
-                convert!(TimestampSecondArray, |v: i64| Datum::Timestamp(Timestamp {
-                    millis: v.saturating_mul(1000),
-                    nanos_of_milli: 0
-                }))
-            }
-            TimeUnit::Millisecond => convert!(TimestampMillisecondArray, |v: i64| {
-                Datum::Timestamp(Timestamp::from_millis(v))
-            }),
-            TimeUnit::Microsecond => convert!(TimestampMicrosecondArray, |v: i64| {
-                Datum::Timestamp(Timestamp::from_micros(v))
-            }),
-            TimeUnit::Nanosecond => convert!(TimestampNanosecondArray, |v: i64| {
-                Datum::Timestamp(Timestamp::from_nanos(v))
-            }),
-        },
-    };
-    Ok(datums)
 }
 
 #[cfg(test)]

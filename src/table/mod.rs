@@ -8,6 +8,7 @@ pub mod check;
 pub mod commit;
 pub(crate) mod consumer;
 pub mod data_file;
+mod data_file_read;
 pub mod datum;
 pub(crate) mod deletion_vector;
 pub mod fence;
@@ -35,7 +36,7 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::{Error, Result};
-use data_file::KeyValue;
+use data_file::{DataFileRows, KeyValue};
 use datum::Row;
 use deletion_vector::DeletionFile;
 use manifest::{FileKind, ManifestEntry, ManifestFileMeta};
@@ -435,18 +436,16 @@ impl Table {
         entry: &ManifestEntry,
         deletion: Option<&DeletionFile>,
     ) -> Result<Vec<KeyValue>> {
-        let rows = self.read_all_rows(entry).await?;
-        match deletion {
-            None => Ok(rows),
-            Some(file) => {
-                let vector = self.read_deletion_vector(file).await?;
-                Ok(deletion_vector::without_deleted(rows, &vector))
-            }
-        }
+        self.open_data_file(entry, deletion).await?.collect()
     }
 
-    /// Every row of a data file, deleted or not, in the current schema.
-    async fn read_all_rows(&self, entry: &ManifestEntry) -> Result<Vec<KeyValue>> {
+    /// A data file's rows in the current schema, less those `deletion` marks deleted, to
+    /// be decoded a batch at a time. The file's (compressed) bytes are read now.
+    pub(crate) async fn open_data_file(
+        &self,
+        entry: &ManifestEntry,
+        deletion: Option<&DeletionFile>,
+    ) -> Result<DataFileRows> {
         let location = self.data_file_path(entry)?;
         if entry.file.schema_id > self.schema.id {
             // Read in this older schema, its new columns would be dropped and widened
@@ -471,7 +470,12 @@ impl Table {
                 entry.file.file_name
             )));
         }
-        data_file::decode_data_file(bytes, &file_schema, &self.schema)
+        let deleted = match deletion {
+            Some(file) => Some(self.read_deletion_vector(file).await?),
+            None => None,
+        };
+        DataFileRows::open(bytes, &file_schema, &self.schema, deleted)
+            .map(|rows| rows.in_file(location.to_string()))
             .map_err(|e| e.in_file(&location))
     }
 }

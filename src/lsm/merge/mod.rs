@@ -7,6 +7,9 @@ use std::cmp::Ordering;
 mod aggregate;
 mod function;
 mod partial_update;
+mod runs;
+
+pub(crate) use runs::MergedRuns;
 
 pub(crate) use function::AggregateFunction;
 

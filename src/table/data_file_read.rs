@@ -1,0 +1,356 @@
+//! Reading data files (docs/format.md §7): a file's rows in the table's current schema,
+//! one Arrow batch at a time.
+//!
+//! Why a module of its own, apart from writing: merges (scans, compaction) read many
+//! files at once and must hold only a batch of each, so the reader is an iterator; and a
+//! corrupt file (found by the `data_file` fuzz target) must come back as an error from
+//! every step of it, never as a panic.
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array,
+    Int8Array, Int16Array, Int32Array, Int64Array, RecordBatch, TimestampMicrosecondArray,
+    TimestampMillisecondArray, TimestampNanosecondArray, TimestampSecondArray,
+};
+use arrow::compute::cast;
+use arrow::datatypes::TimeUnit;
+use bytes::Bytes;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+
+use super::data_file::{KeyValue, SEQUENCE_NUMBER_COLUMN, VALUE_KIND_COLUMN};
+use super::datum::{Datum, Row, Timestamp};
+use super::deletion_vector::DeletionVector;
+use super::row_kind::RowKind;
+use super::schema::TableSchema;
+use super::types::{DataType, Field};
+use crate::error::{Error, Result};
+
+/// Rows decoded at a time.
+const BATCH_ROWS: usize = 8192;
+
+/// The name in a file written with `file_schema` of each column of `table_schema`, matched
+/// by the stable field id (`None`: the column was added after the file was written).
+pub(crate) fn file_column_names(
+    file_schema: &TableSchema,
+    table_schema: &TableSchema,
+) -> Vec<Option<String>> {
+    table_schema
+        .fields
+        .iter()
+        .map(|f| {
+            file_schema
+                .fields
+                .iter()
+                .find(|ff| ff.id == f.id)
+                .map(|ff| ff.name.clone())
+        })
+        .collect()
+}
+
+/// The system column `name` (`_SEQUENCE_NUMBER`, `_VALUE_KIND`) of a batch, read through
+/// `column`, cast to the Arrow type of `data_type` and downcast to its array type `A`.
+fn system_column<A: Array + Clone + 'static>(
+    column: &impl Fn(&str) -> Option<ArrayRef>,
+    name: &str,
+    data_type: DataType,
+) -> Result<A> {
+    let array =
+        column(name).ok_or_else(|| Error::format(format!("data file has no {name} column")))?;
+    let array = cast(&array, &data_type.to_arrow()).map_err(|e| Error::arrow(name, e))?;
+    array
+        .as_any()
+        .downcast_ref::<A>()
+        .cloned()
+        .ok_or_else(|| Error::format(format!("{name} is not {data_type}")))
+}
+
+/// Decodes a data file written with `file_schema` into rows of `table_schema` (columns
+/// matched by field id, then by name in the file; columns the file lacks are null).
+pub fn decode_data_file(
+    bytes: Bytes,
+    file_schema: &TableSchema,
+    table_schema: &TableSchema,
+) -> Result<Vec<KeyValue>> {
+    DataFileRows::open(bytes, file_schema, table_schema, None)?.collect()
+}
+
+/// A data file's rows, decoded one Arrow batch (`BATCH_ROWS` rows) at a time, so a
+/// merge of many files holds a batch of each instead of every row of every file. Rows
+/// come in file order; those a deletion vector marks are skipped.
+pub(crate) struct DataFileRows {
+    reader: ParquetRecordBatchReader,
+    fields: Vec<Field>,
+    /// Per table column, its name in the file (`None`: added after the file was written).
+    file_names: Vec<Option<String>>,
+    deleted: Option<DeletionVector>,
+    /// File position of the next batch's first row.
+    position: u64,
+    batch: std::vec::IntoIter<KeyValue>,
+    /// Ended, or failed (an error is returned once).
+    done: bool,
+    /// Named in the errors of reading on (see [`Self::in_file`]).
+    path: Option<String>,
+}
+
+impl DataFileRows {
+    /// Checks the footer and the column chunks it lists, and opens the reader.
+    pub(crate) fn open(
+        bytes: Bytes,
+        file_schema: &TableSchema,
+        table_schema: &TableSchema,
+        deleted: Option<DeletionVector>,
+    ) -> Result<Self> {
+        let reader = without_panics(|| {
+            super::page_headers::check_footer(&bytes)
+                .map_err(|e| Error::format(format!("data file {e}")))?;
+            let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+                .map_err(|e| Error::parquet("opening data file", e))?;
+            check_column_chunks(builder.metadata(), &bytes)?;
+            builder
+                .with_batch_size(BATCH_ROWS)
+                .build()
+                .map_err(|e| Error::parquet("reading data file", e))
+        })?;
+        Ok(DataFileRows {
+            reader,
+            fields: table_schema.fields.clone(),
+            file_names: file_column_names(file_schema, table_schema),
+            deleted,
+            position: 0,
+            batch: Vec::new().into_iter(),
+            done: false,
+            path: None,
+        })
+    }
+
+    /// Names `path` in the errors of the batches read from now on.
+    pub(crate) fn in_file(mut self, path: String) -> Self {
+        self.path = Some(path);
+        self
+    }
+
+    /// The next batch's rows (less deleted ones); `None` at the end of the file.
+    fn next_batch(&mut self) -> Option<Result<Vec<KeyValue>>> {
+        let DataFileRows {
+            reader,
+            fields,
+            file_names,
+            deleted,
+            position,
+            ..
+        } = self;
+        let batch = without_panics(|| {
+            reader
+                .next()
+                .transpose()
+                .map_err(|e| Error::arrow("decoding data file", e))
+        });
+        let batch = match batch {
+            Ok(Some(batch)) => batch,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        let first = *position;
+        *position += batch.num_rows() as u64;
+        Some(without_panics(|| {
+            batch_rows(&batch, fields, file_names, first, deleted.as_ref())
+        }))
+    }
+}
+
+impl Iterator for DataFileRows {
+    type Item = Result<KeyValue>;
+
+    fn next(&mut self) -> Option<Result<KeyValue>> {
+        loop {
+            if let Some(row) = self.batch.next() {
+                return Some(Ok(row));
+            }
+            if self.done {
+                return None;
+            }
+            match self.next_batch() {
+                Some(Ok(rows)) => self.batch = rows.into_iter(),
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(match self.path.take() {
+                        Some(path) => e.in_file(path),
+                        None => e,
+                    }));
+                }
+                None => {
+                    self.done = true;
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Runs a step of the parquet reader, turning its panics into errors. The parquet crate
+/// still panics on some corrupt page data (definition levels that overrun their buffer,
+/// found by the `data_file` fuzz target): a corrupt file must be an error, not a crash
+/// of the pipeline. Nothing is shared across the boundary.
+fn without_panics<T>(step: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(step)).unwrap_or_else(|panic| {
+        let reason = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(Error::format(format!(
+            "data file is corrupt: the parquet reader failed ({reason})"
+        )))
+    })
+}
+
+/// The rows of one Arrow batch whose first row is at file position `first`, in table
+/// columns `fields`, less those `deleted` marks.
+fn batch_rows(
+    batch: &RecordBatch,
+    fields: &[Field],
+    file_names: &[Option<String>],
+    first: u64,
+    deleted: Option<&DeletionVector>,
+) -> Result<Vec<KeyValue>> {
+    let schema = batch.schema();
+    let column = |name: &str| -> Option<ArrayRef> {
+        schema.index_of(name).ok().map(|i| batch.column(i).clone())
+    };
+    let seq: Int64Array = system_column(&column, SEQUENCE_NUMBER_COLUMN, DataType::BigInt)?;
+    let kind: Int8Array = system_column(&column, VALUE_KIND_COLUMN, DataType::TinyInt)?;
+    let mut value_columns: Vec<Option<Vec<Datum>>> = Vec::with_capacity(fields.len());
+    for (field, file_name) in fields.iter().zip(file_names) {
+        let array = file_name.as_deref().and_then(column);
+        value_columns.push(match array {
+            Some(a) => Some(array_to_datums(&a, field)?),
+            None => None,
+        });
+    }
+    let mut out = Vec::with_capacity(batch.num_rows());
+    for r in 0..batch.num_rows() {
+        if deleted.is_some_and(|d| d.is_deleted(first + r as u64)) {
+            continue;
+        }
+        let kind_byte = if kind.is_null(r) { 0 } else { kind.value(r) };
+        let kind = RowKind::from_byte(kind_byte)
+            .ok_or_else(|| Error::format(format!("invalid _VALUE_KIND {kind_byte}")))?;
+        let row: Row = value_columns
+            .iter_mut()
+            .map(|col| match col {
+                Some(values) => std::mem::replace(&mut values[r], Datum::Null),
+                None => Datum::Null,
+            })
+            .collect();
+        out.push(KeyValue {
+            sequence_number: seq.value(r),
+            kind,
+            row,
+        });
+    }
+    Ok(out)
+}
+
+/// Checks that every column chunk the footer describes lies inside the file. The parquet
+/// crate asserts (panics) on a negative offset or size when it reads the chunk, and a
+/// corrupt footer can say anything: found by the `data_file` fuzz target.
+fn check_column_chunks(
+    metadata: &parquet::file::metadata::ParquetMetaData,
+    file: &[u8],
+) -> Result<()> {
+    let file_len = file.len() as u64;
+    for (rg, group) in metadata.row_groups().iter().enumerate() {
+        for (c, column) in group.columns().iter().enumerate() {
+            let start = column
+                .dictionary_page_offset()
+                .unwrap_or_else(|| column.data_page_offset());
+            let len = column.compressed_size();
+            let inside = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(len).ok())
+                .and_then(|(start, len)| start.checked_add(len))
+                .is_some_and(|end| end <= file_len);
+            if !inside {
+                return Err(Error::format(format!(
+                    "data file footer: column chunk {c} of row group {rg} claims bytes \
+                     {start}+{len} of a {file_len}-byte file"
+                )));
+            }
+            // In range: checked just above.
+            let chunk = &file[start as usize..(start + len) as usize];
+            super::page_headers::check_column_chunk(chunk)
+                .map_err(|e| Error::format(format!("column chunk {c} of row group {rg}: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Converts one Arrow column to datums of `field`'s type, casting first so files written
+/// with other physical types (large strings, other timestamp units) read the same.
+pub(crate) fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Datum>> {
+    let target = field.data_type.to_arrow();
+    let array = if array.data_type() == &target {
+        array.clone()
+    } else {
+        cast(array, &target).map_err(|e| Error::arrow(format!("column `{}`", field.name), e))?
+    };
+    let n = array.len();
+    macro_rules! convert {
+        ($ty:ty, $f:expr) => {{
+            let a = array.as_any().downcast_ref::<$ty>().ok_or_else(|| {
+                Error::format(format!(
+                    "column `{}` has an unexpected Arrow type",
+                    field.name
+                ))
+            })?;
+            (0..n)
+                .map(|i| {
+                    if a.is_null(i) {
+                        Datum::Null
+                    } else {
+                        $f(a.value(i))
+                    }
+                })
+                .collect()
+        }};
+    }
+    let datums: Vec<Datum> = match field.data_type {
+        DataType::Boolean => convert!(BooleanArray, Datum::Boolean),
+        DataType::TinyInt => convert!(Int8Array, Datum::TinyInt),
+        DataType::SmallInt => convert!(Int16Array, Datum::SmallInt),
+        DataType::Int => convert!(Int32Array, Datum::Int),
+        DataType::BigInt => convert!(Int64Array, Datum::BigInt),
+        DataType::Float => convert!(Float32Array, Datum::Float),
+        DataType::Double => convert!(Float64Array, Datum::Double),
+        DataType::Date => convert!(Date32Array, Datum::Date),
+        DataType::Decimal { .. } => convert!(Decimal128Array, Datum::Decimal),
+        DataType::Char(_) | DataType::Varchar(_) => {
+            convert!(arrow::array::StringArray, |s: &str| Datum::String(
+                s.to_string()
+            ))
+        }
+        DataType::Binary(_) | DataType::Varbinary(_) => {
+            convert!(arrow::array::BinaryArray, |b: &[u8]| Datum::Bytes(
+                b.to_vec()
+            ))
+        }
+        DataType::Timestamp(p) | DataType::TimestampLtz(p) => match super::types::timestamp_unit(p)
+        {
+            TimeUnit::Second => {
+                convert!(TimestampSecondArray, |v: i64| Datum::Timestamp(Timestamp {
+                    millis: v.saturating_mul(1000),
+                    nanos_of_milli: 0
+                }))
+            }
+            TimeUnit::Millisecond => convert!(TimestampMillisecondArray, |v: i64| {
+                Datum::Timestamp(Timestamp::from_millis(v))
+            }),
+            TimeUnit::Microsecond => convert!(TimestampMicrosecondArray, |v: i64| {
+                Datum::Timestamp(Timestamp::from_micros(v))
+            }),
+            TimeUnit::Nanosecond => convert!(TimestampNanosecondArray, |v: i64| {
+                Datum::Timestamp(Timestamp::from_nanos(v))
+            }),
+        },
+    };
+    Ok(datums)
+}

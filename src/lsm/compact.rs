@@ -24,10 +24,10 @@ use futures::StreamExt;
 use object_store::ObjectStoreExt;
 
 use super::compact_changelog::{MergedWithChangelog, merge_with_changelog};
-use super::flush::FileTarget;
+use super::flush::{FileTarget, RowStream};
 use super::levels::Levels;
-use super::merge::{MergeEngine, SequenceOrder, compare_keys};
-use super::reader::{group_by_bucket, read_and_merge};
+use super::merge::{MergeEngine, MergedRuns, SequenceOrder, key_order};
+use super::reader::{group_by_bucket, open_runs};
 use super::universal::{CompactUnit, UniversalCompaction};
 use crate::error::{Error, Result};
 use crate::table::Table;
@@ -461,10 +461,23 @@ impl Rewritten {
 }
 
 /// Merges a plan's files and writes the result at its output level (with the changelog,
-/// see `compact_changelog`); returns the ADDs.
+/// see `compact_changelog`); returns the ADDs. The merge streams from the input files
+/// into the output files (`MergedRuns` into `FileTarget::write_stream`), so memory holds
+/// the files' compressed bytes and a batch of each, not the bucket's rows; a
+/// `full-compaction` changelog still compares the merge with the old top level in memory.
 async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Result<Rewritten> {
     // No deletion vectors: compaction refuses tables that have them.
-    let (merged, changes) = match plan.changelog {
+    let none = DeletionFiles::default();
+    let key_indices = table.schema().trimmed_key_indices();
+    let merge = |runs| {
+        MergedRuns::new(
+            runs,
+            key_indices.clone(),
+            ctx.order.clone(),
+            ctx.engine.clone(),
+        )
+    };
+    let (merged, changes): (RowStream, Vec<KeyValue>) = match plan.changelog {
         Some(row_deduplicate) => {
             let MergedWithChangelog { rows, changes } = merge_with_changelog(
                 table,
@@ -475,32 +488,25 @@ async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Resu
                 row_deduplicate,
             )
             .await?;
-            (rows, changes)
+            (Box::new(rows.into_iter().map(Ok)), changes)
         }
         None => {
-            let merged = read_and_merge(
-                table,
-                &plan.unit.files,
-                &DeletionFiles::default(),
-                &ctx.engine,
-                &ctx.order,
-            )
-            .await?;
-            (merged, Vec::new())
+            let runs = open_runs(table, &plan.unit.files, &none).await?;
+            (Box::new(merge(runs)), Vec::new())
         }
     };
-    let mut merged = merged;
-    if !plan.older_files.is_empty() {
-        let none = DeletionFiles::default();
-        let older =
-            read_and_merge(table, &plan.older_files, &none, &ctx.engine, &ctx.order).await?;
-        merged = without_keys_of(merged, &older, &table.schema().trimmed_key_indices());
-    }
-    let rows = if plan.drop_retractions {
+    let merged: RowStream = if plan.older_files.is_empty() {
         merged
-            .into_iter()
-            .filter(|kv| !kv.kind.is_retract())
-            .collect()
+    } else {
+        let older = merge(open_runs(table, &plan.older_files, &none).await?);
+        Box::new(WithoutKeysOf {
+            rows: merged,
+            older: older.peekable(),
+            key_indices: key_indices.clone(),
+        })
+    };
+    let rows: RowStream = if plan.drop_retractions {
+        Box::new(merged.filter(|row| !matches!(row, Ok(kv) if kv.kind.is_retract())))
     } else {
         merged
     };
@@ -528,7 +534,13 @@ async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Resu
         .write(changes)
         .await?
     };
-    match target.write(rows).await {
+    let expected_rows = plan
+        .unit
+        .files
+        .iter()
+        .map(|f| usize::try_from(f.file.row_count).unwrap_or(0))
+        .sum();
+    match target.write_stream(rows, expected_rows).await {
         Ok(data) => Ok(Rewritten { data, changelog }),
         Err(e) => {
             delete_data_files(table, changelog.iter()).await;
@@ -537,28 +549,38 @@ async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Resu
     }
 }
 
-/// `rows` without those whose key occurs in `older` (both sorted by key, as
-/// `read_and_merge` returns them).
-fn without_keys_of(
-    rows: Vec<KeyValue>,
-    older: &[KeyValue],
-    key_indices: &[usize],
-) -> Vec<KeyValue> {
-    let mut older = older.iter().peekable();
-    rows.into_iter()
-        .filter(|kv| {
-            while let Some(o) = older.peek() {
-                match compare_keys(&o.row, &kv.row, key_indices) {
-                    Ordering::Less => {
-                        older.next();
-                    }
-                    Ordering::Equal => return false,
-                    Ordering::Greater => break,
+/// Merged rows without those whose key occurs in `older` (both sorted by key): a
+/// first-row table keeps a key's first row, which an older level may already hold.
+struct WithoutKeysOf<O: Iterator<Item = Result<KeyValue>>> {
+    rows: RowStream,
+    older: std::iter::Peekable<O>,
+    key_indices: Vec<usize>,
+}
+
+impl<O: Iterator<Item = Result<KeyValue>>> Iterator for WithoutKeysOf<O> {
+    type Item = Result<KeyValue>;
+
+    fn next(&mut self) -> Option<Result<KeyValue>> {
+        'rows: loop {
+            let kv = match self.rows.next()? {
+                Ok(kv) => kv,
+                Err(e) => return Some(Err(e)),
+            };
+            loop {
+                match self.older.peek() {
+                    None => return Some(Ok(kv)),
+                    Some(Err(_)) => return self.older.next(),
+                    Some(Ok(o)) => match key_order(o, &kv, &self.key_indices) {
+                        Ordering::Less => {
+                            self.older.next();
+                        }
+                        Ordering::Equal => continue 'rows,
+                        Ordering::Greater => return Some(Ok(kv)),
+                    },
                 }
             }
-            true
-        })
-        .collect()
+        }
+    }
 }
 
 /// Best-effort removal of data files nothing references.
@@ -590,14 +612,19 @@ mod tests {
     fn first_row_outputs_skip_keys_older_levels_hold() {
         let rows = vec![kv(1, 10), kv(2, 20), kv(4, 40), kv(7, 70)];
         let older = vec![kv(0, 0), kv(2, 2), kv(3, 3), kv(7, 7), kv(9, 9)];
-        let kept: Vec<i32> = without_keys_of(rows, &older, &[0])
-            .iter()
-            .map(|kv| match kv.row[0] {
-                Datum::Int(k) => k,
+        let without = |rows: Vec<KeyValue>, older: Vec<KeyValue>| -> Vec<i32> {
+            WithoutKeysOf {
+                rows: Box::new(rows.into_iter().map(Ok)),
+                older: older.into_iter().map(Ok).peekable(),
+                key_indices: vec![0],
+            }
+            .map(|kv| match kv.map(|kv| kv.row[0].clone()) {
+                Ok(Datum::Int(k)) => k,
                 _ => -1,
             })
-            .collect();
-        assert_eq!(kept, vec![1, 4]);
-        assert_eq!(without_keys_of(vec![kv(1, 1)], &[], &[0]).len(), 1);
+            .collect()
+        };
+        assert_eq!(without(rows, older), vec![1, 4]);
+        assert_eq!(without(vec![kv(1, 1)], vec![]), vec![1]);
     }
 }

@@ -195,11 +195,9 @@ pub(crate) async fn read_and_merge(
     let runs = open_runs(table, entries, deletions).await?;
     let key_indices = table.schema().trimmed_key_indices();
     let (engine, order) = (engine.clone(), order.clone());
-    tokio::task::spawn_blocking(move || {
-        MergedRuns::new(runs, key_indices, order, engine)?.collect()
-    })
-    .await
-    .map_err(|e| Error::task("merge task", e))?
+    tokio::task::spawn_blocking(move || MergedRuns::new(runs, key_indices, order, engine).collect())
+        .await
+        .map_err(|e| Error::task("merge task", e))?
 }
 
 /// The files of one bucket (less the rows `deletions` marks deleted), opened as the

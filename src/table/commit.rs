@@ -658,29 +658,58 @@ pub(crate) fn column_stats(
     rows: &[Vec<Datum>],
     types: &[super::types::DataType],
 ) -> Result<SimpleStats> {
-    let n = types.len();
-    let mut mins = vec![Datum::Null; n];
-    let mut maxs = vec![Datum::Null; n];
-    let mut nulls = vec![0i64; n];
+    let mut stats = ColumnStatsBuilder::new(types.len());
     for row in rows {
-        for (i, v) in row.iter().enumerate().take(n) {
+        stats.add(row);
+    }
+    stats.finish(types)
+}
+
+/// [`column_stats`] gathered a row at a time, for files written as their rows stream by.
+#[derive(Debug, Clone)]
+pub(crate) struct ColumnStatsBuilder {
+    mins: Vec<Datum>,
+    maxs: Vec<Datum>,
+    nulls: Vec<i64>,
+}
+
+impl ColumnStatsBuilder {
+    pub(crate) fn new(columns: usize) -> Self {
+        ColumnStatsBuilder {
+            mins: vec![Datum::Null; columns],
+            maxs: vec![Datum::Null; columns],
+            nulls: vec![0; columns],
+        }
+    }
+
+    /// Adds a row's values (the first `columns` of them).
+    pub(crate) fn add<'a>(&mut self, values: impl IntoIterator<Item = &'a Datum>) {
+        let columns = self
+            .mins
+            .iter_mut()
+            .zip(&mut self.maxs)
+            .zip(&mut self.nulls);
+        for (((min, max), nulls), v) in columns.zip(values) {
             if v.is_null() {
-                nulls[i] += 1;
+                *nulls += 1;
                 continue;
             }
-            if mins[i].is_null() || compare_datums(v, &mins[i]) == Ordering::Less {
-                mins[i] = v.clone();
+            if min.is_null() || compare_datums(v, min) == Ordering::Less {
+                *min = v.clone();
             }
-            if maxs[i].is_null() || compare_datums(v, &maxs[i]) == Ordering::Greater {
-                maxs[i] = v.clone();
+            if max.is_null() || compare_datums(v, max) == Ordering::Greater {
+                *max = v.clone();
             }
         }
     }
-    Ok(SimpleStats {
-        min_values: binary_row::serialize(&mins, types)?,
-        max_values: binary_row::serialize(&maxs, types)?,
-        null_counts: Some(nulls.into_iter().map(Some).collect()),
-    })
+
+    pub(crate) fn finish(self, types: &[super::types::DataType]) -> Result<SimpleStats> {
+        Ok(SimpleStats {
+            min_values: binary_row::serialize(&self.mins, types)?,
+            max_values: binary_row::serialize(&self.maxs, types)?,
+            null_counts: Some(self.nulls.into_iter().map(Some).collect()),
+        })
+    }
 }
 
 /// Attempts `publish` makes for `commit.max-retries` = `retries`: the first plus the

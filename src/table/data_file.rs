@@ -236,68 +236,121 @@ fn column_array<'a>(
     Ok(array)
 }
 
-/// Encodes rows (already sorted by key, one per key) as a Parquet data file.
+/// Encodes rows (sorted by key) as one data file.
 pub(crate) fn encode_data_file(
     schema: &TableSchema,
     rows: &[KeyValue],
     options: DataFileWriteOptions,
 ) -> Result<Bytes> {
-    let arrow_schema = Arc::new(data_file_arrow_schema(schema));
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(arrow_schema.fields().len());
-    let n = rows.len();
-    for i in schema.trimmed_key_indices() {
-        let field = &schema.fields[i];
-        columns.push(column_array(
-            field,
-            rows.iter().map(|kv| Ok(&kv.row[i])),
-            n,
-        )?);
+    let mut encoder = DataFileEncoder::new(schema, options, rows.len())?;
+    encoder.write(rows)?;
+    encoder.finish()
+}
+
+/// A data file being encoded from rows (sorted by key) added a chunk at a time, so a
+/// large file is written without holding its rows: only its bytes and one row group's
+/// pages. The same rows give the same bytes however they are chunked.
+pub(crate) struct DataFileEncoder {
+    schema: TableSchema,
+    arrow_schema: Arc<ArrowSchema>,
+    writer: super::parquet_writer::ParquetFileWriter,
+}
+
+impl DataFileEncoder {
+    /// `expected_rows` (an upper bound is fine) sizes the key columns' bloom filters.
+    pub(crate) fn new(
+        schema: &TableSchema,
+        options: DataFileWriteOptions,
+        expected_rows: usize,
+    ) -> Result<Self> {
+        let arrow_schema = Arc::new(data_file_arrow_schema(schema));
+        let mut props = WriterProperties::builder()
+            .set_compression(options.compression)
+            // Small pages and a page index let readers that use it (Paimon's, query engines)
+            // decode one page per column instead of a whole row group.
+            .set_data_page_row_count_limit(options.page_rows)
+            .set_write_batch_size(options.page_rows)
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_dictionary_enabled(options.dictionary);
+        for i in schema.trimmed_key_indices() {
+            // Bloom filters on the key columns let other readers skip files without the key.
+            let column = ColumnPath::from(schema.fields[i].name.as_str());
+            props = props
+                // Keys are unique per file: a dictionary would never pay off.
+                .set_column_dictionary_enabled(column.clone(), false)
+                .set_column_bloom_filter_enabled(column.clone(), true)
+                .set_column_bloom_filter_fpp(column.clone(), BLOOM_FILTER_FPP)
+                .set_column_bloom_filter_max_ndv(
+                    column,
+                    expected_rows.clamp(1, ROW_GROUP_ROWS) as u64,
+                );
+        }
+        // TIMESTAMP(7..9) columns (nanosecond arrays) are stored as INT96, as Java does.
+        let int96: Vec<bool> = arrow_schema
+            .fields()
+            .iter()
+            .map(|f| matches!(f.data_type(), ArrowType::Timestamp(TimeUnit::Nanosecond, _)))
+            .collect();
+        let writer = super::parquet_writer::ParquetFileWriter::new(
+            arrow_schema.clone(),
+            int96,
+            props.build(),
+            ROW_GROUP_ROWS,
+        )?;
+        Ok(DataFileEncoder {
+            schema: schema.clone(),
+            arrow_schema,
+            writer,
+        })
     }
-    columns.push(Arc::new(Int64Array::from_iter_values(
-        rows.iter().map(|kv| kv.sequence_number),
-    )));
-    columns.push(Arc::new(Int8Array::from_iter_values(
-        rows.iter().map(|kv| kv.kind.to_byte()),
-    )));
-    for (i, field) in schema.fields.iter().enumerate() {
-        columns.push(column_array(
-            field,
-            rows.iter().map(|kv| {
-                kv.row.get(i).ok_or_else(|| {
-                    Error::Data(format!("row has {} values, table has more", kv.row.len()))
-                })
-            }),
-            n,
-        )?);
+
+    /// Adds rows after those already added (all sorted by key together).
+    pub(crate) fn write(&mut self, rows: &[KeyValue]) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let schema = &self.schema;
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.arrow_schema.fields().len());
+        let n = rows.len();
+        for i in schema.trimmed_key_indices() {
+            let field = &schema.fields[i];
+            columns.push(column_array(
+                field,
+                rows.iter().map(|kv| Ok(&kv.row[i])),
+                n,
+            )?);
+        }
+        columns.push(Arc::new(Int64Array::from_iter_values(
+            rows.iter().map(|kv| kv.sequence_number),
+        )));
+        columns.push(Arc::new(Int8Array::from_iter_values(
+            rows.iter().map(|kv| kv.kind.to_byte()),
+        )));
+        for (i, field) in schema.fields.iter().enumerate() {
+            columns.push(column_array(
+                field,
+                rows.iter().map(|kv| {
+                    kv.row.get(i).ok_or_else(|| {
+                        Error::Data(format!("row has {} values, table has more", kv.row.len()))
+                    })
+                }),
+                n,
+            )?);
+        }
+        let batch = RecordBatch::try_new(self.arrow_schema.clone(), columns)
+            .map_err(|e| Error::arrow("building data file batch", e))?;
+        self.writer.write(&batch)
     }
-    let batch = RecordBatch::try_new(arrow_schema.clone(), columns)
-        .map_err(|e| Error::arrow("building data file batch", e))?;
-    let mut props = WriterProperties::builder()
-        .set_compression(options.compression)
-        // Small pages and a page index let readers that use it (Paimon's, query engines)
-        // decode one page per column instead of a whole row group.
-        .set_data_page_row_count_limit(options.page_rows)
-        .set_write_batch_size(options.page_rows)
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_dictionary_enabled(options.dictionary);
-    for i in schema.trimmed_key_indices() {
-        // Bloom filters on the key columns let other readers skip files without the key.
-        let column = ColumnPath::from(schema.fields[i].name.as_str());
-        props = props
-            // Keys are unique per file: a dictionary would never pay off.
-            .set_column_dictionary_enabled(column.clone(), false)
-            .set_column_bloom_filter_enabled(column.clone(), true)
-            .set_column_bloom_filter_fpp(column.clone(), BLOOM_FILTER_FPP)
-            .set_column_bloom_filter_max_ndv(column, n.clamp(1, ROW_GROUP_ROWS) as u64);
+
+    /// The file's size so far (its pages not yet flushed included, as encoded).
+    pub(crate) fn estimated_size(&self) -> usize {
+        self.writer.estimated_size()
     }
-    // TIMESTAMP(7..9) columns (nanosecond arrays) are stored as INT96, as Java does.
-    let int96: Vec<bool> = arrow_schema
-        .fields()
-        .iter()
-        .map(|f| matches!(f.data_type(), ArrowType::Timestamp(TimeUnit::Nanosecond, _)))
-        .collect();
-    let out = super::parquet_writer::write_parquet(&batch, &int96, props.build(), ROW_GROUP_ROWS)?;
-    Ok(Bytes::from(out))
+
+    /// The file's bytes.
+    pub(crate) fn finish(self) -> Result<Bytes> {
+        self.writer.finish().map(Bytes::from)
+    }
 }
 
 #[cfg(test)]
@@ -362,6 +415,55 @@ mod tests {
         );
         let err = decode_fuzz_input(bytes).unwrap_err();
         assert!(err.to_string().contains("column chunk"), "{err}");
+    }
+
+    proptest::proptest! {
+        /// Rows added to an encoder in chunks of any size make the file encoding them at
+        /// once would, byte for byte, and read back as the same rows.
+        #[test]
+        fn chunked_encoding_gives_the_same_file(
+            values in proptest::collection::vec(
+                (proptest::option::of("[a-z]{0,12}"), proptest::option::of(-(1i64 << 50)..(1i64 << 50))),
+                0..300,
+            ),
+            chunks in proptest::collection::vec(1..80usize, 1..10),
+        ) {
+            let (nanos_type, _) = DataType::parse("TIMESTAMP(9)").unwrap();
+            let schema = keyed_schema(
+                &[("id", DataType::Int), ("name", DataType::Varchar(100)), ("at", nanos_type)],
+                &["id"],
+                &[],
+            );
+            let rows: Vec<KeyValue> = values
+                .into_iter()
+                .enumerate()
+                .map(|(i, (name, at))| KeyValue {
+                    sequence_number: i as i64,
+                    kind: if i % 7 == 3 { RowKind::Delete } else { RowKind::Insert },
+                    row: vec![
+                        Datum::Int(i as i32),
+                        name.map_or(Datum::Null, Datum::String),
+                        at.map_or(Datum::Null, |n| Datum::Timestamp(Timestamp::from_nanos(n))),
+                    ],
+                })
+                .collect();
+            let options = DataFileWriteOptions::from_table_options("zstd", 1).unwrap();
+            let whole = encode_data_file(&schema, &rows, options).unwrap();
+            let mut encoder = DataFileEncoder::new(&schema, options, rows.len()).unwrap();
+            let mut rest = rows.as_slice();
+            for size in chunks.iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (chunk, after) = rest.split_at((*size).min(rest.len()));
+                encoder.write(chunk).unwrap();
+                rest = after;
+            }
+            proptest::prop_assert!(encoder.estimated_size() > 0);
+            let chunked = encoder.finish().unwrap();
+            proptest::prop_assert_eq!(&chunked, &whole);
+            proptest::prop_assert_eq!(decode_data_file(chunked, &schema, &schema).unwrap(), rows);
+        }
     }
 
     #[test]

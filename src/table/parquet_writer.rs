@@ -7,7 +7,8 @@
 //! INT96 from Arrow, so the file is assembled here from its parts: the arrow column
 //! writers for every other column (the same encoders, statistics, page index and bloom
 //! filters `ArrowWriter` uses) and the crate's typed INT96 column writer for those, in
-//! schema order, row group by row group.
+//! schema order, row group by row group. Batches are added as they come, so a file of
+//! many row groups never holds more than one open row group in memory.
 //!
 //! INT96 is Impala's layout: 8 bytes of nanoseconds within the day, then 4 bytes of
 //! Julian day, both little-endian. The split is computed as Java's
@@ -18,8 +19,9 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, RecordBatch, TimestampNanosecondArray};
+use arrow::datatypes::{Schema as ArrowSchema, SchemaRef};
 use parquet::arrow::ArrowSchemaConverter;
-use parquet::arrow::arrow_writer::{ArrowRowGroupWriterFactory, compute_leaves};
+use parquet::arrow::arrow_writer::{ArrowColumnWriter, ArrowRowGroupWriterFactory, compute_leaves};
 use parquet::basic::{Repetition, Type as PhysicalType};
 use parquet::data_type::{Int96, Int96Type};
 use parquet::file::properties::WriterProperties;
@@ -48,12 +50,12 @@ pub(crate) fn int96_of_nanos(nanos: i64) -> Int96 {
     value
 }
 
-/// The Parquet schema `ArrowWriter` would write for `batch`, with the columns marked in
+/// The Parquet schema `ArrowWriter` would write for `schema`, with the columns marked in
 /// `int96` made plain INT96 (same name, repetition and field id; no logical type, as
 /// Java writes them).
-fn parquet_schema(batch: &RecordBatch, int96: &[bool]) -> Result<Type> {
+fn parquet_schema(schema: &ArrowSchema, int96: &[bool]) -> Result<Type> {
     let converted = ArrowSchemaConverter::new()
-        .convert(batch.schema().as_ref())
+        .convert(schema)
         .map_err(|e| Error::parquet("deriving the data file's Parquet schema", e))?;
     let root = converted.root_schema();
     let mut fields = Vec::with_capacity(root.get_fields().len());
@@ -83,80 +85,196 @@ fn parquet_schema(batch: &RecordBatch, int96: &[bool]) -> Result<Type> {
         .map_err(|e| Error::parquet("building the data file's Parquet schema", e))
 }
 
-/// Encodes `batch` as a Parquet file: row groups of at most `row_group_rows` rows, the
-/// columns marked in `int96` (nanosecond timestamp arrays) as INT96.
-pub(crate) fn write_parquet(
-    batch: &RecordBatch,
-    int96: &[bool],
-    props: WriterProperties,
+/// A Parquet file being written from record batches: row groups of at most
+/// `row_group_rows` rows whatever the batches' sizes, the columns marked in `int96`
+/// (nanosecond timestamp arrays) as INT96. Only the open row group's encoded pages (and
+/// its INT96 values) are buffered besides the file's bytes.
+pub(crate) struct ParquetFileWriter {
+    file: SerializedFileWriter<Vec<u8>>,
+    factory: ArrowRowGroupWriterFactory,
+    int96: Vec<bool>,
     row_group_rows: usize,
-) -> Result<Vec<u8>> {
-    let schema = Arc::new(parquet_schema(batch, int96)?);
-    let mut out = Vec::with_capacity(64 * 1024);
-    let mut file = SerializedFileWriter::new(&mut out, schema, Arc::new(props))
-        .map_err(|e| Error::parquet("opening data file writer", e))?;
-    let factory = ArrowRowGroupWriterFactory::new(&file, batch.schema());
-    let rows = batch.num_rows();
-    let step = row_group_rows.max(1);
-    for (index, start) in (0..rows).step_by(step).enumerate() {
-        let part = batch.slice(start, step.min(rows - start));
-        let writers = factory
-            .create_column_writers(index)
+    /// The open row group, if any rows were written since the last one closed.
+    group: Option<OpenGroup>,
+    /// Row groups closed so far.
+    groups: usize,
+}
+
+/// A row group's columns while rows are still being added.
+struct OpenGroup {
+    /// Per column: its arrow writer, or its INT96 values and definition levels.
+    columns: Vec<OpenColumn>,
+    rows: usize,
+}
+
+enum OpenColumn {
+    Arrow(Box<ArrowColumnWriter>),
+    Int96 {
+        values: Vec<Int96>,
+        levels: Vec<i16>,
+    },
+}
+
+impl ParquetFileWriter {
+    pub(crate) fn new(
+        schema: SchemaRef,
+        int96: Vec<bool>,
+        props: WriterProperties,
+        row_group_rows: usize,
+    ) -> Result<Self> {
+        let parquet = Arc::new(parquet_schema(&schema, &int96)?);
+        let file =
+            SerializedFileWriter::new(Vec::with_capacity(64 * 1024), parquet, Arc::new(props))
+                .map_err(|e| Error::parquet("opening data file writer", e))?;
+        let factory = ArrowRowGroupWriterFactory::new(&file, schema);
+        Ok(ParquetFileWriter {
+            file,
+            factory,
+            int96,
+            row_group_rows: row_group_rows.max(1),
+            group: None,
+            groups: 0,
+        })
+    }
+
+    /// Adds `batch`'s rows, closing row groups as they fill.
+    pub(crate) fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let mut start = 0;
+        while start < batch.num_rows() {
+            let group = match &mut self.group {
+                Some(group) => group,
+                None => self.group.insert(self.open_group()?),
+            };
+            let take = (self.row_group_rows - group.rows).min(batch.num_rows() - start);
+            let part = batch.slice(start, take);
+            let part_schema = part.schema();
+            let columns = part.columns().iter().zip(part_schema.fields().iter());
+            for (column, (array, field)) in group.columns.iter_mut().zip(columns) {
+                match column {
+                    OpenColumn::Arrow(writer) => {
+                        for leaf in compute_leaves(field, array)
+                            .map_err(|e| Error::parquet(format!("column {}", field.name()), e))?
+                        {
+                            writer.write(&leaf).map_err(|e| {
+                                Error::parquet(format!("writing column {}", field.name()), e)
+                            })?;
+                        }
+                    }
+                    OpenColumn::Int96 { values, levels } => {
+                        add_int96(values, levels, array.as_ref(), field.name())?;
+                    }
+                }
+            }
+            group.rows += take;
+            start += take;
+            if group.rows >= self.row_group_rows {
+                self.close_group()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The file's size so far: closed row groups, plus the open one's encoded pages.
+    pub(crate) fn estimated_size(&self) -> usize {
+        let open: usize = self.group.as_ref().map_or(0, |g| {
+            g.columns
+                .iter()
+                .map(|c| match c {
+                    OpenColumn::Arrow(w) => w.get_estimated_total_bytes(),
+                    OpenColumn::Int96 { values, .. } => values.len() * 12,
+                })
+                .sum()
+        });
+        self.file.bytes_written() + open
+    }
+
+    /// Closes the open row group and the file; returns its bytes.
+    pub(crate) fn finish(mut self) -> Result<Vec<u8>> {
+        self.close_group()?;
+        self.file
+            .into_inner()
+            .map_err(|e| Error::parquet("closing data file", e))
+    }
+
+    fn open_group(&self) -> Result<OpenGroup> {
+        let writers = self
+            .factory
+            .create_column_writers(self.groups)
             .map_err(|e| Error::parquet("creating column writers", e))?;
-        let mut group = file
+        let columns = writers
+            .into_iter()
+            .zip(&self.int96)
+            .map(|(writer, &as_int96)| {
+                if as_int96 {
+                    OpenColumn::Int96 {
+                        values: Vec::new(),
+                        levels: Vec::new(),
+                    }
+                } else {
+                    OpenColumn::Arrow(Box::new(writer))
+                }
+            })
+            .collect();
+        Ok(OpenGroup { columns, rows: 0 })
+    }
+
+    fn close_group(&mut self) -> Result<()> {
+        let Some(open) = self.group.take() else {
+            return Ok(());
+        };
+        let mut group = self
+            .file
             .next_row_group()
             .map_err(|e| Error::parquet("starting a row group", e))?;
-        let part_schema = part.schema();
-        let columns = part.columns().iter().zip(part_schema.fields().iter());
-        for ((mut writer, (array, field)), &as_int96) in writers.into_iter().zip(columns).zip(int96)
-        {
-            if as_int96 {
-                write_int96_column(&mut group, array.as_ref(), field.name())?;
-                continue;
+        for column in open.columns {
+            match column {
+                OpenColumn::Arrow(writer) => writer
+                    .close()
+                    .and_then(|chunk| chunk.append_to_row_group(&mut group))
+                    .map_err(|e| Error::parquet("closing a column chunk", e))?,
+                OpenColumn::Int96 { values, levels } => {
+                    write_int96_column(&mut group, &values, &levels)?;
+                }
             }
-            for leaf in compute_leaves(field, array)
-                .map_err(|e| Error::parquet(format!("column {}", field.name()), e))?
-            {
-                writer
-                    .write(&leaf)
-                    .map_err(|e| Error::parquet(format!("writing column {}", field.name()), e))?;
-            }
-            writer
-                .close()
-                .and_then(|chunk| chunk.append_to_row_group(&mut group))
-                .map_err(|e| Error::parquet(format!("closing column {}", field.name()), e))?;
         }
         group
             .close()
             .map_err(|e| Error::parquet("closing a row group", e))?;
+        self.groups += 1;
+        Ok(())
     }
-    file.close()
-        .map_err(|e| Error::parquet("closing data file", e))?;
-    Ok(out)
 }
 
-fn write_int96_column<W: std::io::Write + Send>(
-    group: &mut parquet::file::writer::SerializedRowGroupWriter<'_, W>,
+/// Appends a nanosecond timestamp array's INT96 values and definition levels.
+fn add_int96(
+    values: &mut Vec<Int96>,
+    levels: &mut Vec<i16>,
     array: &dyn Array,
     name: &str,
 ) -> Result<()> {
-    let failed = |e| Error::parquet(format!("writing INT96 column {name}"), e);
     let nanos = array
         .as_any()
         .downcast_ref::<TimestampNanosecondArray>()
         .ok_or_else(|| Error::format(format!("column {name} is not a nanosecond timestamp")))?;
-    let values: Vec<Int96> = nanos.iter().flatten().map(int96_of_nanos).collect();
-    let levels: Vec<i16> = (0..nanos.len())
-        .map(|i| i16::from(nanos.is_valid(i)))
-        .collect();
+    values.extend(nanos.iter().flatten().map(int96_of_nanos));
+    levels.extend((0..nanos.len()).map(|i| i16::from(nanos.is_valid(i))));
+    Ok(())
+}
+
+fn write_int96_column<W: std::io::Write + Send>(
+    group: &mut parquet::file::writer::SerializedRowGroupWriter<'_, W>,
+    values: &[Int96],
+    levels: &[i16],
+) -> Result<()> {
+    let failed = |e| Error::parquet("writing an INT96 column", e);
     let mut column = group
         .next_column()
         .map_err(failed)?
-        .ok_or_else(|| Error::format(format!("no Parquet column left for {name}")))?;
+        .ok_or_else(|| Error::format("no Parquet column left for an INT96 column"))?;
     let required = column.typed::<Int96Type>().get_descriptor().max_def_level() == 0;
     column
         .typed::<Int96Type>()
-        .write_batch(&values, (!required).then_some(levels.as_slice()), None)
+        .write_batch(values, (!required).then_some(levels), None)
         .map_err(failed)?;
     column.close().map_err(failed)
 }
@@ -176,6 +294,75 @@ mod tests {
         let days = i64::from(day as i32) - JULIAN_EPOCH_DAY;
         days.checked_mul(MILLIS_PER_DAY * NANOS_PER_MILLI)?
             .checked_add(nanos_of_day)
+    }
+
+    /// Batches of any size are cut into row groups of exactly `row_group_rows` rows (the
+    /// last one short), INT96 columns included, and read back as written.
+    #[test]
+    fn batches_fill_row_groups_whatever_their_sizes() {
+        use arrow::array::Int32Array;
+        use arrow::datatypes::{DataType as ArrowType, Field, TimeUnit};
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+        let schema = Arc::new(ArrowSchema::new(vec![
+            Field::new("n", ArrowType::Int32, false),
+            Field::new("at", ArrowType::Timestamp(TimeUnit::Nanosecond, None), true),
+        ]));
+        let mut writer = ParquetFileWriter::new(
+            schema.clone(),
+            vec![false, true],
+            WriterProperties::builder().build(),
+            5,
+        )
+        .unwrap();
+        let mut next = 0i32;
+        for size in [3usize, 1, 9, 0, 6, 2] {
+            let n: Vec<i32> = (next..next + size as i32).collect();
+            next += size as i32;
+            let at: Vec<Option<i64>> = n
+                .iter()
+                .map(|&v| (v % 4 != 0).then_some(i64::from(v) * 1_000_000_007))
+                .collect();
+            let batch = RecordBatch::try_new(
+                schema.clone(),
+                vec![
+                    Arc::new(Int32Array::from(n)),
+                    Arc::new(TimestampNanosecondArray::from(at)),
+                ],
+            )
+            .unwrap();
+            writer.write(&batch).unwrap();
+        }
+        let bytes = bytes::Bytes::from(writer.finish().unwrap());
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
+        let groups: Vec<i64> = builder
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| g.num_rows())
+            .collect();
+        assert_eq!(groups, vec![5, 5, 5, 5, 1]);
+        let mut seen = 0i32;
+        for batch in builder.build().unwrap() {
+            let batch = batch.unwrap();
+            let n = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int32Array>()
+                .unwrap();
+            let at = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<TimestampNanosecondArray>()
+                .unwrap();
+            for i in 0..batch.num_rows() {
+                assert_eq!(n.value(i), seen);
+                let expected = (seen % 4 != 0).then_some(i64::from(seen) * 1_000_000_007);
+                assert_eq!(at.is_valid(i).then(|| at.value(i)), expected, "row {seen}");
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, 21);
     }
 
     #[test]

@@ -29,19 +29,21 @@ pub(crate) struct MergedRuns<I> {
     engine: MergeEngine,
     /// One key's versions, reused from key to key.
     versions: Vec<KeyValue>,
+    /// The runs' first rows were read.
+    started: bool,
     /// An error was returned: the merge is over.
     failed: bool,
 }
 
 impl<I: Iterator<Item = Result<KeyValue>>> MergedRuns<I> {
-    /// Reads the first row of every run.
+    /// A merge of `runs`; nothing is read until the first row is asked for.
     pub(crate) fn new(
         runs: Vec<I>,
         key_indices: Vec<usize>,
         order: SequenceOrder,
         engine: MergeEngine,
-    ) -> Result<Self> {
-        let mut merge = MergedRuns {
+    ) -> Self {
+        MergedRuns {
             heads: Vec::with_capacity(runs.len()),
             heap: Vec::with_capacity(runs.len()),
             runs,
@@ -49,18 +51,24 @@ impl<I: Iterator<Item = Result<KeyValue>>> MergedRuns<I> {
             order,
             engine,
             versions: Vec::new(),
+            started: false,
             failed: false,
-        };
-        for run in &mut merge.runs {
-            merge.heads.push(run.next().transpose()?);
         }
-        for i in 0..merge.runs.len() {
-            if merge.heads.get(i).is_some_and(Option::is_some) {
-                merge.heap.push(i);
-                merge.sift_up(merge.heap.len() - 1);
+    }
+
+    /// Reads the first row of every run.
+    fn start(&mut self) -> Result<()> {
+        self.started = true;
+        for run in &mut self.runs {
+            self.heads.push(run.next().transpose()?);
+        }
+        for i in 0..self.runs.len() {
+            if self.heads.get(i).is_some_and(Option::is_some) {
+                self.heap.push(i);
+                self.sift_up(self.heap.len() - 1);
             }
         }
-        Ok(merge)
+        Ok(())
     }
 
     /// Order of the heads of runs `a` and `b`: key, then sequence order, then run.
@@ -120,6 +128,9 @@ impl<I: Iterator<Item = Result<KeyValue>>> MergedRuns<I> {
 
     /// The next key's versions, folded; `None` when every run ended.
     fn next_row(&mut self) -> Result<Option<KeyValue>> {
+        if !self.started {
+            self.start()?;
+        }
         loop {
             let Some(first) = self.pop()? else {
                 return Ok(None);
@@ -271,8 +282,7 @@ mod tests {
                 .collect();
             let sorted = sort_and_fold(runs.concat(), &[0], &order, &engine);
             let merged: Result<Vec<KeyValue>> =
-                MergedRuns::new(ok_runs(&runs), vec![0], order, engine)
-                    .and_then(|m| m.collect());
+                MergedRuns::new(ok_runs(&runs), vec![0], order, engine).collect();
             match (sorted, merged) {
                 (Ok(sorted), Ok(merged)) => proptest::prop_assert_eq!(sorted, merged),
                 (Err(a), Err(b)) => proptest::prop_assert_eq!(a.to_string(), b.to_string()),
@@ -291,7 +301,7 @@ mod tests {
         };
         let runs = vec![vec![kv(1), kv(3), kv(2)], vec![kv(2)]];
         let merged: Result<Vec<KeyValue>> =
-            MergedRuns::new(ok_runs(&runs), vec![0], order, engine).and_then(|m| m.collect());
+            MergedRuns::new(ok_runs(&runs), vec![0], order, engine).collect();
         let err = merged.unwrap_err().to_string();
         assert!(err.contains("not sorted by primary key"), "{err}");
     }
@@ -308,7 +318,7 @@ mod tests {
             vec![Ok(kv(1)), Err(Error::format("broken file")), Ok(kv(5))].into_iter(),
             vec![Ok(kv(2))].into_iter(),
         ];
-        let mut merge = MergedRuns::new(runs, vec![0], order, engine).unwrap();
+        let mut merge = MergedRuns::new(runs, vec![0], order, engine);
         // The error comes once, in place of a row, and nothing follows it.
         let first = merge.next();
         assert!(

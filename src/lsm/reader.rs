@@ -10,11 +10,12 @@ use futures::{StreamExt, TryStreamExt};
 use super::merge::{MergeEngine, MergedRuns, SequenceOrder};
 use crate::error::{Error, Result};
 use crate::table::data_file::{DataFileRows, KeyValue};
-use crate::table::datum::{Datum, Row, compare_datums};
+use crate::table::datum::{Datum, Row, compare_datums, compare_rows};
 use crate::table::deletion_vector::DeletionFiles;
 use crate::table::manifest::ManifestEntry;
 use crate::table::row_kind::RowKind;
 use crate::table::snapshot::Snapshot;
+use crate::table::types::DataType;
 use crate::table::{IO_CONCURRENCY, Table, binary_row, bucket};
 
 /// Equality conditions on columns (`--where col=value`), all of which must hold.
@@ -201,22 +202,82 @@ pub(crate) async fn read_and_merge(
 }
 
 /// The files of one bucket (less the rows `deletions` marks deleted), opened as the
-/// sorted runs of a k-way merge to one row per key (`MergedRuns`): each file holds a key
-/// once, in key order, so the merge holds a decoded batch of each file, not every row.
-/// Decoding happens as the merge is read: read it off the async runtime.
+/// sorted runs of a k-way merge to one row per key (`MergedRuns`): each level-0 file is a
+/// run, and the files of a higher level, in key order, are one run read file after file
+/// (as Java's `ConcatRecordReader` reads them), so the merge decodes one batch per run,
+/// not per file. Decoding happens as the merge is read: read it off the async runtime.
 pub(crate) async fn open_runs(
     table: &Table,
     entries: &[ManifestEntry],
     deletions: &DeletionFiles,
-) -> Result<Vec<DataFileRows>> {
-    let opens: Vec<_> = entries
+) -> Result<Vec<SortedRunRows>> {
+    let schema = table.schema();
+    let runs = sorted_runs(&schema.types_of(&schema.trimmed_key_indices()), entries);
+    let opens: Vec<_> = runs
         .iter()
+        .flatten()
         .map(|e| table.open_data_file(e, deletions.get(&e.file.file_name)))
         .collect();
-    futures::stream::iter(opens)
+    let mut files = futures::stream::iter(opens)
         .buffered(IO_CONCURRENCY)
-        .try_collect()
-        .await
+        .try_collect::<Vec<DataFileRows>>()
+        .await?
+        .into_iter();
+    Ok(runs
+        .iter()
+        .map(|run| {
+            files
+                .by_ref()
+                .take(run.len())
+                .collect::<Vec<_>>()
+                .into_iter()
+                .flatten()
+        })
+        .collect())
+}
+
+/// One sorted run's rows: its files, read one after the other.
+pub(crate) type SortedRunRows = std::iter::Flatten<std::vec::IntoIter<DataFileRows>>;
+
+/// `entries` grouped into sorted runs: every level-0 file alone, and each higher level's
+/// files in key order, split where a file's keys do not all follow the previous file's
+/// or cannot be read (a damaged or foreign level: separate runs still merge right, only
+/// holding more batches).
+fn sorted_runs<'e>(
+    key_types: &[DataType],
+    entries: &'e [ManifestEntry],
+) -> Vec<Vec<&'e ManifestEntry>> {
+    let key = |bytes: &[u8]| binary_row::deserialize(bytes, key_types).ok();
+    let mut runs: Vec<Vec<&ManifestEntry>> = Vec::new();
+    let mut levels: BTreeMap<i32, Vec<(Row, Row, &ManifestEntry)>> = BTreeMap::new();
+    for e in entries {
+        match (e.file.level, key(&e.file.min_key), key(&e.file.max_key)) {
+            (level, Some(min), Some(max)) if level > 0 => {
+                levels.entry(level).or_default().push((min, max, e));
+            }
+            // Level 0, or a key range that cannot be read: a run of its own.
+            _ => runs.push(vec![e]),
+        }
+    }
+    for (_, mut files) in levels {
+        files.sort_by(|a, b| compare_rows(&a.0, &b.0));
+        let mut run: Vec<&ManifestEntry> = Vec::new();
+        let mut last_max: Option<Row> = None;
+        for (min, max, e) in files {
+            let follows = last_max
+                .as_ref()
+                .is_some_and(|previous| compare_rows(previous, &min) == Ordering::Less);
+            if !follows && !run.is_empty() {
+                runs.push(std::mem::take(&mut run));
+            }
+            run.push(e);
+            last_max = Some(max);
+        }
+        if !run.is_empty() {
+            runs.push(run);
+        }
+    }
+    runs
 }
 
 /// Drops files that cannot hold rows matching `filter`: other partitions, other buckets,
@@ -286,4 +347,54 @@ fn prune(
         kept.push(f);
     }
     Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lsm::levels::tests::file;
+
+    /// A file on `level` holding keys `min..=max`.
+    fn ranged(name: &str, level: i32, min: i32, max: i32) -> ManifestEntry {
+        let mut f = file(name, level, 1, 0);
+        f.file.min_key = binary_row::serialize(&[Datum::Int(min)], &[DataType::Int]).unwrap();
+        f.file.max_key = binary_row::serialize(&[Datum::Int(max)], &[DataType::Int]).unwrap();
+        f
+    }
+
+    #[test]
+    fn level0_files_are_runs_and_each_level_one_run_in_key_order() {
+        let entries = vec![
+            ranged("b", 2, 50, 99),
+            ranged("l0-new", 0, 0, 99),
+            ranged("a", 2, 0, 49),
+            ranged("l0-old", 0, 10, 20),
+            ranged("c", 1, 5, 6),
+            // Overlaps `a`: a level that is not one sorted run is split, not trusted.
+            ranged("d", 3, 0, 10),
+            ranged("e", 3, 5, 20),
+            ranged("f", 3, 21, 30),
+        ];
+        let runs: Vec<Vec<&str>> = sorted_runs(&[DataType::Int], &entries)
+            .iter()
+            .map(|run| run.iter().map(|f| f.file.file_name.as_str()).collect())
+            .collect();
+        assert_eq!(
+            runs,
+            vec![
+                vec!["l0-new"],
+                vec!["l0-old"],
+                vec!["c"],
+                vec!["a", "b"],
+                vec!["d"],
+                vec!["e", "f"],
+            ]
+        );
+        // Keys that cannot be read make every file of the level a run of its own.
+        let mut damaged = ranged("x", 1, 0, 1);
+        damaged.file.min_key = vec![1, 2, 3];
+        let other = ranged("y", 1, 2, 3);
+        let level = [damaged, other];
+        assert_eq!(sorted_runs(&[DataType::Int], &level).len(), 2);
+    }
 }

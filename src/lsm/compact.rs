@@ -463,7 +463,7 @@ impl Rewritten {
 /// Merges a plan's files and writes the result at its output level (with the changelog,
 /// see `compact_changelog`); returns the ADDs. The merge streams from the input files
 /// into the output files (`MergedRuns` into `FileTarget::write_stream`), so memory holds
-/// the files' compressed bytes and a batch of each, not the bucket's rows; a
+/// the files' compressed bytes and a batch per sorted run, not the bucket's rows; a
 /// `full-compaction` changelog still compares the merge with the old top level in memory.
 async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Result<Rewritten> {
     // No deletion vectors: compaction refuses tables that have them.

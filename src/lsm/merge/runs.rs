@@ -1,10 +1,11 @@
-//! Merging sorted runs (data files) into one row per key, streaming: Paimon's k-way merge
-//! (`SortMergeReader`) followed by the engine's fold of each key's versions.
+//! Merging sorted runs (a level-0 file, or a level's files read one after the other) into
+//! one row per key, streaming: Paimon's k-way merge (`SortMergeReader`) followed by the
+//! engine's fold of each key's versions.
 //!
 //! Why not read every file and sort: a compaction or scan of a large bucket would hold
 //! every version of every key at once (and a sorted copy), so memory grew with the
-//! bucket. A data file holds each key once, sorted by key, so a merge needs only the
-//! next row of each file: it holds one decoded batch per file and one key's versions.
+//! bucket. A sorted run holds each key once, in key order, so a merge needs only the
+//! next row of each run: it holds one decoded batch per run and one key's versions.
 //!
 //! The result equals [`super::sort_and_fold`] of the runs concatenated in order: versions
 //! of one key are folded in (sequence order, run order), as the stable sort orders them.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::merge::{Admission, MergeEngine, RetractionRefused};
 use crate::error::{Error, Result};
 use crate::table::Table;
+use crate::table::binary_row;
 use crate::table::datum::{Datum, Row, TimestampOutOfRange, format_timestamp};
 use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
@@ -226,6 +227,11 @@ fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<(), RowReje
                 }
                 true
             }
+            // Past its precision a decimal has no BinaryRow or Parquet image: rejected
+            // here, where the pipeline can dead-letter it, not by the writer.
+            (Datum::Decimal(unscaled), DataType::Decimal { precision, .. }) => {
+                binary_row::check_decimal_precision(*unscaled, precision).is_ok()
+            }
             (Datum::Boolean(_), DataType::Boolean)
             | (Datum::TinyInt(_), DataType::TinyInt)
             | (Datum::SmallInt(_), DataType::SmallInt)
@@ -233,7 +239,6 @@ fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<(), RowReje
             | (Datum::BigInt(_), DataType::BigInt)
             | (Datum::Float(_), DataType::Float)
             | (Datum::Double(_), DataType::Double)
-            | (Datum::Decimal(_), DataType::Decimal { .. })
             | (Datum::String(_), DataType::Char(_) | DataType::Varchar(_))
             | (Datum::Bytes(_), DataType::Binary(_) | DataType::Varbinary(_))
             | (Datum::Date(_), DataType::Date)
@@ -297,6 +302,24 @@ mod tests {
         let millis = table_with("TIMESTAMP_LTZ(3)");
         assert!(check_row(&millis, &ts_row(i64::MAX, 0)).is_ok());
         assert!(check_row(&millis, &ts_row(i64::MIN, 0)).is_ok());
+    }
+
+    #[test]
+    fn a_decimal_past_its_precision_is_rejected_before_the_writer() {
+        let table = table_with("DECIMAL(5, 2)");
+        let row = |unscaled| vec![Datum::Int(1), Datum::Decimal(unscaled)];
+        assert!(check_row(&table, &row(99_999)).is_ok());
+        assert!(check_row(&table, &row(-99_999)).is_ok());
+        let err = check_row(&table, &row(100_000)).unwrap_err().to_string();
+        assert!(
+            err.contains("column `t`") && err.contains("DECIMAL(5, 2)"),
+            "{err}"
+        );
+        // What the check lets through, the writer's BinaryRow encoding takes.
+        assert!(
+            binary_row::serialize(&row(-99_999), &[DataType::Int, table.fields[1].data_type])
+                .is_ok()
+        );
     }
 
     /// A change checked against schema 0 reaching a writer at schema 1 (`age` widened,

@@ -325,20 +325,22 @@ impl TableSink {
     /// covers whole records and its offsets say exactly where they end.
     async fn apply(&mut self, batch: ChangeBatch) -> Result<()> {
         let metrics = self.metrics.get(&batch.pipeline).cloned();
-        let (mut written, mut rejected) = (0u64, 0u64);
+        let mut written = 0u64;
         let mut changes = batch.changes.into_iter();
         let mut taken = 0;
         for (i, record) in batch.records.iter().enumerate() {
             let count = record.changes_end.saturating_sub(taken);
             taken = record.changes_end;
             for change in changes.by_ref().take(count) {
-                match self.write_change(change, &batch.pipeline) {
-                    Some(true) => {
-                        written += 1;
-                        self.pending_changes += 1;
-                    }
-                    Some(false) => rejected += 1,
-                    None => {}
+                if self.write_change(
+                    change,
+                    &batch.pipeline,
+                    &batch.topic,
+                    batch.partition,
+                    record,
+                )? {
+                    written += 1;
+                    self.pending_changes += 1;
                 }
             }
             // Offsets moved even without changes (skipped or dead-lettered records).
@@ -354,27 +356,41 @@ impl TableSink {
         }
         if let Some(m) = &metrics {
             PipelineMetrics::add(&m.rows_written, written);
-            PipelineMetrics::add(&m.dead_lettered, rejected);
         }
         Ok(())
     }
 
-    /// Writes one change: `Some(true)` when buffered, `Some(false)` when the writer
-    /// rejected it (logged), `None` when the current schema drops it.
-    fn write_change(&mut self, change: CheckedChange, pipeline: &str) -> Option<bool> {
+    /// Writes one change: `true` when buffered, `false` when the current schema drops it.
+    ///
+    /// The pipeline checked the change against the table before queueing it, so the
+    /// writer takes whatever passed (the check covers everything its encodings refuse).
+    /// A change it still refuses (one laid out in a schema the writer never had, or one
+    /// the current schema rejects after an evolution) stops the pipeline with the
+    /// record's position: its offset is not committed, so the record is not lost, and the
+    /// error says which one to look at. Counting it as dead-lettered would drop it, as
+    /// nothing here holds the record to send.
+    fn write_change(
+        &mut self,
+        change: CheckedChange,
+        pipeline: &str,
+        topic: &str,
+        partition: i32,
+        record: &RecordEnd,
+    ) -> Result<bool> {
         let result = match self.in_current_schema(change) {
             Ok(Some(change)) => self.writer.write_checked(change),
-            Ok(None) => return None,
+            Ok(None) => return Ok(false),
             Err(e) => Err(e),
         };
-        Some(match result {
-            Ok(()) => true,
-            // A change of an unknown schema, or a row whose partition or bucket key
-            // cannot be serialized.
-            Err(e) => {
-                tracing::error!(%pipeline, error = %e, "change rejected by the table writer");
-                false
-            }
+        result.map(|()| true).map_err(|e| {
+            Error::Data(format!(
+                "pipeline `{}`: the writer of {} refused the change of {}[{}] at offset {}: {e}",
+                pipeline,
+                self.writer.table().identifier(),
+                topic,
+                partition,
+                record.next_offset - 1
+            ))
         })
     }
 

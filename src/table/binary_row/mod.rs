@@ -469,7 +469,7 @@ pub(crate) struct DecimalOverflow {
 }
 
 /// Rejects unscaled values with more digits than `precision`.
-fn check_decimal_precision(
+pub(crate) fn check_decimal_precision(
     unscaled: i128,
     precision: u8,
 ) -> std::result::Result<(), DecimalOverflow> {

@@ -12,7 +12,7 @@
 # them at the end.
 #
 # Environment (all optional):
-#   ORDERS=300000 CUSTOMERS=100000 RSS_ROWS=1000000   data sizes (scale down for a smoke run)
+#   ORDERS=1000000 CUSTOMERS=100000 RSS_ROWS=1000000   data sizes (scale down for a smoke run)
 #   PARTITIONS=4        partitions of the orders and output topics
 #   CASES=...           comma-separated case-name prefixes to run, e.g. "passthrough,redis",
 #                       "lakejoin full", "lakejoin CDC", "rss" (see the printed case names)

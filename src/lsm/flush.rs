@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::table::Table;
 use crate::table::binary_row;
 use crate::table::commit::ColumnStatsBuilder;
-use crate::table::data_file::{self, DataFileEncoder, DataFileWriteOptions, KeyValue};
+use crate::table::data_file::{DataFileEncoder, DataFileWriteOptions, KeyValue};
 use crate::table::schema::TableSchema;
 
 use crate::table::datum::{Datum, Row};
@@ -28,20 +28,6 @@ pub(crate) fn estimate_row_bytes(row: &Row) -> usize {
             _ => 24,
         })
         .sum::<usize>()
-}
-
-/// Estimated encoded bytes per row before a new file is started.
-fn rows_per_file(rows: &[KeyValue], target_file_size: u64) -> usize {
-    let sample = rows
-        .iter()
-        .take(64)
-        .map(|kv| estimate_row_bytes(&kv.row))
-        .sum::<usize>();
-    let per_row = (sample / rows.len().clamp(1, 64)).max(1) as u64;
-    // Parquet with zstd is several times smaller than the in-memory estimate. A target
-    // beyond u64::MAX / 4 (Paimon takes any long) saturates: it means files never roll.
-    let rows = target_file_size.saturating_mul(4) / per_row;
-    usize::try_from(rows).unwrap_or(usize::MAX).max(1024)
 }
 
 /// Where a run of rows goes: one bucket of one partition of a table, at one level.
@@ -72,25 +58,42 @@ impl FileTarget<'_> {
 
     /// [`Self::write`], but on failure hands back what was written (files now in the
     /// store) and the rows not yet in any file, so a flush can keep them instead of
-    /// losing them.
+    /// losing them. Files roll at the encoded `target-file-size`, as
+    /// [`Self::write_stream`]'s do; the rows are encoded off the async runtime, a chunk
+    /// at a time, in place.
     pub(crate) async fn write_or_return(
         &self,
         rows: Vec<KeyValue>,
     ) -> (Vec<ManifestEntry>, Option<(Error, Vec<KeyValue>)>) {
+        let schema = self.table.schema().clone();
+        let options = self.options;
+        let target = self.table.options().target_file_size;
         let mut entries = Vec::new();
         let mut rows = rows;
-        while !rows.is_empty() {
-            let rest = rows.split_off(
-                rows.len()
-                    .min(rows_per_file(&rows, self.table.options().target_file_size)),
-            );
-            let part = std::mem::replace(&mut rows, rest);
-            match self.write_file(part).await {
-                Ok(entry) => entries.push(entry),
-                Err((e, mut part)) => {
-                    part.append(&mut rows);
-                    return (entries, Some((e, part)));
+        let mut start = 0;
+        while start < rows.len() {
+            let schema = schema.clone();
+            let encoded = tokio::task::spawn_blocking(move || {
+                let file = encode_file_from(&rows, start, &schema, options, target);
+                (rows, file)
+            })
+            .await;
+            let file;
+            (rows, file) = match encoded {
+                Ok(done) => done,
+                // The rows went down with the task; nothing to hand back.
+                Err(e) => return (entries, Some((Error::task("encoding task", e), Vec::new()))),
+            };
+            let stored = match file {
+                Ok((bytes, stats, end)) => self.store(bytes, stats).await.map(|entry| (entry, end)),
+                Err(e) => Err(e),
+            };
+            match stored {
+                Ok((entry, end)) => {
+                    entries.push(entry);
+                    start = end;
                 }
+                Err(e) => return (entries, Some((e, rows.split_off(start)))),
             }
         }
         (entries, None)
@@ -126,37 +129,6 @@ impl FileTarget<'_> {
                 Some((bytes, stats)) => entries.push(self.store(bytes, stats).await?),
                 None => return Ok(entries),
             }
-        }
-    }
-
-    /// Writes one data file of `part`; on failure returns the rows with the error.
-    async fn write_file(
-        &self,
-        part: Vec<KeyValue>,
-    ) -> std::result::Result<ManifestEntry, (Error, Vec<KeyValue>)> {
-        let schema = self.table.schema().clone();
-        let mut stats = FileStats::new(&schema);
-        stats.add(&part);
-        let options = self.options;
-        let encoded = tokio::task::spawn_blocking(move || {
-            let bytes = data_file::encode_data_file(&schema, &part, options);
-            (bytes, part)
-        })
-        .await;
-        let (bytes, part) = match encoded {
-            Ok(done) => done,
-            // The rows went down with the task; nothing to hand back.
-            Err(e) => {
-                return Err((Error::task("encoding task", e), Vec::new()));
-            }
-        };
-        let bytes = match bytes {
-            Ok(b) => b,
-            Err(e) => return Err((e, part)),
-        };
-        match self.store(bytes, stats).await {
-            Ok(entry) => Ok(entry),
-            Err(e) => Err((e, part)),
         }
     }
 
@@ -226,6 +198,40 @@ pub(crate) type RowStream = Box<dyn Iterator<Item = Result<KeyValue>> + Send>;
 /// size, as Java's rolling writer checks every 1,000 records.
 const STREAM_CHUNK_ROWS: usize = 1024;
 
+/// One data file being filled until its encoded size reaches the target: what both
+/// ways of writing files roll by.
+struct RollingFile {
+    encoder: DataFileEncoder,
+    stats: FileStats,
+    target: u64,
+}
+
+impl RollingFile {
+    fn new(
+        schema: &TableSchema,
+        options: DataFileWriteOptions,
+        target: u64,
+        expected_rows: usize,
+    ) -> Result<Self> {
+        Ok(RollingFile {
+            encoder: DataFileEncoder::new(schema, options, expected_rows)?,
+            stats: FileStats::new(schema),
+            target,
+        })
+    }
+
+    /// Adds rows that follow those already added; `true` once the file is full.
+    fn add(&mut self, rows: &[KeyValue]) -> Result<bool> {
+        self.encoder.write(rows)?;
+        self.stats.add(rows);
+        Ok(self.encoder.estimated_size() as u64 >= self.target)
+    }
+
+    fn finish(self) -> Result<(Bytes, FileStats)> {
+        Ok((self.encoder.finish()?, self.stats))
+    }
+}
+
 /// Encodes rows from `rows` into one file until its encoded size reaches `target` or the
 /// rows end; `None` when no row was left.
 fn encode_next_file(
@@ -235,8 +241,7 @@ fn encode_next_file(
     target: u64,
     expected_rows: usize,
 ) -> Result<Option<(Bytes, FileStats)>> {
-    let mut encoder: Option<DataFileEncoder> = None;
-    let mut stats = FileStats::new(schema);
+    let mut file: Option<RollingFile> = None;
     let mut chunk = Vec::with_capacity(STREAM_CHUNK_ROWS);
     loop {
         chunk.clear();
@@ -246,20 +251,38 @@ fn encode_next_file(
         if chunk.is_empty() {
             break;
         }
-        let file = match &mut encoder {
-            Some(file) => file,
-            None => encoder.insert(DataFileEncoder::new(schema, options, expected_rows)?),
+        let open = match &mut file {
+            Some(open) => open,
+            None => file.insert(RollingFile::new(schema, options, target, expected_rows)?),
         };
-        file.write(&chunk)?;
-        stats.add(&chunk);
-        if file.estimated_size() as u64 >= target {
+        if open.add(&chunk)? {
             break;
         }
     }
-    match encoder {
-        Some(file) => Ok(Some((file.finish()?, stats))),
-        None => Ok(None),
+    file.map(RollingFile::finish).transpose()
+}
+
+/// Encodes `rows[start..]` into one file until its encoded size reaches `target` or the
+/// rows end (at least one row: `start` is before the end); returns the file and where
+/// the next one starts.
+fn encode_file_from(
+    rows: &[KeyValue],
+    start: usize,
+    schema: &TableSchema,
+    options: DataFileWriteOptions,
+    target: u64,
+) -> Result<(Bytes, FileStats, usize)> {
+    let rest = rows.get(start..).unwrap_or_default();
+    let mut file = RollingFile::new(schema, options, target, rest.len())?;
+    let mut end = start;
+    for chunk in rest.chunks(STREAM_CHUNK_ROWS) {
+        end += chunk.len();
+        if file.add(chunk)? {
+            break;
+        }
     }
+    let (bytes, stats) = file.finish()?;
+    Ok((bytes, stats, end))
 }
 
 /// What a data file's manifest entry says of its rows, gathered as they are encoded.
@@ -402,6 +425,25 @@ mod tests {
             read.extend(file_rows);
         }
         assert_eq!(read, rows);
+        // Rows held in memory (a flush) roll at the same points, into the same files.
+        let counts = |entries: &[ManifestEntry]| -> Vec<(i64, i64)> {
+            entries
+                .iter()
+                .map(|e| (e.file.row_count, e.file.file_size))
+                .collect()
+        };
+        let flushed = target.write(rows.clone()).await.unwrap();
+        assert_eq!(counts(&flushed), counts(&entries));
+        // A row that fails to encode fails its file: the files before it are written, and
+        // every row from that file's first on is handed back.
+        let mut bad = rows.clone();
+        bad.last_mut().unwrap().row.truncate(1);
+        let (written, failed) = target.write_or_return(bad.clone()).await;
+        let (err, back) = failed.expect("the short row fails");
+        assert!(err.to_string().contains("row has 1 values"), "{err}");
+        assert_eq!(counts(&written), counts(&entries[..entries.len() - 1]));
+        let kept: i64 = written.iter().map(|e| e.file.row_count).sum();
+        assert_eq!(back.as_slice(), &bad[kept as usize..]);
         // Nothing to write, no file.
         let empty: RowStream = Box::new(std::iter::empty());
         assert!(target.write_stream(empty, 0).await.unwrap().is_empty());
@@ -415,20 +457,5 @@ mod tests {
         );
         let err = target.write_stream(failing, 10).await.unwrap_err();
         assert!(err.to_string().contains("broken input"), "{err}");
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn rows_per_file_never_overflows(target in proptest::num::u64::ANY, text in 0usize..10_000) {
-            let rows = vec![KeyValue {
-                sequence_number: 0,
-                kind: RowKind::Insert,
-                row: vec![Datum::String("x".repeat(text))],
-            }];
-            let n = rows_per_file(&rows, target);
-            proptest::prop_assert!(n >= 1024);
-            // A larger target never yields fewer rows per file.
-            proptest::prop_assert!(rows_per_file(&rows, target.saturating_add(1)) >= n);
-        }
     }
 }

@@ -132,6 +132,16 @@ fn mismatch(field: &Field, datum: &Datum) -> Error {
 }
 
 /// Builds an Arrow array of one column from `rows`.
+/// Column `i` of a row, or why the row does not fit a table of `columns` columns.
+fn value_at(kv: &KeyValue, i: usize, columns: usize) -> Result<&Datum> {
+    kv.row.get(i).ok_or_else(|| {
+        Error::Data(format!(
+            "row has {} values, table has {columns}",
+            kv.row.len()
+        ))
+    })
+}
+
 fn column_array<'a>(
     field: &Field,
     values: impl Iterator<Item = Result<&'a Datum>> + Clone,
@@ -236,7 +246,9 @@ fn column_array<'a>(
     Ok(array)
 }
 
-/// Encodes rows (sorted by key) as one data file.
+/// Encodes rows (sorted by key) as one data file: the tests' way to make a file whole
+/// (the writers roll files through [`DataFileEncoder`]).
+#[cfg(test)]
 pub(crate) fn encode_data_file(
     schema: &TableSchema,
     rows: &[KeyValue],
@@ -312,11 +324,12 @@ impl DataFileEncoder {
         let schema = &self.schema;
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.arrow_schema.fields().len());
         let n = rows.len();
+        let columns_of_table = schema.fields.len();
         for i in schema.trimmed_key_indices() {
             let field = &schema.fields[i];
             columns.push(column_array(
                 field,
-                rows.iter().map(|kv| Ok(&kv.row[i])),
+                rows.iter().map(|kv| value_at(kv, i, columns_of_table)),
                 n,
             )?);
         }
@@ -329,11 +342,7 @@ impl DataFileEncoder {
         for (i, field) in schema.fields.iter().enumerate() {
             columns.push(column_array(
                 field,
-                rows.iter().map(|kv| {
-                    kv.row.get(i).ok_or_else(|| {
-                        Error::Data(format!("row has {} values, table has more", kv.row.len()))
-                    })
-                }),
+                rows.iter().map(|kv| value_at(kv, i, columns_of_table)),
                 n,
             )?);
         }
@@ -543,6 +552,25 @@ mod tests {
             assert!(matches!(err, Error::Data(_)), "{ty} {millis}: {err}");
             assert!(err.to_string().contains("out of range"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_row_short_of_its_key_column_is_a_data_error() {
+        // The key is the second column: the key columns are encoded first, so a row of
+        // one value fails there, not later.
+        let schema = keyed_schema(&[("v", DataType::Int), ("id", DataType::Int)], &["id"], &[]);
+        let rows = vec![KeyValue {
+            sequence_number: 0,
+            kind: RowKind::Insert,
+            row: vec![Datum::Int(1)],
+        }];
+        let options = DataFileWriteOptions::from_table_options("zstd", 1).unwrap();
+        let err = encode_data_file(&schema, &rows, options).unwrap_err();
+        assert!(matches!(err, Error::Data(_)), "{err}");
+        assert!(
+            err.to_string().contains("row has 1 values, table has 2"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::table::schema::TableSchema;
 use crate::table::datum::{Datum, Row};
 use crate::table::manifest::{DataFileMeta, FileKind, FileSource, ManifestEntry, SimpleStats};
 
-/// Rough in-memory size of a row, used to bound the write buffer and to size files.
+/// Rough in-memory size of a row, used to bound the write buffer.
 pub(crate) fn estimate_row_bytes(row: &Row) -> usize {
     64 + row
         .iter()
@@ -81,7 +81,8 @@ impl FileTarget<'_> {
             let file;
             (rows, file) = match encoded {
                 Ok(done) => done,
-                // The rows went down with the task; nothing to hand back.
+                // The rows went down with the task; nothing to hand back. Not lost: a
+                // task error is fatal, so the pipeline stops before committing them.
                 Err(e) => return (entries, Some((Error::task("encoding task", e), Vec::new()))),
             };
             let stored = match file {

@@ -131,7 +131,6 @@ fn mismatch(field: &Field, datum: &Datum) -> Error {
     ))
 }
 
-/// Builds an Arrow array of one column from `rows`.
 /// Column `i` of a row, or why the row does not fit a table of `columns` columns.
 fn value_at(kv: &KeyValue, i: usize, columns: usize) -> Result<&Datum> {
     kv.row.get(i).ok_or_else(|| {
@@ -142,6 +141,7 @@ fn value_at(kv: &KeyValue, i: usize, columns: usize) -> Result<&Datum> {
     })
 }
 
+/// Builds an Arrow array of one column from `rows`.
 fn column_array<'a>(
     field: &Field,
     values: impl Iterator<Item = Result<&'a Datum>> + Clone,

@@ -687,3 +687,68 @@ async fn a_batch_of_records_commits_at_the_record_that_reaches_commit_max_rows()
     assert_eq!(commits, vec![(3, 3), (3, 7), (1, 8)]);
     assert_eq!(rows_of(&s.clean).await.len(), 7);
 }
+
+/// A change the writer cannot take (here: one checked against a schema the sink never
+/// had) stops the sink with an error of its own kind; the records before it are committed
+/// and its offset is not, so a restart reads it again instead of losing it.
+#[tokio::test]
+async fn a_change_the_writer_refuses_stops_the_sink_before_its_offset() {
+    let s = setup(Backing::Memory, 1, 10).await;
+    let pipelines = vec![(
+        support::cdc::cdc_config(1),
+        Arc::new(PipelineMetrics::default()),
+    )];
+    let (sink, _committed) = TableSink::open(s.table.clone(), USER, &pipelines, None)
+        .await
+        .unwrap();
+    // Another process evolves the table after the sink opened at schema 0.
+    let evolved = lakejoin::lsm::evolve_table(&s.table, |_| {
+        Ok(vec![
+            lakejoin::table::schema_change::SchemaChange::AddColumn {
+                name: "w".into(),
+                data_type: DataType::BigInt,
+            },
+        ])
+    })
+    .await
+    .unwrap();
+    let foreign = lakejoin::lsm::row_check::RowCheck::new(&evolved)
+        .unwrap()
+        .check(
+            RowKind::Insert,
+            vec![Datum::Int(9), Datum::BigInt(1), Datum::BigInt(2)],
+        )
+        .unwrap()
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(sink.run(rx, stop_rx));
+    tx.send(support::cdc::plus_one(&s.table, 0, 0))
+        .await
+        .unwrap();
+    tx.send(support::cdc::plus_one(&s.table, 1, 1))
+        .await
+        .unwrap();
+    tx.send(ChangeBatch::of_record(
+        "p",
+        "changes",
+        0,
+        3,
+        None,
+        vec![foreign],
+    ))
+    .await
+    .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the sink stops")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Fatal, "{err}");
+    assert!(err.to_string().contains("never had it"), "{err}");
+    let (reopened, _) = TableSink::open(s.table.clone(), USER, &pipelines, None)
+        .await
+        .unwrap();
+    assert_eq!(resume_offset(&reopened.resume_offsets("p")), 2);
+    assert_eq!(rows_of(&s.clean).await.len(), 2);
+}

@@ -56,6 +56,14 @@ pub enum ColumnRejected {
         #[source]
         source: TimestampOutOfRange,
     },
+    /// A DECIMAL with more digits than the column's precision.
+    #[error("column `{column}` of type {data_type}: {source}")]
+    Decimal {
+        column: String,
+        data_type: DataType,
+        #[source]
+        source: binary_row::DecimalOverflow,
+    },
 }
 
 fn join(problems: &[ColumnRejected]) -> String {
@@ -230,7 +238,14 @@ fn check_row(schema: &TableSchema, row: &Row) -> std::result::Result<(), RowReje
             // Past its precision a decimal has no BinaryRow or Parquet image: rejected
             // here, where the pipeline can dead-letter it, not by the writer.
             (Datum::Decimal(unscaled), DataType::Decimal { precision, .. }) => {
-                binary_row::check_decimal_precision(*unscaled, precision).is_ok()
+                if let Err(source) = binary_row::check_decimal_precision(*unscaled, precision) {
+                    problems.push(ColumnRejected::Decimal {
+                        column: field.name.clone(),
+                        data_type: field.data_type,
+                        source,
+                    });
+                }
+                true
             }
             (Datum::Boolean(_), DataType::Boolean)
             | (Datum::TinyInt(_), DataType::TinyInt)
@@ -312,7 +327,9 @@ mod tests {
         assert!(check_row(&table, &row(-99_999)).is_ok());
         let err = check_row(&table, &row(100_000)).unwrap_err().to_string();
         assert!(
-            err.contains("column `t`") && err.contains("DECIMAL(5, 2)"),
+            err.contains("column `t`")
+                && err.contains("DECIMAL(5, 2)")
+                && err.contains("more than 5 digits"),
             "{err}"
         );
         // What the check lets through, the writer's BinaryRow encoding takes.

@@ -366,9 +366,9 @@ impl TableSink {
     /// writer takes whatever passed (the check covers everything its encodings refuse).
     /// A change it still refuses (one laid out in a schema the writer never had, or one
     /// the current schema rejects after an evolution) stops the pipeline with the
-    /// record's position: its offset is not committed, so the record is not lost, and the
-    /// error says which one to look at. Counting it as dead-lettered would drop it, as
-    /// nothing here holds the record to send.
+    /// writer's error, its kind kept: its offset is not committed, so the record is not
+    /// lost, and the log names the record to look at. Counting it as dead-lettered would
+    /// drop it, as nothing here holds the record to send.
     fn write_change(
         &mut self,
         change: CheckedChange,
@@ -382,15 +382,17 @@ impl TableSink {
             Ok(None) => return Ok(false),
             Err(e) => Err(e),
         };
-        result.map(|()| true).map_err(|e| {
-            Error::Data(format!(
-                "pipeline `{}`: the writer of {} refused the change of {}[{}] at offset {}: {e}",
+        result.map(|()| true).inspect_err(|e| {
+            // The error keeps its own kind (and so the exit code); the log names the record.
+            tracing::error!(
                 pipeline,
-                self.writer.table().identifier(),
+                table = %self.writer.table().identifier(),
                 topic,
                 partition,
-                record.next_offset - 1
-            ))
+                offset = record.next_offset - 1,
+                error = %e,
+                "the table writer refused a change; stopping without committing its offset"
+            );
         })
     }
 

@@ -463,9 +463,9 @@ const POW10: [i128; 39] = pow10_table();
 /// writing (`Error::Data`), a corrupt image when reading (`Error::Format`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("unscaled value {unscaled} has more than {precision} digits")]
-pub(crate) struct DecimalOverflow {
-    pub(crate) unscaled: i128,
-    pub(crate) precision: u8,
+pub struct DecimalOverflow {
+    pub unscaled: i128,
+    pub precision: u8,
 }
 
 /// Rejects unscaled values with more digits than `precision`.

@@ -91,6 +91,9 @@ pub(crate) struct PartitionLag {
 #[derive(Debug, Default)]
 pub struct PipelineMetrics {
     pub(crate) records_in: AtomicU64,
+    /// Poll batches the facts were taken in (enrich): `records_in` over this is the mean
+    /// batch size, which falls toward 1 once the pipeline keeps up with its input.
+    pub(crate) fact_batches: AtomicU64,
     pub(crate) records_out: AtomicU64,
     /// Records sent to the dead-letter topic (or only logged without one).
     pub dead_lettered: AtomicU64,
@@ -456,6 +459,13 @@ impl Registry {
             "Attempts of facts held because a lookup or the schema registry failed (tried again, never dead-lettered).",
             &[Enrich],
             |m| &m.held_retries,
+        );
+        counter(
+            &mut out,
+            "lakejoin_fact_batches_total",
+            "Poll batches facts were taken in (records consumed / batches = mean batch size).",
+            &[Enrich],
+            |m| &m.fact_batches,
         );
         counter(
             &mut out,

@@ -69,6 +69,7 @@ fn registry() -> Registry {
     join.record(false, Duration::from_millis(2));
     let enrich = Arc::new(PipelineMetrics::with_joins(vec![join]));
     PipelineMetrics::add(&enrich.records_in, 5);
+    PipelineMetrics::add(&enrich.fact_batches, 2);
     PipelineMetrics::add(&enrich.records_out, 4);
     registry.register("orders \"enriched\"", PipelineKind::Enrich, None, enrich);
     registry
@@ -84,6 +85,7 @@ fn the_exposition_has_every_family_once_with_help_type_and_labelled_samples() {
         "lakejoin_records_consumed_total{pipeline=\"customers-cdc\",kind=\"cdc\"} 7",
         "lakejoin_records_consumed_total{pipeline=\"orders \\\"enriched\\\"\",kind=\"enrich\"} 5",
         "lakejoin_records_produced_total{pipeline=\"orders \\\"enriched\\\"\",kind=\"enrich\"} 4",
+        "lakejoin_fact_batches_total{pipeline=\"orders \\\"enriched\\\"\",kind=\"enrich\"} 2",
         "lakejoin_commits_total{pipeline=\"customers-cdc\",kind=\"cdc\"} 2",
         "lakejoin_table_snapshot_id{pipeline=\"customers-cdc\",table=\"shop.customers\"} 12",
         "# TYPE lakejoin_commit_duration_seconds histogram",
@@ -106,6 +108,7 @@ fn the_exposition_has_every_family_once_with_help_type_and_labelled_samples() {
     // CDC-only families have no enrich samples and vice versa.
     assert!(!text.contains("lakejoin_commits_total{pipeline=\"orders"));
     assert!(!text.contains("lakejoin_records_produced_total{pipeline=\"customers-cdc\""));
+    assert!(!text.contains("lakejoin_fact_batches_total{pipeline=\"customers-cdc\""));
     // Every family: HELP then TYPE, once, and its samples right after (contiguous).
     let mut seen = std::collections::HashSet::new();
     let mut current = String::new();

@@ -176,6 +176,7 @@ pub(crate) async fn run(
                     }
                 }
                 PipelineMetrics::add(&metrics.records_in, batch.len() as u64);
+                PipelineMetrics::add(&metrics.fact_batches, 1);
                 in_flight += batch.len();
                 for m in &batch {
                     offsets.begin(m.topic(), m.partition(), m.offset());

@@ -688,6 +688,68 @@ async fn a_batch_of_records_commits_at_the_record_that_reaches_commit_max_rows()
     assert_eq!(rows_of(&s.clean).await.len(), 7);
 }
 
+/// The commit interval counts from the last commit, whichever way it came. A stream that
+/// reaches `commit_max_rows` inside its batches more often than the interval is committed
+/// by row count alone: no interval commit of a few rows lands right after a row-count
+/// commit (the interval used to count only from the last commit outside a batch).
+#[tokio::test]
+async fn the_commit_interval_counts_from_row_count_commits_inside_batches() {
+    const INTERVAL: Duration = Duration::from_millis(1000);
+    let s = setup(Backing::Memory, 1, 10).await;
+    let pipelines = vec![(
+        support::cdc::cdc_config_every(10, "1s"),
+        Arc::new(PipelineMetrics::default()),
+    )];
+    let (sink, _committed) = TableSink::open(s.table.clone(), USER, &pipelines, None)
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let started = tokio::time::Instant::now();
+    let run = tokio::spawn(sink.run(rx, stop_rx));
+    // Batches of 7 or 8 records for 1.5 intervals, so a commit of 10 rows every ~1.5
+    // batches, always inside one: no batch ends at a multiple of 10 records.
+    let mut offset = 0i64;
+    while started.elapsed() < INTERVAL * 3 / 2 {
+        let mut batch = ChangeBatch::of_record("p", "changes", 0, 1, None, Vec::new());
+        batch.records.clear();
+        let records = if (offset + 7) % 10 == 0 { 8 } else { 7 };
+        for _ in 0..records {
+            let one = support::cdc::change_batch(&s.table, offset, KEYS as i64);
+            batch.changes.extend(one.changes);
+            batch.records.push(lakejoin::pipeline::cdc::RecordEnd {
+                changes_end: batch.changes.len(),
+                next_offset: offset + 1,
+                timestamp_ms: None,
+            });
+            offset += 1;
+        }
+        tx.send(batch).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop_tx.send(true).unwrap();
+    run.await.unwrap().unwrap();
+    drop(tx);
+    let mut rows = Vec::new();
+    for id in s.clean.snapshot_ids().await.unwrap() {
+        let snapshot = s.clean.snapshot(id).await.unwrap();
+        if snapshot.commit_user == USER && snapshot.commit_kind == CommitKind::Append {
+            rows.push(snapshot.delta_record_count);
+        }
+    }
+    assert_eq!(
+        rows.iter().sum::<i64>(),
+        offset,
+        "every record is committed once"
+    );
+    let (last, before) = rows.split_last().unwrap();
+    assert!(
+        before.iter().all(|&r| r == 10),
+        "only row-count commits before the one at the stop, got {rows:?}"
+    );
+    assert_eq!(*last, (offset - 1) % 10 + 1);
+}
+
 /// A change the writer cannot take (here: one checked against a schema the sink never
 /// had) stops the sink with an error of its own kind; the records before it are committed
 /// and its offset is not, so a restart reads it again instead of losing it.

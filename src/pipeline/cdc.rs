@@ -126,6 +126,10 @@ pub struct TableSink {
     offsets: BTreeMap<String, Offsets>,
     pending_changes: usize,
     commit_interval: Duration,
+    /// When the last commit was made (or tried): the interval counts from it, whichever
+    /// way the commit came (row count, interval, evolution, retry), so a row-count commit
+    /// inside a batch is not followed at once by an interval commit of a few rows.
+    last_commit: Instant,
     commit_max_rows: usize,
     metrics: BTreeMap<String, Arc<PipelineMetrics>>,
     /// Kafka timestamp of the last change applied per pipeline partition.
@@ -202,6 +206,7 @@ impl TableSink {
                 writer,
                 offsets,
                 pending_changes: 0,
+                last_commit: Instant::now(),
                 commit_interval: pipelines
                     .iter()
                     .map(|(c, _)| c.commit_interval)
@@ -260,7 +265,7 @@ impl TableSink {
         mut batches: mpsc::Receiver<ChangeBatch>,
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<()> {
-        let mut last_commit = Instant::now();
+        self.last_commit = Instant::now();
         let mut tick = tokio::time::interval(
             self.commit_interval
                 .min(Duration::from_secs(1))
@@ -276,7 +281,6 @@ impl TableSink {
                     match request {
                         Some(request) => {
                             self.evolve(request).await?;
-                            last_commit = Instant::now();
                         }
                         None => evolutions = None,
                     }
@@ -286,18 +290,15 @@ impl TableSink {
                     self.apply(batch).await?;
                     if self.pending_changes >= self.commit_max_rows || self.writer.needs_flush() {
                         self.commit().await?;
-                        last_commit = Instant::now();
                     }
                 }
                 _ = tick.tick(), if retry_at.is_none() => {
-                    if last_commit.elapsed() >= self.commit_interval {
+                    if self.last_commit.elapsed() >= self.commit_interval {
                         self.commit().await?;
-                        last_commit = Instant::now();
                     }
                 }
                 _ = sleep_until(retry_at) => {
                     self.commit().await?;
-                    last_commit = Instant::now();
                     if self.retry_at.is_none()
                         && let Some(request) = self.waiting_evolution.take()
                     {
@@ -485,7 +486,15 @@ impl TableSink {
         Ok(())
     }
 
+    /// Commits what is buffered (see [`TableSink::publish`]); the commit interval counts
+    /// from its end.
     async fn commit(&mut self) -> Result<()> {
+        let result = self.publish().await;
+        self.last_commit = Instant::now();
+        result
+    }
+
+    async fn publish(&mut self) -> Result<()> {
         if self.pending_changes == 0 {
             return Ok(());
         }

@@ -10,6 +10,14 @@ use lakejoin::table::row_kind::RowKind;
 /// Pipeline `p` reading topic `changes` into `db.t`, committing every 20 ms or
 /// `commit_max_rows` changes.
 pub fn cdc_config(commit_max_rows: u64) -> lakejoin::config::CdcConfig {
+    cdc_config_every(commit_max_rows, "20ms")
+}
+
+/// [`cdc_config`] committing every `commit_interval` (a TOML duration such as "600ms").
+pub fn cdc_config_every(
+    commit_max_rows: u64,
+    commit_interval: &str,
+) -> lakejoin::config::CdcConfig {
     let text = format!(
         r#"
 [kafka]
@@ -26,7 +34,7 @@ name = "p"
 topics = ["changes"]
 format = "json"
 table = "db.t"
-commit_interval = "20ms"
+commit_interval = "{commit_interval}"
 commit_max_rows = {commit_max_rows}
 "#
     );

@@ -19,9 +19,7 @@ use lakejoin::observe::PipelineMetrics;
 use lakejoin::pipeline::cdc::{ChangeBatch, OFFSETS_PROPERTY_PREFIX, Offsets, TableSink};
 use lakejoin::table::datum::Datum;
 use lakejoin::table::row_kind::RowKind;
-use lakejoin::table::schema::TableSchema;
 use lakejoin::table::snapshot::{CommitKind, Snapshot};
-use lakejoin::table::types::DataType;
 use lakejoin::table::{Table, TableIdentifier, Warehouse};
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
@@ -49,24 +47,6 @@ struct Setup {
     _dir: Option<tempfile::TempDir>,
 }
 
-fn schema(max_retries: u32) -> TableSchema {
-    TableSchema::new(
-        vec![
-            ("id".into(), DataType::Int, false),
-            ("v".into(), DataType::BigInt, true),
-        ],
-        vec![],
-        vec!["id".into()],
-        BTreeMap::from([
-            ("bucket".to_string(), "2".to_string()),
-            ("merge-engine".to_string(), "aggregation".to_string()),
-            ("fields.v.aggregate-function".to_string(), "sum".to_string()),
-            ("commit.max-retries".to_string(), max_retries.to_string()),
-        ]),
-    )
-    .unwrap()
-}
-
 async fn setup(backing: Backing, seed: u64, max_retries: u32) -> Setup {
     let (inner, dir): (Arc<dyn ObjectStore>, _) = match backing {
         Backing::Memory => (Arc::new(InMemory::new()), None),
@@ -79,7 +59,11 @@ async fn setup(backing: Backing, seed: u64, max_retries: u32) -> Setup {
     let faulty = FaultyStore::new(inner.clone(), seed);
     let id = TableIdentifier::parse("db.t").unwrap();
     let wh = Warehouse::new(faulty.clone(), Path::from("wh"));
-    let table = Arc::new(Table::create(&wh, &id, schema(max_retries)).await.unwrap());
+    let table = Arc::new(
+        Table::create(&wh, &id, support::cdc::summing_schema(max_retries))
+            .await
+            .unwrap(),
+    );
     let clean_wh = Warehouse::new(inner, Path::from("wh"));
     let clean = Arc::new(Table::open(&clean_wh, &id).await.unwrap());
     Setup {
@@ -159,19 +143,7 @@ async fn check_table(clean: &Table, model: &HashMap<i32, i64>, rounds: usize) {
             s.id
         );
     }
-    assert_eq!(rows_of(clean).await, *model);
-}
-
-async fn rows_of(table: &Table) -> HashMap<i32, i64> {
-    scan(table, None, &ScanFilter::default())
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|row| match (&row[0], &row[1]) {
-            (Datum::Int(k), Datum::BigInt(v)) => (*k, *v),
-            other => panic!("unexpected row {other:?}"),
-        })
-        .collect()
+    assert_eq!(support::cdc::rows_of(clean).await, *model);
 }
 
 type Rule = (Op, &'static str, Fault, Schedule);
@@ -522,15 +494,6 @@ fn batch(table: &Table, offset: i64) -> ChangeBatch {
     support::cdc::change_batch(table, offset, KEYS as i64)
 }
 
-/// Where the sink's latest commit says partition 0 of `changes` resumes.
-fn resume_offset(offsets: &Offsets) -> i64 {
-    offsets
-        .get("changes")
-        .and_then(|p| p.get(&0))
-        .copied()
-        .unwrap_or(0)
-}
-
 /// The CDC sink commits under random faults and is killed at random points; each restart
 /// resumes from the offsets in the table. In the end every record of the topic is in the
 /// table exactly once and the last snapshot's offsets are the end of the topic.
@@ -560,7 +523,7 @@ async fn cdc_crash_and_fault_run(backing: Backing, seed: u64, records: i64) -> (
                     continue;
                 }
             };
-        let from = resume_offset(&sink.resume_offsets("p"));
+        let from = support::cdc::resume_offset(&sink.resume_offsets("p"));
         if from >= records {
             break;
         }
@@ -608,13 +571,13 @@ async fn cdc_crash_and_fault_run(backing: Backing, seed: u64, records: i64) -> (
         &latest.properties.as_ref().unwrap()[&format!("{OFFSETS_PROPERTY_PREFIX}p")],
     )
     .unwrap();
-    assert_eq!(resume_offset(&offsets), records);
+    assert_eq!(support::cdc::resume_offset(&offsets), records);
     let mut model: HashMap<i32, i64> = HashMap::new();
     for offset in 0..records {
         *model.entry((offset % KEYS as i64) as i32).or_default() += 1;
     }
     assert_eq!(
-        rows_of(&s.clean).await,
+        support::cdc::rows_of(&s.clean).await,
         model,
         "a change was lost or applied twice"
     );
@@ -636,181 +599,4 @@ async fn cdc_sink_killed_and_faulted_keeps_every_change_exactly_once() {
         eprintln!("cdc {backing:?}: {faults} faults injected, {restarts} sink incarnations");
         assert!(faults > 0 && restarts > 1);
     }
-}
-
-/// A consumer hands the sink a partition's run of records in one batch; when
-/// `commit_max_rows` is reached inside it, the commit ends exactly at that record (its
-/// rows, and its offset in the snapshot), and the rest of the batch goes to the next one.
-/// A record without changes moves the offset and counts for nothing.
-#[tokio::test]
-async fn a_batch_of_records_commits_at_the_record_that_reaches_commit_max_rows() {
-    let s = setup(Backing::Memory, 1, 10).await;
-    let config = support::cdc::cdc_config(3);
-    let pipelines = vec![(config, Arc::new(PipelineMetrics::default()))];
-    let (sink, _committed) = TableSink::open(s.table.clone(), USER, &pipelines, None)
-        .await
-        .unwrap();
-    // Records 0..8 of partition 0, +1 on key = offset; record 4 has no changes.
-    let mut batch = ChangeBatch::of_record("p", "changes", 0, 1, None, Vec::new());
-    batch.records.clear();
-    for offset in 0..8i64 {
-        if offset != 4 {
-            let one = support::cdc::plus_one(&s.table, offset, offset as i32);
-            batch.changes.extend(one.changes);
-        }
-        batch.records.push(lakejoin::pipeline::cdc::RecordEnd {
-            changes_end: batch.changes.len(),
-            next_offset: offset + 1,
-            timestamp_ms: None,
-        });
-    }
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(sink.run(rx, stop_rx));
-    tx.send(batch).await.unwrap();
-    drop(tx);
-    run.await.unwrap().unwrap();
-    let _ = stop_tx;
-    let mut commits = Vec::new();
-    for id in s.clean.snapshot_ids().await.unwrap() {
-        let snapshot = s.clean.snapshot(id).await.unwrap();
-        if snapshot.commit_user != USER || snapshot.commit_kind != CommitKind::Append {
-            continue;
-        }
-        let offsets: Offsets = serde_json::from_str(
-            &snapshot.properties.as_ref().unwrap()[&format!("{OFFSETS_PROPERTY_PREFIX}p")],
-        )
-        .unwrap();
-        commits.push((snapshot.delta_record_count, resume_offset(&offsets)));
-    }
-    // 0, 1, 2 | 3, (4), 5, 6 | 7.
-    assert_eq!(commits, vec![(3, 3), (3, 7), (1, 8)]);
-    assert_eq!(rows_of(&s.clean).await.len(), 7);
-}
-
-/// The commit interval counts from the last commit, whichever way it came. A stream that
-/// reaches `commit_max_rows` inside its batches more often than the interval is committed
-/// by row count alone: no interval commit of a few rows lands right after a row-count
-/// commit (the interval used to count only from the last commit outside a batch).
-#[tokio::test]
-async fn the_commit_interval_counts_from_row_count_commits_inside_batches() {
-    const INTERVAL: Duration = Duration::from_millis(1000);
-    let s = setup(Backing::Memory, 1, 10).await;
-    let pipelines = vec![(
-        support::cdc::cdc_config_every(10, "1s"),
-        Arc::new(PipelineMetrics::default()),
-    )];
-    let (sink, _committed) = TableSink::open(s.table.clone(), USER, &pipelines, None)
-        .await
-        .unwrap();
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let started = tokio::time::Instant::now();
-    let run = tokio::spawn(sink.run(rx, stop_rx));
-    // Batches of 7 or 8 records for 1.5 intervals, so a commit of 10 rows every ~1.5
-    // batches, always inside one: no batch ends at a multiple of 10 records.
-    let mut offset = 0i64;
-    while started.elapsed() < INTERVAL * 3 / 2 {
-        let mut batch = ChangeBatch::of_record("p", "changes", 0, 1, None, Vec::new());
-        batch.records.clear();
-        let records = if (offset + 7) % 10 == 0 { 8 } else { 7 };
-        for _ in 0..records {
-            let one = support::cdc::change_batch(&s.table, offset, KEYS as i64);
-            batch.changes.extend(one.changes);
-            batch.records.push(lakejoin::pipeline::cdc::RecordEnd {
-                changes_end: batch.changes.len(),
-                next_offset: offset + 1,
-                timestamp_ms: None,
-            });
-            offset += 1;
-        }
-        tx.send(batch).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    stop_tx.send(true).unwrap();
-    run.await.unwrap().unwrap();
-    drop(tx);
-    let mut rows = Vec::new();
-    for id in s.clean.snapshot_ids().await.unwrap() {
-        let snapshot = s.clean.snapshot(id).await.unwrap();
-        if snapshot.commit_user == USER && snapshot.commit_kind == CommitKind::Append {
-            rows.push(snapshot.delta_record_count);
-        }
-    }
-    assert_eq!(
-        rows.iter().sum::<i64>(),
-        offset,
-        "every record is committed once"
-    );
-    let (last, before) = rows.split_last().unwrap();
-    assert!(
-        before.iter().all(|&r| r == 10),
-        "only row-count commits before the one at the stop, got {rows:?}"
-    );
-    assert_eq!(*last, (offset - 1) % 10 + 1);
-}
-
-/// A change the writer cannot take (here: one checked against a schema the sink never
-/// had) stops the sink with an error of its own kind; the records before it are committed
-/// and its offset is not, so a restart reads it again instead of losing it.
-#[tokio::test]
-async fn a_change_the_writer_refuses_stops_the_sink_before_its_offset() {
-    let s = setup(Backing::Memory, 1, 10).await;
-    let pipelines = vec![(
-        support::cdc::cdc_config(1),
-        Arc::new(PipelineMetrics::default()),
-    )];
-    let (sink, _committed) = TableSink::open(s.table.clone(), USER, &pipelines, None)
-        .await
-        .unwrap();
-    // Another process evolves the table after the sink opened at schema 0.
-    let evolved = lakejoin::lsm::evolve_table(&s.table, |_| {
-        Ok(vec![
-            lakejoin::table::schema_change::SchemaChange::AddColumn {
-                name: "w".into(),
-                data_type: DataType::BigInt,
-            },
-        ])
-    })
-    .await
-    .unwrap();
-    let foreign = lakejoin::lsm::row_check::RowCheck::new(&evolved)
-        .unwrap()
-        .check(
-            RowKind::Insert,
-            vec![Datum::Int(9), Datum::BigInt(1), Datum::BigInt(2)],
-        )
-        .unwrap()
-        .unwrap();
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    let (_stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(sink.run(rx, stop_rx));
-    tx.send(support::cdc::plus_one(&s.table, 0, 0))
-        .await
-        .unwrap();
-    tx.send(support::cdc::plus_one(&s.table, 1, 1))
-        .await
-        .unwrap();
-    tx.send(ChangeBatch::of_record(
-        "p",
-        "changes",
-        0,
-        3,
-        None,
-        vec![foreign],
-    ))
-    .await
-    .unwrap();
-    let err = tokio::time::timeout(Duration::from_secs(30), run)
-        .await
-        .expect("the sink stops")
-        .unwrap()
-        .unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Fatal, "{err}");
-    assert!(err.to_string().contains("never had it"), "{err}");
-    let (reopened, _) = TableSink::open(s.table.clone(), USER, &pipelines, None)
-        .await
-        .unwrap();
-    assert_eq!(resume_offset(&reopened.resume_offsets("p")), 2);
-    assert_eq!(rows_of(&s.clean).await.len(), 2);
 }

@@ -296,6 +296,15 @@ async fn orders_are_enriched_from_cdc_and_restarts_resume_exactly() {
         n += 1;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // Every fact was taken in some poll batch, and a batch holds at least one fact.
+    let enrich = running.metrics()["orders-enriched"].clone();
+    let facts = lakejoin::observe::PipelineMetrics::get(&enrich.records_in);
+    let batches = lakejoin::observe::PipelineMetrics::get(&enrich.fact_batches);
+    assert!(facts >= 5, "{facts} facts consumed");
+    assert!(
+        (1..=facts).contains(&batches),
+        "{facts} facts in {batches} poll batches"
+    );
     running.shutdown().await.unwrap();
 
     // Restart: CDC resumes after the last committed offsets; nothing is applied twice.

@@ -1,11 +1,16 @@
 //! A CDC pipeline on a two-column summing table (`id INT`, `v BIGINT`) and its change
 //! records, for the tests that drive `TableSink` directly.
 
+use std::collections::{BTreeMap, HashMap};
+
+use lakejoin::lsm::reader::{ScanFilter, scan};
 use lakejoin::lsm::row_check::RowCheck;
-use lakejoin::pipeline::cdc::ChangeBatch;
+use lakejoin::pipeline::cdc::{ChangeBatch, Offsets};
 use lakejoin::table::Table;
 use lakejoin::table::datum::Datum;
 use lakejoin::table::row_kind::RowKind;
+use lakejoin::table::schema::TableSchema;
+use lakejoin::table::types::DataType;
 
 /// Pipeline `p` reading topic `changes` into `db.t`, committing every 20 ms or
 /// `commit_max_rows` changes.
@@ -58,4 +63,46 @@ pub fn plus_one(table: &Table, offset: i64, key: i32) -> ChangeBatch {
         .expect("the table takes +1 rows")
         .expect("an insert is never dropped");
     ChangeBatch::of_record("p", "changes", 0, offset + 1, None, vec![change])
+}
+
+/// The schema of `db.t`: `id INT` (the key, 2 buckets) and `v BIGINT` summed by the
+/// aggregation engine, so a change applied twice or lost shows in the rows.
+pub fn summing_schema(max_retries: u32) -> TableSchema {
+    TableSchema::new(
+        vec![
+            ("id".into(), DataType::Int, false),
+            ("v".into(), DataType::BigInt, true),
+        ],
+        vec![],
+        vec!["id".into()],
+        BTreeMap::from([
+            ("bucket".to_string(), "2".to_string()),
+            ("merge-engine".to_string(), "aggregation".to_string()),
+            ("fields.v.aggregate-function".to_string(), "sum".to_string()),
+            ("commit.max-retries".to_string(), max_retries.to_string()),
+        ]),
+    )
+    .expect("a valid schema")
+}
+
+/// The rows of a [`summing_schema`] table: id → v.
+pub async fn rows_of(table: &Table) -> HashMap<i32, i64> {
+    scan(table, None, &ScanFilter::default())
+        .await
+        .expect("the table scans")
+        .into_iter()
+        .map(|row| match (&row[0], &row[1]) {
+            (Datum::Int(k), Datum::BigInt(v)) => (*k, *v),
+            other => panic!("unexpected row {other:?}"),
+        })
+        .collect()
+}
+
+/// Where `offsets` say partition 0 of `changes` resumes.
+pub fn resume_offset(offsets: &Offsets) -> i64 {
+    offsets
+        .get("changes")
+        .and_then(|p| p.get(&0))
+        .copied()
+        .unwrap_or(0)
 }

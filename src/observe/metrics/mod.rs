@@ -90,10 +90,11 @@ pub(crate) struct PartitionLag {
 /// Counters of one pipeline.
 #[derive(Debug, Default)]
 pub struct PipelineMetrics {
-    pub(crate) records_in: AtomicU64,
+    /// Records consumed.
+    pub records_in: AtomicU64,
     /// Poll batches the facts were taken in (enrich): `records_in` over this is the mean
     /// batch size, which falls toward 1 once the pipeline keeps up with its input.
-    pub(crate) fact_batches: AtomicU64,
+    pub fact_batches: AtomicU64,
     pub(crate) records_out: AtomicU64,
     /// Records sent to the dead-letter topic (or only logged without one).
     pub dead_lettered: AtomicU64,

@@ -25,11 +25,17 @@ use crate::redis::{Redis, Reply};
 /// Largest poll batch of the Redis design.
 const MAX_BATCH: usize = 1000;
 
+/// lakejoin's `fetch.queue.backoff.ms` (src/kafka/mod.rs): with librdkafka's default (1 s)
+/// a consumer that is behind idles between prefetches, and the loops would be slower than
+/// lakejoin's own consumer.
+const FETCH_QUEUE_BACKOFF_MS: &str = "10";
+
 fn consumer(bootstrap: &str, topic: &str) -> Result<BaseConsumer> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", format!("bench-loop-{topic}"))
         .set("enable.auto.commit", "false")
+        .set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
         .create()
         .context("creating the loop's consumer")?;
     let mut assignment = TopicPartitionList::new();

@@ -7,6 +7,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::Consumer as _;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 
 use super::Consumer;
 use rdkafka::{Offset, TopicPartitionList};
@@ -24,10 +25,28 @@ pub(crate) const LAG_INTERVAL: Duration = Duration::from_secs(5);
 pub(crate) struct ConsumerSample {
     pub(crate) assigned: bool,
     pub(crate) lag: Vec<PartitionLag>,
+    /// The group's coordinator did not answer yet (see [`coordinator_pending`]): the
+    /// partitions without a position are left out of `lag`.
+    pub(crate) coordinator_pending: bool,
 }
 
-fn kafka(what: &str, e: rdkafka::error::KafkaError) -> Error {
+fn kafka(what: &str, e: KafkaError) -> Error {
     Error::kafka(what, e)
+}
+
+/// Whether `e` says the group's coordinator is not ready rather than the broker being
+/// away: on a fresh cluster Kafka creates `__consumer_offsets` and elects coordinators
+/// for a few seconds after the first group appears, and answers committed-offset
+/// requests with these codes meanwhile, while fetching already works.
+pub(crate) fn coordinator_pending(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::NotCoordinator
+                | RDKafkaErrorCode::CoordinatorNotAvailable
+                | RDKafkaErrorCode::CoordinatorLoadInProgress
+        )
+    )
 }
 
 /// Measures the lag of every assigned partition (blocking: run it off the async
@@ -50,6 +69,7 @@ pub(crate) fn sample(consumer: &Consumer, timeout: Duration) -> Result<ConsumerS
         return Ok(ConsumerSample {
             assigned: false,
             lag: Vec::new(),
+            coordinator_pending: false,
         });
     }
     let positions = consumer
@@ -65,14 +85,18 @@ pub(crate) fn sample(consumer: &Consumer, timeout: Duration) -> Result<ConsumerS
             }
         }
     }
+    let mut coordinator_pending = false;
     if unknown.count() > 0 {
-        let committed = consumer
-            .committed_offsets(unknown, timeout)
-            .map_err(|e| kafka("reading committed offsets", e))?;
-        for e in committed.elements() {
-            if let Offset::Offset(n) = e.offset() {
-                known.push((e.topic().to_string(), e.partition(), n));
+        match consumer.committed_offsets(unknown, timeout) {
+            Ok(committed) => {
+                for e in committed.elements() {
+                    if let Offset::Offset(n) = e.offset() {
+                        known.push((e.topic().to_string(), e.partition(), n));
+                    }
+                }
             }
+            Err(e) if self::coordinator_pending(&e) => coordinator_pending = true,
+            Err(e) => return Err(kafka("reading committed offsets", e)),
         }
     }
     let mut lag = Vec::with_capacity(known.len());
@@ -90,6 +114,7 @@ pub(crate) fn sample(consumer: &Consumer, timeout: Duration) -> Result<ConsumerS
     Ok(ConsumerSample {
         assigned: true,
         lag,
+        coordinator_pending,
     })
 }
 
@@ -110,6 +135,7 @@ pub(crate) fn spawn(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_sample: Option<Instant> = None;
         let mut broker_down = false;
+        let mut coordinator_waited = false;
         loop {
             tick.tick().await;
             let Some(c) = consumer.upgrade() else { return };
@@ -137,6 +163,14 @@ pub(crate) fn spawn(
                         tracing::info!(pipeline = %pipeline, bootstrap = %bootstrap, "Kafka broker reachable again");
                         broker_down = false;
                     }
+                    if s.coordinator_pending && !coordinator_waited {
+                        tracing::info!(
+                            pipeline = %pipeline, bootstrap = %bootstrap,
+                            "Kafka group coordinator not ready yet (a new cluster creates its offsets \
+                             topic first); consuming goes on, lag is reported once it answers"
+                        );
+                    }
+                    coordinator_waited = s.coordinator_pending;
                     metrics
                         .assigned
                         .store(s.assigned, std::sync::atomic::Ordering::Relaxed);
@@ -159,4 +193,35 @@ pub(crate) fn spawn(
             }
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coordinator_codes_are_not_a_broker_outage() {
+        for code in [
+            RDKafkaErrorCode::NotCoordinator,
+            RDKafkaErrorCode::CoordinatorNotAvailable,
+            RDKafkaErrorCode::CoordinatorLoadInProgress,
+        ] {
+            // What `committed_offsets` returns on a failed request.
+            assert!(
+                coordinator_pending(&KafkaError::MetadataFetch(code)),
+                "{code:?}"
+            );
+        }
+        for code in [
+            RDKafkaErrorCode::BrokerTransportFailure,
+            RDKafkaErrorCode::AllBrokersDown,
+            RDKafkaErrorCode::OperationTimedOut,
+        ] {
+            assert!(
+                !coordinator_pending(&KafkaError::MetadataFetch(code)),
+                "{code:?}"
+            );
+        }
+        assert!(!coordinator_pending(&KafkaError::Canceled));
+    }
 }

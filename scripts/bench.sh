@@ -18,6 +18,8 @@
 #                       "lakejoin full", "lakejoin CDC", "rss" (see the printed case names)
 #   LAKEJOIN_KAFKA_PROPERTIES  librdkafka properties for lakejoin's clients, e.g.
 #                       "linger.ms=20,compression.type=none" (the harness's loops keep theirs)
+#   LAKEJOIN_ENRICH_OPTIONS  TOML lines added to the enrich cases' [[enrich]], e.g.
+#                       "max_in_flight = 4000"
 #   KAFKA_BOOTSTRAP     benchmark against this broker instead of a local Apache Kafka
 #   REDIS_SERVER        the redis-server binary to use instead of the installed one
 #   BENCH_DIR           logs, configs and warehouses (default target/bench-throughput)

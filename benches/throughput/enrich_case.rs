@@ -45,6 +45,7 @@ name = "orders-enriched"
 topics = ["{orders}"]
 format = "json"
 output = {{ topic = "{output}", format = "json", key = "order_id" }}
+{enrich_options}
 
 [[enrich.join]]
 table = "shop.customers"
@@ -54,6 +55,7 @@ prefix = "customer_"
 {cache_options}"#,
             orders = orders.topic,
             customer_select = quoted(&data::CUSTOMER_SELECT),
+            enrich_options = std::env::var("LAKEJOIN_ENRICH_OPTIONS").unwrap_or_default(),
         ));
         if joins == 3 {
             config.push_str(&format!(

@@ -112,11 +112,15 @@ impl JoinMetrics {
         self
     }
 
-    /// One fact went through the join.
-    pub(crate) fn record(&self, matched: bool, elapsed: Duration) {
-        let counter = if matched { &self.hits } else { &self.misses };
-        counter.fetch_add(1, Ordering::Relaxed);
-        self.latency.observe(elapsed);
+    /// `hits + misses` facts went through the join, each in `elapsed`.
+    pub(crate) fn record(&self, hits: u64, misses: u64, elapsed: Duration) {
+        if hits > 0 {
+            self.hits.fetch_add(hits, Ordering::Relaxed);
+        }
+        if misses > 0 {
+            self.misses.fetch_add(misses, Ordering::Relaxed);
+        }
+        self.latency.observe_many(hits + misses, elapsed);
     }
 
     pub(crate) fn cache_rows(&self) -> Option<u64> {

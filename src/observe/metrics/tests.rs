@@ -65,8 +65,8 @@ fn registry() -> Registry {
         cdc,
     );
     let join = JoinMetrics::new("shop.customers").with_cache_rows(|| 42);
-    join.record(true, Duration::from_micros(200));
-    join.record(false, Duration::from_millis(2));
+    join.record(1, 0, Duration::from_micros(200));
+    join.record(0, 1, Duration::from_millis(2));
     let enrich = Arc::new(PipelineMetrics::with_joins(vec![join]));
     PipelineMetrics::add(&enrich.records_in, 5);
     PipelineMetrics::add(&enrich.fact_batches, 2);
@@ -243,4 +243,19 @@ fn a_changelog_pipeline_reports_changes_out_its_snapshot_and_its_lag() {
         assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
     }
     assert_eq!(registry.readiness(), Ok(()));
+}
+
+/// A poll batch's facts counted at once read exactly as the same facts counted one by one.
+#[test]
+fn many_observations_at_once_equal_one_at_a_time() {
+    let (one_by_one, at_once) = (Histogram::default(), Histogram::default());
+    for elapsed in [Duration::from_micros(300), Duration::from_secs(20)] {
+        for _ in 0..5 {
+            one_by_one.observe(elapsed);
+        }
+        at_once.observe_many(5, elapsed);
+    }
+    at_once.observe_many(0, Duration::from_millis(1));
+    assert_eq!(one_by_one.snapshot(), at_once.snapshot());
+    assert_eq!(at_once.snapshot().count(), 10);
 }

@@ -77,8 +77,9 @@ pub(crate) struct Enricher {
     pub(crate) shutdown: watch::Receiver<bool>,
 }
 
-/// A fact's result in one join: (join index, matched, time).
-type JoinOutcome = (usize, bool, std::time::Duration);
+/// A joined fact of a batch: (fact index, join index, matched). Counted in the metrics
+/// once its fact finishes in the batch.
+type JoinOutcome = (usize, usize, bool);
 
 /// Where a fact of a batch stands.
 enum Progress<'a> {
@@ -154,31 +155,30 @@ impl Enricher {
                 Err(e) => Err(e),
             };
             progress.push(match decoded {
-                Ok(Some(fact)) => Progress::Joining(vec![fact]),
+                Ok(Some(fact)) => Progress::Joining(vec![with_room_for_joins(fact, &self.joins)]),
                 // A tombstone carries no fact.
                 Ok(None) => Progress::Joining(Vec::new()),
                 Err(e) if e.is_transient() => Progress::Held,
                 Err(e) => Progress::Failed(FactError::Bad(e.to_string())),
             });
         }
-        // Per fact: (join, matched, its share of the batch's lookup time), counted once
-        // the fact finishes here (a fact that leaves the batch is counted on its own path).
-        let mut matches: Vec<Vec<JoinOutcome>> = vec![Vec::new(); messages.len()];
+        // Every joined fact's outcome, counted once its fact finishes here (a fact that
+        // leaves the batch is counted on its own path), and each join's lookup time per
+        // key.
+        let mut matches: Vec<JoinOutcome> = Vec::with_capacity(messages.len());
+        let mut shares = Vec::with_capacity(self.joins.len());
         for (j, join) in self.joins.iter().enumerate() {
-            self.join_batch(j, join, &messages, &mut progress, &mut matches)
-                .await;
+            shares.push(
+                self.join_batch(j, join, &messages, &mut progress, &mut matches)
+                    .await,
+            );
         }
+        self.record_joins(&progress, &matches, &shares);
         // `None`: the fact left the batch.
         let results: Vec<Option<std::result::Result<Vec<Output>, FactError>>> = progress
             .into_iter()
-            .zip(matches)
-            .map(|(state, matched)| match state {
-                Progress::Joining(facts) => {
-                    for (j, hit, took) in matched {
-                        self.metrics.record_join(j, hit, took);
-                    }
-                    Some(encode_all(&facts, &self.encoder, &self.config))
-                }
+            .map(|state| match state {
+                Progress::Joining(facts) => Some(encode_all(&facts, &self.encoder, &self.config)),
                 Progress::Failed(e) => Some(Err(e)),
                 Progress::OnItsOwn | Progress::Held => None,
             })
@@ -209,15 +209,37 @@ impl Enricher {
         outcome
     }
 
-    /// Join `j` for every fact of the batch still joining.
+    /// Counts the joins of the facts that finished in the batch (still joining), per
+    /// join at once.
+    fn record_joins(
+        &self,
+        progress: &[Progress<'_>],
+        matches: &[JoinOutcome],
+        shares: &[Duration],
+    ) {
+        let mut counts = vec![(0u64, 0u64); shares.len()];
+        for &(i, j, hit) in matches {
+            if let (Some(Progress::Joining(_)), Some((hits, misses))) =
+                (progress.get(i), counts.get_mut(j))
+            {
+                *if hit { hits } else { misses } += 1;
+            }
+        }
+        for (j, ((hits, misses), share)) in counts.into_iter().zip(shares).enumerate() {
+            self.metrics.record_joins(j, hits, misses, *share);
+        }
+    }
+
+    /// Join `j` for every fact of the batch still joining; returns the lookup's time per
+    /// key (each fact's share of it).
     async fn join_batch<'a>(
         &self,
         j: usize,
         join: &'a Join,
         messages: &[OwnedMessage],
         progress: &mut [Progress<'a>],
-        matches: &mut [Vec<JoinOutcome>],
-    ) {
+        matches: &mut Vec<JoinOutcome>,
+    ) -> Duration {
         // The keys of every fact (`None`: a missing or null key field, a miss).
         let mut keys: Vec<(usize, Option<Vec<Datum>>)> = Vec::new();
         for (i, (message, state)) in messages.iter().zip(progress.iter_mut()).enumerate() {
@@ -249,7 +271,7 @@ impl Enricher {
                 for &(i, _) in &keys {
                     progress[i] = Progress::Held;
                 }
-                return;
+                return Duration::ZERO;
             }
         };
         let share = started.elapsed() / u32::try_from(keys.len().max(1)).unwrap_or(u32::MAX);
@@ -274,7 +296,7 @@ impl Enricher {
                     any_miss_to_retry = true;
                 }
                 match join.emit(fact, &found, &mut joined) {
-                    Ok(hit) => matches[i].push((j, hit, share)),
+                    Ok(hit) => matches.push((i, j, hit)),
                     Err(reason) => {
                         failed = Some(reason);
                         break;
@@ -294,6 +316,7 @@ impl Enricher {
                 Progress::Joining(joined)
             };
         }
+        share
     }
 }
 
@@ -322,7 +345,7 @@ pub(crate) async fn enrich_one(
         // A tombstone carries no fact.
         return Ok(Vec::new());
     };
-    let mut facts = vec![fact];
+    let mut facts = vec![with_room_for_joins(fact, joins)];
     for (i, join) in joins.iter().enumerate() {
         let mut joined = Vec::with_capacity(facts.len());
         for fact in facts {
@@ -335,6 +358,18 @@ pub(crate) async fn enrich_one(
         facts = joined;
     }
     encode_all(&facts, encoder, config)
+}
+
+/// Bytes of JSON reserved per joined column before the joins run (a number, or a short
+/// string and its quotes); a join whose columns are longer makes room for itself.
+const JSON_BYTES_PER_COLUMN: usize = 24;
+
+/// A decoded fact with room for what all of `joins` add: one allocation, where growing
+/// it join after join took one each (and a copy).
+fn with_room_for_joins<'a>(mut fact: Fact<'a>, joins: &[Join]) -> Fact<'a> {
+    let columns: usize = joins.iter().map(Join::added_columns).sum();
+    fact.reserve(columns, columns * JSON_BYTES_PER_COLUMN);
+    fact
 }
 
 /// The output records of a fact's joined forms.

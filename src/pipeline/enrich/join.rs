@@ -114,6 +114,11 @@ impl Join {
         &self.lookup
     }
 
+    /// How many columns the join adds to a fact.
+    pub(crate) fn added_columns(&self) -> usize {
+        self.outputs.len()
+    }
+
     /// The lookup key of a fact: `Ok(None)` when a key field is missing or null; `Err`
     /// when present but not convertible (a bad record).
     pub(crate) fn key(

@@ -196,6 +196,23 @@ fn is_connection_failure(facility: &str) -> bool {
     facility == "FAIL"
 }
 
+/// Broker answers that mean a coordinator is still starting (a fresh cluster, a broker
+/// that just took over), not that anything failed: librdkafka retries them.
+const COORDINATOR_STARTING: [&str; 3] = [
+    "Coordinator load in progress",
+    "Coordinator not available",
+    "Not coordinator",
+];
+
+/// librdkafka's warning that an idempotent producer's id request is being retried
+/// because the coordinator is still starting: normal for a few seconds after a broker
+/// starts, so it is logged at INFO, not WARN. Other reasons stay warnings.
+fn is_coordinator_starting(facility: &str, message: &str) -> bool {
+    facility == "GETPID"
+        && message.contains("retrying")
+        && COORDINATOR_STARTING.iter().any(|m| message.contains(m))
+}
+
 impl ClientContext for ClientLog {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
         let client = self.client.as_str();
@@ -203,6 +220,9 @@ impl ClientContext for ClientLog {
         match level {
             _ if is_connection_failure(facility) => {
                 tracing::debug!(client, facility, "librdkafka: {message}")
+            }
+            RDKafkaLogLevel::Warning if is_coordinator_starting(facility, &message) => {
+                tracing::info!(client, facility, "librdkafka: {message}")
             }
             RDKafkaLogLevel::Emerg
             | RDKafkaLogLevel::Alert
@@ -365,6 +385,38 @@ mod tests {
             "security.protocol ssl, TLS with a client certificate"
         );
         assert_eq!(security_summary(&kafka(&[])), "security.protocol plaintext");
+    }
+
+    #[test]
+    fn a_coordinator_still_starting_is_not_a_warning() {
+        let log = ClientLog::new("p", &kafka(&[]));
+        let text = logged(|| {
+            log.log(
+                RDKafkaLogLevel::Warning,
+                "GETPID",
+                "Failed to acquire idempotence PID from broker 127.0.0.1:9092/1: \
+                 Broker: Coordinator load in progress: retrying",
+            );
+            log.log(
+                RDKafkaLogLevel::Warning,
+                "GETPID",
+                "Failed to acquire idempotence PID from broker 127.0.0.1:9092/1: \
+                 Broker: Cluster authorization failed: retrying",
+            );
+        });
+        let levels: Vec<&str> = text
+            .lines()
+            .map(|l| {
+                if l.contains(" INFO ") {
+                    "INFO"
+                } else if l.contains(" WARN ") {
+                    "WARN"
+                } else {
+                    l
+                }
+            })
+            .collect();
+        assert_eq!(levels, ["INFO", "WARN"], "{text}");
     }
 
     #[test]

@@ -21,10 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use futures::StreamExt;
-use object_store::ObjectStoreExt;
 
 use super::compact_changelog::{MergedWithChangelog, merge_with_changelog};
-use super::flush::{FileTarget, RowStream};
+use super::flush::{FileTarget, RowStream, delete_data_files};
 use super::levels::Levels;
 use super::merge::{MergeEngine, MergedRuns, SequenceOrder, key_order};
 use super::reader::{group_by_bucket, open_runs};
@@ -579,17 +578,6 @@ impl<O: Iterator<Item = Result<KeyValue>>> Iterator for WithoutKeysOf<O> {
                     },
                 }
             }
-        }
-    }
-}
-
-/// Best-effort removal of data files nothing references.
-async fn delete_data_files(table: &Table, entries: impl Iterator<Item = &ManifestEntry>) {
-    for entry in entries {
-        if let Ok(path) = table.data_file_path(entry)
-            && let Err(e) = table.store().delete(&path).await
-        {
-            tracing::debug!(path = %path, error = %e, "could not remove an unused compaction output");
         }
     }
 }

@@ -106,15 +106,35 @@ impl FileTarget<'_> {
     /// are held, so a compaction's memory does not grow with the bucket. The rows are
     /// read and encoded off the async runtime. `expected_rows` (an upper bound) sizes
     /// the bloom filters.
+    ///
+    /// On an error (a row that fails to come or to encode, a failed store) the files
+    /// already rolled are deleted: no commit will reference them, and a compaction that
+    /// fails midway must not leave them for orphan cleaning.
     pub(crate) async fn write_stream(
         &self,
         rows: RowStream,
         expected_rows: usize,
     ) -> Result<Vec<ManifestEntry>> {
+        let mut entries = Vec::new();
+        match self.roll_stream(rows, expected_rows, &mut entries).await {
+            Ok(()) => Ok(entries),
+            Err(e) => {
+                delete_data_files(self.table, entries.iter()).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Self::write_stream`]'s files, pushed to `entries` as each is stored.
+    async fn roll_stream(
+        &self,
+        rows: RowStream,
+        expected_rows: usize,
+        entries: &mut Vec<ManifestEntry>,
+    ) -> Result<()> {
         let schema = self.table.schema().clone();
         let options = self.options;
         let target = self.table.options().target_file_size;
-        let mut entries = Vec::new();
         let mut rows = rows;
         loop {
             let schema = schema.clone();
@@ -128,7 +148,7 @@ impl FileTarget<'_> {
             (rows, file) = encoded;
             match file? {
                 Some((bytes, stats)) => entries.push(self.store(bytes, stats).await?),
-                None => return Ok(entries),
+                None => return Ok(()),
             }
         }
     }
@@ -189,6 +209,21 @@ impl FileTarget<'_> {
                 write_cols: None,
             },
         })
+    }
+}
+
+/// Best-effort removal of written files that nothing will reference; whatever stays
+/// behind is removed by orphan cleaning.
+pub(crate) async fn delete_data_files(
+    table: &Table,
+    entries: impl Iterator<Item = &ManifestEntry>,
+) {
+    for entry in entries {
+        if let Ok(path) = table.data_file_path(entry)
+            && let Err(e) = table.store().delete(&path).await
+        {
+            tracing::debug!(path = %path, error = %e, "could not remove an unused data file");
+        }
     }
 }
 
@@ -458,5 +493,71 @@ mod tests {
         );
         let err = target.write_stream(failing, 10).await.unwrap_err();
         assert!(err.to_string().contains("broken input"), "{err}");
+    }
+
+    /// A stream that fails after files were rolled leaves none of them behind.
+    #[tokio::test]
+    async fn a_failed_stream_deletes_the_files_it_rolled() {
+        use futures::TryStreamExt;
+
+        use crate::table::testkit::keyed_schema;
+        use crate::table::types::DataType;
+        use crate::table::{TableIdentifier, Warehouse};
+
+        let schema = keyed_schema(
+            &[("id", DataType::Int), ("note", DataType::Varchar(200))],
+            &["id"],
+            &[
+                ("bucket", "1"),
+                ("target-file-size", "64 kb"),
+                ("file.compression", "none"),
+            ],
+        );
+        let id = TableIdentifier::parse("db.t").unwrap();
+        let table = Table::create(&Warehouse::in_memory(), &id, schema)
+            .await
+            .unwrap();
+        let partition = Vec::new();
+        let partition_bytes = binary_row::serialize(&[], &[]).unwrap();
+        let target = FileTarget {
+            table: &table,
+            partition_bytes: &partition_bytes,
+            partition: &partition,
+            bucket: 0,
+            level: 1,
+            source: FileSource::Compact,
+            options: DataFileWriteOptions::from_table_options("none", 1).unwrap(),
+            changelog: false,
+        };
+        let data_files = || async {
+            let all: Vec<_> = table.store().list(None).try_collect().await.unwrap();
+            all.into_iter()
+                .filter(|m| {
+                    m.location
+                        .filename()
+                        .is_some_and(|f| f.starts_with("data-"))
+                })
+                .count()
+        };
+        let rows = (0..10_000).map(|i| {
+            Ok(KeyValue {
+                sequence_number: i64::from(i),
+                kind: RowKind::Insert,
+                row: vec![Datum::Int(i), Datum::String(format!("note {}", i * 7919))],
+            })
+        });
+        // The same rows without the failure roll several files: the failure comes after
+        // some were stored.
+        let whole: RowStream = Box::new(rows.clone());
+        let written = target.write_stream(whole, 10_000).await.unwrap();
+        assert!(written.len() > 2, "{} files", written.len());
+        assert_eq!(data_files().await, written.len());
+        delete_data_files(&table, written.iter()).await;
+        assert_eq!(data_files().await, 0);
+        let failing: RowStream =
+            Box::new(rows.chain(std::iter::once(Err(Error::format("input vanished")))));
+        let err = target.write_stream(failing, 10_000).await.unwrap_err();
+        assert!(err.to_string().contains("input vanished"), "{err}");
+        assert_eq!(data_files().await, 0);
     }
 }

@@ -376,28 +376,52 @@ impl FileStats {
 mod tests {
     use super::*;
     use crate::table::row_kind::RowKind;
+    use crate::table::testkit::keyed_schema;
+    use crate::table::types::DataType;
+    use crate::table::{TableIdentifier, Warehouse};
 
-    /// A stream of rows is written as files rolled at `target-file-size` (encoded), each
-    /// whole and in order, with the key range, counts and sequence bounds of its rows.
-    #[tokio::test]
-    async fn a_stream_is_written_as_files_rolled_at_the_target_size() {
-        use crate::table::testkit::keyed_schema;
-        use crate::table::types::DataType;
-        use crate::table::{TableIdentifier, Warehouse};
-
+    /// An in-memory table of one bucket, keyed by an INT, with a string column, rolling
+    /// files at `target_file_size`, uncompressed.
+    async fn table_rolling_at(target_file_size: &str) -> Table {
         let schema = keyed_schema(
             &[("id", DataType::Int), ("note", DataType::Varchar(200))],
             &["id"],
             &[
                 ("bucket", "1"),
-                ("target-file-size", "160 kb"),
+                ("target-file-size", target_file_size),
                 ("file.compression", "none"),
             ],
         );
         let id = TableIdentifier::parse("db.t").unwrap();
-        let table = Table::create(&Warehouse::in_memory(), &id, schema)
+        Table::create(&Warehouse::in_memory(), &id, schema)
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Compaction output of `table`'s unpartitioned bucket 0 at `level`.
+    fn compaction_target<'a>(
+        table: &'a Table,
+        partition: &'a Row,
+        partition_bytes: &'a [u8],
+        level: i32,
+    ) -> FileTarget<'a> {
+        FileTarget {
+            table,
+            partition_bytes,
+            partition,
+            bucket: 0,
+            level,
+            source: FileSource::Compact,
+            options: DataFileWriteOptions::from_table_options("none", 1).unwrap(),
+            changelog: false,
+        }
+    }
+
+    /// A stream of rows is written as files rolled at `target-file-size` (encoded), each
+    /// whole and in order, with the key range, counts and sequence bounds of its rows.
+    #[tokio::test]
+    async fn a_stream_is_written_as_files_rolled_at_the_target_size() {
+        let table = table_rolling_at("160 kb").await;
         let rows: Vec<KeyValue> = (0..20_000)
             .map(|i| KeyValue {
                 sequence_number: 100 + i64::from(i),
@@ -411,16 +435,7 @@ mod tests {
             .collect();
         let partition = Vec::new();
         let partition_bytes = binary_row::serialize(&[], &[]).unwrap();
-        let target = FileTarget {
-            table: &table,
-            partition_bytes: &partition_bytes,
-            partition: &partition,
-            bucket: 0,
-            level: 3,
-            source: FileSource::Compact,
-            options: DataFileWriteOptions::from_table_options("none", 1).unwrap(),
-            changelog: false,
-        };
+        let target = compaction_target(&table, &partition, &partition_bytes, 3);
         let stream: RowStream = Box::new(rows.clone().into_iter().map(Ok));
         let entries = target.write_stream(stream, rows.len()).await.unwrap();
         assert!(entries.len() > 2, "{} files", entries.len());
@@ -500,35 +515,10 @@ mod tests {
     async fn a_failed_stream_deletes_the_files_it_rolled() {
         use futures::TryStreamExt;
 
-        use crate::table::testkit::keyed_schema;
-        use crate::table::types::DataType;
-        use crate::table::{TableIdentifier, Warehouse};
-
-        let schema = keyed_schema(
-            &[("id", DataType::Int), ("note", DataType::Varchar(200))],
-            &["id"],
-            &[
-                ("bucket", "1"),
-                ("target-file-size", "64 kb"),
-                ("file.compression", "none"),
-            ],
-        );
-        let id = TableIdentifier::parse("db.t").unwrap();
-        let table = Table::create(&Warehouse::in_memory(), &id, schema)
-            .await
-            .unwrap();
+        let table = table_rolling_at("64 kb").await;
         let partition = Vec::new();
         let partition_bytes = binary_row::serialize(&[], &[]).unwrap();
-        let target = FileTarget {
-            table: &table,
-            partition_bytes: &partition_bytes,
-            partition: &partition,
-            bucket: 0,
-            level: 1,
-            source: FileSource::Compact,
-            options: DataFileWriteOptions::from_table_options("none", 1).unwrap(),
-            changelog: false,
-        };
+        let target = compaction_target(&table, &partition, &partition_bytes, 1);
         let data_files = || async {
             let all: Vec<_> = table.store().list(None).try_collect().await.unwrap();
             all.into_iter()

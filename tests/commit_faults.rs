@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lakejoin::error::{Error, ErrorKind};
+use lakejoin::lsm::expire::{ExpireConfig, expire_snapshots};
 use lakejoin::lsm::orphan::{OrphanCleanConfig, clean_orphan_files};
 use lakejoin::lsm::reader::{ScanFilter, scan};
 use lakejoin::lsm::writer::TableWriter;
@@ -426,6 +427,78 @@ async fn a_foreign_commit_of_our_user_stops_the_writer() {
         "{err}"
     );
     assert_eq!(s.clean.snapshot_ids().await.unwrap(), vec![1]);
+}
+
+/// +1 on `key` through `writer`, and in `model`.
+fn plus_one(writer: &mut TableWriter, model: &mut HashMap<i32, i64>, key: i32) {
+    writer
+        .write(RowKind::Insert, vec![Datum::Int(key), Datum::BigInt(1)])
+        .unwrap();
+    *model.entry(key).or_default() += 1;
+}
+
+/// A commit held after it read the latest snapshot, while other commits land and expiry
+/// removes both the snapshot it builds on and the id it would take, lands on top of the
+/// newest snapshot: not in the freed id, outside the lineage, where its rows would be
+/// lost and its files never removed.
+#[tokio::test]
+async fn a_commit_whose_base_snapshot_expired_meanwhile_lands_on_the_newest() {
+    const WAIT: Duration = Duration::from_secs(30);
+    let s = setup(Backing::Memory, 1, 10).await;
+    let mut model = HashMap::new();
+    let mut held = TableWriter::new(s.table.clone(), USER).await.unwrap();
+    plus_one(&mut held, &mut model, 1);
+    held.commit(round_properties(0)).await.unwrap().unwrap();
+
+    // The next commit writes its delta manifest list, reads snapshot 1, and is held
+    // writing its base list.
+    let pause = s.faulty.pause_after(Op::Put, "manifest/manifest-list-", 1);
+    plus_one(&mut held, &mut model, 2);
+    let commit = tokio::spawn(async move {
+        let landed = held.commit(round_properties(1)).await;
+        held.close().await.unwrap();
+        landed
+    });
+    pause.reached(WAIT).await;
+    let mut other = TableWriter::new(s.table.clone(), "other").await.unwrap();
+    for _ in 0..2 {
+        plus_one(&mut other, &mut model, 3);
+        other.commit(BTreeMap::new()).await.unwrap().unwrap();
+    }
+    other.close().await.unwrap();
+    let expiry = ExpireConfig {
+        retain_min: 1,
+        retain_max: usize::MAX,
+        time_retained: Duration::ZERO,
+        max_deletes: usize::MAX,
+    };
+    let report = expire_snapshots(&s.table, &expiry).await.unwrap();
+    assert_eq!(report.expired, vec![1, 2]);
+    pause.release();
+
+    let landed = tokio::time::timeout(WAIT, commit)
+        .await
+        .expect("the held commit finishes")
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(landed.id, 4, "the held commit took a freed snapshot id");
+    assert_eq!(s.clean.snapshot_ids().await.unwrap(), vec![3, 4]);
+    assert_eq!(support::cdc::rows_of(&s.clean).await, model);
+    let orphans = clean_orphan_files(
+        &s.clean,
+        &OrphanCleanConfig {
+            older_than: Duration::ZERO,
+            dry_run: false,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(
+        orphans.removed.is_empty(),
+        "files left behind: {:?}",
+        orphans.removed
+    );
 }
 
 fn fault_strategy() -> impl Strategy<Value = Fault> {

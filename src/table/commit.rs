@@ -339,6 +339,17 @@ impl Table {
         if let Some(fence) = fence {
             fence.check().await?;
         }
+        if let Some(base) = &latest
+            && !self.snapshot_exists(base.id).await?
+        {
+            // Expiry removed the snapshot this attempt builds on, which it does only once
+            // newer ones exist: our id is taken, or was and has been expired too. A
+            // create-if-absent write there could succeed and land outside the lineage.
+            if prepared.in_doubt_since.is_none() {
+                self.delete_quietly(&attempt_files).await;
+            }
+            return Ok(Attempt::LostRace);
+        }
         let location = self.snapshot_dir().join(format!("snapshot-{id}"));
         let put = create_object(
             &**self.store(),

@@ -134,6 +134,16 @@ impl Pause {
     }
 }
 
+/// A pause not yet picked.
+#[derive(Debug)]
+struct PendingPause {
+    op: Op,
+    path_contains: String,
+    /// Matching requests still to let through.
+    skip: u64,
+    pause: Arc<Pause>,
+}
+
 #[derive(Debug)]
 struct Rule {
     op: Op,
@@ -149,7 +159,7 @@ struct Rule {
 pub struct FaultyStore {
     inner: Arc<dyn ObjectStore>,
     rules: Mutex<Vec<Rule>>,
-    pauses: Mutex<Vec<(Op, String, Arc<Pause>)>>,
+    pauses: Mutex<Vec<PendingPause>>,
     rng: Mutex<StdRng>,
     injected: AtomicU64,
 }
@@ -197,14 +207,23 @@ impl FaultyStore {
     /// Holds the next `op` request whose path contains `path_contains` before it reaches
     /// the store, until [`Pause::release`]. One request only.
     pub fn pause(&self, op: Op, path_contains: &str) -> Arc<Pause> {
+        self.pause_after(op, path_contains, 0)
+    }
+
+    /// [`FaultyStore::pause`] of the matching request after the next `skip` ones (a
+    /// commit writes its delta manifest list, then its base list: `skip` 1 holds the
+    /// second).
+    pub fn pause_after(&self, op: Op, path_contains: &str, skip: u64) -> Arc<Pause> {
         let pause = Arc::new(Pause {
             reached: tokio::sync::Semaphore::new(0),
             released: tokio::sync::Semaphore::new(0),
         });
-        self.pauses
-            .lock()
-            .unwrap()
-            .push((op, path_contains.to_string(), pause.clone()));
+        self.pauses.lock().unwrap().push(PendingPause {
+            op,
+            path_contains: path_contains.to_string(),
+            skip,
+            pause: pause.clone(),
+        });
         pause
     }
 
@@ -214,8 +233,15 @@ impl FaultyStore {
             let mut pauses = self.pauses.lock().unwrap();
             let at = pauses
                 .iter()
-                .position(|(o, p, _)| *o == op && location.as_ref().contains(p.as_str()));
-            at.map(|i| pauses.remove(i).2)
+                .position(|p| p.op == op && location.as_ref().contains(&p.path_contains));
+            match at {
+                Some(i) if pauses[i].skip > 0 => {
+                    pauses[i].skip -= 1;
+                    None
+                }
+                Some(i) => Some(pauses.remove(i).pause),
+                None => None,
+            }
         };
         if let Some(pause) = picked {
             pause.reached.add_permits(1);

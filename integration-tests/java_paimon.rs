@@ -38,7 +38,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 
 use support::java::{Case, ROW_KIND, java_writes_lakejoin_reads, lakejoin_writes_java_reads};
-use support::{Creator, DedupModel, Table, TableSpec, full_row, key_of, without};
+use support::{Creator, DedupModel, Table, TableSpec, expect_success, full_row, key_of, without};
 
 /// Partition values, one with characters a partition path must escape.
 const PARTITIONS: [&str; 3] = ["a", "b c", "é=x/y"];
@@ -183,6 +183,32 @@ fn lakejoin_table_has_no_comment_in_java() {
     let table = Table::create(spec, Creator::Lakejoin);
     let schema = table.java_schema();
     assert_eq!(schema.get("comment"), None, "Java's schema: {schema}");
+}
+
+/// Column comments that Java wrote survive lakejoin's schema changes: lakejoin wrote
+/// every schema it evolved without them.
+#[test]
+fn column_comments_survive_a_lakejoin_schema_change() {
+    let spec = TableSpec::new("db.comments", &["id:INT", "v:STRING", "n:INT"], &["id"], 1)
+        .column_comment("id", "customer id")
+        .column_comment("n", "visits, \"so far\"");
+    let table = Table::create_with_java(spec);
+    let args: Vec<String> = ["--add-column", "city STRING", "--widen", "n BIGINT"]
+        .map(String::from)
+        .to_vec();
+    expect_success(
+        "lakejoin table alter",
+        table.lakejoin(&["table", "alter"], &args, ""),
+    );
+    let schema = table.java_schema();
+    assert_eq!(schema["schema_id"], json!(1), "{schema}");
+    let columns = json!([
+        ["id", "INT NOT NULL", "customer id"],
+        ["v", "STRING"],
+        ["n", "BIGINT", "visits, \"so far\""],
+        ["city", "STRING"],
+    ]);
+    assert_eq!(schema["columns"], columns, "{schema}");
 }
 
 // ---------------------------------------------------------------------------------------

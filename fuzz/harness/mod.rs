@@ -342,6 +342,7 @@ pub fn data_file(data: &[u8]) {
             name: "note".into(),
             data_type: DataType::Varchar(i32::MAX as u32),
             nullable: true,
+            description: None,
         });
         evolved.highest_field_id = 4;
         (orders, evolved)

@@ -293,7 +293,12 @@ impl TableSpec {
             options.insert(key.clone(), json!(value));
         }
         json!({
-            "columns": self.columns.iter().map(|(n, t)| json!([n, t])).collect::<Vec<_>>(),
+            "columns": self.columns.iter().map(|(n, t)| {
+                match self.comments.iter().find(|(c, _)| c == n) {
+                    Some((_, comment)) => json!([n, t, comment]),
+                    None => json!([n, t]),
+                }
+            }).collect::<Vec<_>>(),
             "primary_keys": self.primary_key,
             "partition_keys": self.partition_by,
             "options": options,

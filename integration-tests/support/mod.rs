@@ -135,6 +135,8 @@ pub struct TableSpec {
     pub merge_engine: Option<String>,
     pub sequence_field: Vec<String>,
     pub options: Vec<(String, String)>,
+    /// Column comments (column, text), which only Java's create writes.
+    pub comments: Vec<(String, String)>,
 }
 
 impl TableSpec {
@@ -158,6 +160,7 @@ impl TableSpec {
             merge_engine: None,
             sequence_field: Vec::new(),
             options: Vec::new(),
+            comments: Vec::new(),
         }
     }
 
@@ -181,11 +184,21 @@ impl TableSpec {
         self
     }
 
+    /// A comment on `column` (a table Java creates; `lakejoin table create` takes none).
+    pub fn column_comment(mut self, column: &str, text: &str) -> Self {
+        self.comments.push((column.to_owned(), text.to_owned()));
+        self
+    }
+
     pub fn column_names(&self) -> Vec<String> {
         self.columns.iter().map(|(name, _)| name.clone()).collect()
     }
 
     fn create_args(&self) -> Vec<String> {
+        assert!(
+            self.comments.is_empty(),
+            "lakejoin table create takes no column comments"
+        );
         let mut args = Vec::new();
         for (name, ty) in &self.columns {
             args.push("--column".to_owned());

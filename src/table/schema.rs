@@ -72,6 +72,7 @@ impl TableSchema {
                 nullable: nullable && !primary_keys.contains(&name),
                 name,
                 data_type,
+                description: None,
             })
             .collect();
         let schema = TableSchema {
@@ -146,6 +147,7 @@ impl TableSchema {
                 name: f.name,
                 data_type,
                 nullable,
+                description: f.description,
             });
         }
         let mut options = file.options;
@@ -179,7 +181,7 @@ impl TableSchema {
                     id: f.id,
                     name: f.name.clone(),
                     data_type: serde_json::Value::String(f.type_string()),
-                    description: None,
+                    description: f.description.clone(),
                 })
                 .collect(),
             highest_field_id: self.highest_field_id,
@@ -276,6 +278,35 @@ mod tests {
         // no comment.
         let mut original: serde_json::Value = serde_json::from_str(PYPAIMON_SCHEMA).unwrap();
         original.as_object_mut().unwrap().shift_remove("comment");
+        let written: serde_json::Value = serde_json::from_str(&schema.to_json()).unwrap();
+        assert_eq!(original, written);
+    }
+
+    /// Column comments as Java writes them (`description`, left out when there is none).
+    const COMMENTED_SCHEMA: &str = r#"{
+      "version": 3, "id": 0,
+      "fields": [
+        {"id": 0, "name": "id", "type": "INT NOT NULL", "description": "customer id"},
+        {"id": 1, "name": "name", "type": "STRING"},
+        {"id": 2, "name": "note", "type": "STRING", "description": "free text, \"quoted\""}
+      ],
+      "highestFieldId": 2, "partitionKeys": [], "primaryKeys": ["id"],
+      "options": {"bucket": "1"}, "timeMillis": 1795969371488
+    }"#;
+
+    #[test]
+    fn column_descriptions_are_read_and_written_back() {
+        let schema = TableSchema::from_json(COMMENTED_SCHEMA).unwrap();
+        let descriptions: Vec<Option<&str>> = schema
+            .fields
+            .iter()
+            .map(|f| f.description.as_deref())
+            .collect();
+        assert_eq!(
+            descriptions,
+            [Some("customer id"), None, Some("free text, \"quoted\"")]
+        );
+        let original: serde_json::Value = serde_json::from_str(COMMENTED_SCHEMA).unwrap();
         let written: serde_json::Value = serde_json::from_str(&schema.to_json()).unwrap();
         assert_eq!(original, written);
     }

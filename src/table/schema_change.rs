@@ -117,6 +117,7 @@ impl TableSchema {
                         name: name.clone(),
                         data_type: *data_type,
                         nullable: true,
+                        description: None,
                     });
                 }
                 SchemaChange::WidenColumn { name, data_type } => {
@@ -236,6 +237,32 @@ mod tests {
         assert_eq!((again.id, again.highest_field_id), (2, 4));
         // The file round-trips with the new id and field.
         assert_eq!(TableSchema::from_json(&again.to_json()).unwrap(), again);
+    }
+
+    #[test]
+    fn every_change_keeps_the_column_descriptions() {
+        let mut schema = profile();
+        schema.fields[1].description = Some("years".into());
+        schema.fields[2].description = Some("as given".into());
+        let next = schema
+            .evolve(&[
+                SchemaChange::WidenColumn {
+                    name: "age".into(),
+                    data_type: DataType::BigInt,
+                },
+                SchemaChange::AddColumn {
+                    name: "city".into(),
+                    data_type: DataType::Varchar(32),
+                },
+            ])
+            .unwrap();
+        let descriptions: Vec<Option<&str>> = next
+            .fields
+            .iter()
+            .map(|f| f.description.as_deref())
+            .collect();
+        assert_eq!(descriptions, [None, Some("years"), Some("as given"), None]);
+        assert_eq!(TableSchema::from_json(&next.to_json()).unwrap(), next);
     }
 
     #[test]

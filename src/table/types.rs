@@ -226,6 +226,9 @@ pub struct Field {
     pub name: String,
     pub data_type: DataType,
     pub nullable: bool,
+    /// The column's comment (the schema file's `description`, Flink's `COMMENT`): kept
+    /// through every schema change, so Java's users do not lose theirs.
+    pub description: Option<String>,
 }
 
 impl Field {

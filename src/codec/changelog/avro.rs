@@ -185,6 +185,7 @@ mod tests {
             name: name.into(),
             data_type,
             nullable,
+            description: None,
         }
     }
 

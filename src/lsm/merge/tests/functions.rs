@@ -18,6 +18,7 @@ fn aggregator_with(function: F, data_type: DataType, options: &[(&str, &str)]) -
         name: "x".into(),
         data_type,
         nullable: true,
+        description: None,
     };
     FieldAggregator::new(&field, function, &options).unwrap()
 }

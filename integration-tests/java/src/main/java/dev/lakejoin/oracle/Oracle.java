@@ -494,7 +494,10 @@ public final class Oracle {
         ObjectNode json = Values.JSON.objectNode();
         ArrayNode columns = json.putArray("columns");
         for (DataField field : table.rowType().getFields()) {
-            columns.addArray().add(field.name()).add(field.type().asSQLString());
+            ArrayNode column = columns.addArray().add(field.name()).add(field.type().asSQLString());
+            if (field.description() != null) {
+                column.add(field.description());
+            }
         }
         json.set("primary_keys", MAPPER.valueToTree(table.primaryKeys()));
         json.set("partition_keys", MAPPER.valueToTree(table.partitionKeys()));

@@ -259,7 +259,7 @@ impl TableConfig {
         if !problems.is_empty() {
             return Err(Error::Config(problems.join("; ")));
         }
-        schema_of(TableParts {
+        let mut schema = schema_of(TableParts {
             columns,
             partition_by: self.partition_by.clone(),
             primary_key: self.primary_key.clone(),
@@ -267,7 +267,12 @@ impl TableConfig {
             merge_engine: self.merge_engine.clone(),
             sequence_field: self.sequence_field.clone(),
             options: self.options.clone(),
-        })
+        })?;
+        // The schema's fields are the columns, in their order.
+        for (field, column) in schema.fields.iter_mut().zip(&self.columns) {
+            field.description = column.comment.clone();
+        }
+        Ok(schema)
     }
 }
 

@@ -221,12 +221,16 @@ pub struct TableConfig {
     pub(crate) writer_on_conflict: Option<OnConflict>,
 }
 
-/// One column: `{ name = "id", type = "INT" }`.
+/// One column: `{ name = "id", type = "INT" }`, optionally with `comment = "…"`.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct ColumnConfig {
     pub(crate) name: String,
     #[serde(rename = "type")]
     pub(crate) data_type: String,
+    /// The column's comment (Flink's `COMMENT`), written to the schema when lakejoin
+    /// creates the table; an existing table keeps its own.
+    #[serde(default)]
+    pub(crate) comment: Option<String>,
 }
 
 /// Where a pipeline starts when it has no committed position.

@@ -44,6 +44,22 @@ fn a_good_file_loads_with_defaults() {
 }
 
 #[test]
+fn a_column_comment_becomes_the_fields_description() {
+    let text = GOOD.replace(
+        r#"{ name = "name", type = "STRING" },"#,
+        r#"{ name = "name", type = "STRING", comment = "as the customer wrote it" },"#,
+    );
+    let c = from_toml("connectors.toml", &text).unwrap();
+    let schema = c.tables[0].to_schema().unwrap();
+    let descriptions: Vec<Option<&str>> = schema
+        .fields
+        .iter()
+        .map(|f| f.description.as_deref())
+        .collect();
+    assert_eq!(descriptions, [None, Some("as the customer wrote it"), None]);
+}
+
+#[test]
 fn every_problem_is_reported_at_once_with_its_path() {
     let bad = GOOD
         .replace("buckets = 4", "buckets = 4\ncolour = \"red\"")

@@ -5,16 +5,17 @@
 //! `m` logical-decoding message (skipped). With the schema wrapper, the Connect schema
 //! names of the `after` (or `before`) fields fix what ambiguous values mean:
 //! `io.debezium.time.MicroTimestamp` numbers are microseconds, Connect `Decimal` strings
-//! are base64 unscaled bytes, and so on (see [`super::row::Semantic`]). The Connect types
+//! are base64 unscaled bytes, and so on (see [`super::coerce::Semantic`]). The Connect types
 //! of the row's fields (from the JSON wrapper's schema, or from the Avro writer schema of
 //! `debezium-avro`, see `avro_types`) type the columns a schema change adds.
 
 use serde_json::{Map, Value};
 
+use super::coerce::{Hints, semantic_of};
 use super::envelope;
 use super::error::{DecodeError, Part};
 use super::json_value::{parse_value, type_name};
-use super::row::{Emitter, Hints, MessageMeta, SourceType, SourceTypes, semantic_of};
+use super::row::{Emitter, MessageMeta, SourceType, SourceTypes};
 use super::{Ctx, Decoded, Format, SkipReason};
 use crate::table::types::{DataType, MAX_LENGTH};
 

@@ -57,6 +57,7 @@ use crate::table::schema::TableSchema;
 mod avro;
 mod canal;
 pub(crate) mod changelog;
+mod coerce;
 mod debezium;
 mod envelope;
 mod error;

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::Node;
 use super::logical::{Logical, TsUnit};
 use crate::avro::{Cursor, Error, Result};
-use crate::codec::row::unscaled_from_be;
+use crate::codec::coerce::unscaled_from_be;
 use crate::table::datum::{Datum, Timestamp, datum_to_json, format_decimal};
 use crate::table::types::DataType;
 

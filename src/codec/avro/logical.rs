@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::Node;
 use crate::avro::Annotation;
-use crate::codec::row::{Semantic, semantic_of};
+use crate::codec::coerce::{Semantic, semantic_of};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum TsUnit {

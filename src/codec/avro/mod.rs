@@ -19,8 +19,9 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use super::coerce::Hints;
 use super::error::{DecodeError, Part};
-use super::row::{Hints, SourceTypes};
+use super::row::SourceTypes;
 use crate::avro::{Cursor, compile};
 use crate::error::{Error, Result};
 

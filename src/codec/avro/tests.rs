@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::*;
 use crate::avro::put_long;
-use crate::codec::row::Semantic;
+use crate::codec::coerce::Semantic;
 
 /// A schema with every type and logical type.
 fn all_types() -> Value {

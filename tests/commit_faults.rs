@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lakejoin::error::{Error, ErrorKind};
+use lakejoin::lsm::compact::full_compact;
 use lakejoin::lsm::expire::{ExpireConfig, expire_snapshots};
 use lakejoin::lsm::orphan::{OrphanCleanConfig, clean_orphan_files};
 use lakejoin::lsm::reader::{ScanFilter, scan};
@@ -437,6 +438,27 @@ fn plus_one(writer: &mut TableWriter, model: &mut HashMap<i32, i64>, key: i32) {
     *model.entry(key).or_default() += 1;
 }
 
+/// Two commits of another writer (+1 on key 7 each), then an expiry that keeps only the
+/// newest snapshot; the ids it expired.
+async fn commit_twice_and_expire_all_but_the_newest(
+    s: &Setup,
+    model: &mut HashMap<i32, i64>,
+) -> Vec<i64> {
+    let mut other = TableWriter::new(s.table.clone(), "other").await.unwrap();
+    for _ in 0..2 {
+        plus_one(&mut other, model, 7);
+        other.commit(BTreeMap::new()).await.unwrap().unwrap();
+    }
+    other.close().await.unwrap();
+    let expiry = ExpireConfig {
+        retain_min: 1,
+        retain_max: usize::MAX,
+        time_retained: Duration::ZERO,
+        max_deletes: usize::MAX,
+    };
+    expire_snapshots(&s.table, &expiry).await.unwrap().expired
+}
+
 /// A commit held after it read the latest snapshot, while other commits land and expiry
 /// removes both the snapshot it builds on and the id it would take, lands on top of the
 /// newest snapshot: not in the freed id, outside the lineage, where its rows would be
@@ -460,20 +482,8 @@ async fn a_commit_whose_base_snapshot_expired_meanwhile_lands_on_the_newest() {
         landed
     });
     pause.reached(WAIT).await;
-    let mut other = TableWriter::new(s.table.clone(), "other").await.unwrap();
-    for _ in 0..2 {
-        plus_one(&mut other, &mut model, 3);
-        other.commit(BTreeMap::new()).await.unwrap().unwrap();
-    }
-    other.close().await.unwrap();
-    let expiry = ExpireConfig {
-        retain_min: 1,
-        retain_max: usize::MAX,
-        time_retained: Duration::ZERO,
-        max_deletes: usize::MAX,
-    };
-    let report = expire_snapshots(&s.table, &expiry).await.unwrap();
-    assert_eq!(report.expired, vec![1, 2]);
+    let expired = commit_twice_and_expire_all_but_the_newest(&s, &mut model).await;
+    assert_eq!(expired, vec![1, 2]);
     pause.release();
 
     let landed = tokio::time::timeout(WAIT, commit)
@@ -499,6 +509,65 @@ async fn a_commit_whose_base_snapshot_expired_meanwhile_lands_on_the_newest() {
         "files left behind: {:?}",
         orphans.removed
     );
+}
+
+/// A compaction whose snapshot landed while both its response and the read-back were
+/// lost, and which expiry removed before the retry looked for it, conflicts with itself
+/// on the retry. That must not count as a commit that certainly failed: its output files
+/// are live in every snapshot built on it since.
+#[tokio::test]
+async fn a_landed_compaction_expired_before_its_retry_keeps_its_files() {
+    const WAIT: Duration = Duration::from_secs(30);
+    let s = setup(Backing::Memory, 1, 10).await;
+    let mut model = HashMap::new();
+    let mut writer = TableWriter::new(s.table.clone(), USER).await.unwrap();
+    for round in 0..3 {
+        plus_one(&mut writer, &mut model, round as i32);
+        writer
+            .commit(round_properties(round))
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    writer.close().await.unwrap();
+    assert_eq!(s.clean.snapshot_ids().await.unwrap(), vec![1, 2, 3]);
+
+    // The compaction's snapshot 4 lands, but its response and the read-back fail.
+    let landing = s.faulty.pause(Op::Create, "snapshot/snapshot-4");
+    s.faulty.inject(
+        Op::Create,
+        "snapshot/snapshot-4",
+        Fault::LoseResponse,
+        Schedule::Nth(1),
+    );
+    s.faulty.inject(
+        Op::Get,
+        "snapshot/snapshot-4",
+        Fault::FailBefore,
+        Schedule::Nth(1),
+    );
+    let compaction = tokio::spawn({
+        let table = s.table.clone();
+        async move { full_compact(&table, "compactor").await }
+    });
+    landing.reached(WAIT).await;
+    // Its retry is held as it starts, before it looks for the landed snapshot.
+    let retry = s.faulty.pause(Op::Get, "snapshot/LATEST");
+    landing.release();
+    retry.reached(WAIT).await;
+    let expired = commit_twice_and_expire_all_but_the_newest(&s, &mut model).await;
+    assert_eq!(expired, vec![1, 2, 3, 4, 5]);
+    retry.release();
+
+    let err = tokio::time::timeout(WAIT, compaction)
+        .await
+        .expect("the compaction finishes")
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(err, Error::CommitOutcomeUnknown { .. }), "{err}");
+    s.faulty.clear();
+    assert_eq!(s.clean.snapshot_ids().await.unwrap(), vec![6]);
+    assert_eq!(support::cdc::rows_of(&s.clean).await, model);
 }
 
 fn fault_strategy() -> impl Strategy<Value = Fault> {

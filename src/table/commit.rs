@@ -241,7 +241,19 @@ impl Table {
                     last_error = Some(e);
                 }
                 Err(e) => {
-                    if matches!(e, Error::CommitConflict { .. }) && !prepared.in_doubt() {
+                    if let (Error::CommitConflict { .. }, Some(since)) =
+                        (&e, prepared.in_doubt_since)
+                    {
+                        // An earlier attempt may have landed, and been expired before this
+                        // one looked for it: the conflict can be with itself. Its files
+                        // (a compaction's output among them) must stay.
+                        return Err(Error::CommitOutcomeUnknown {
+                            table: self.identifier().to_string(),
+                            since,
+                            message: e.to_string(),
+                        });
+                    }
+                    if matches!(e, Error::CommitConflict { .. }) {
                         // Nothing references our delta manifest and list any more.
                         let mut names: Vec<String> = prepared
                             .delta_metas

@@ -100,12 +100,17 @@ impl TableLookups {
     /// that just appeared is usually still filling, and joining against it early would
     /// miss.
     pub(crate) async fn refresh_partitions(&self) -> Result<()> {
-        let _one_at_a_time = self.refreshing.lock().await;
+        let mut caches_behind = self.refreshing.lock().await;
+        let was_behind = *caches_behind;
         for join in &self.joins {
             if join.select_newest_partition()? {
+                // Until the reload succeeds the cache holds the old partition's rows:
+                // a failed one is redone by the next refresh, which reloads the caches.
+                *caches_behind = true;
                 join.load_full().await?;
             }
         }
+        *caches_behind = was_behind;
         Ok(())
     }
 
@@ -173,5 +178,107 @@ impl TableLookups {
                 _ = stop.changed() => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use object_store::ObjectStoreExt;
+
+    use super::*;
+    use crate::lookup::{LookupSpec, PartitionChoice, Strategy};
+    use crate::lsm::point_lookup::LookupOptions;
+    use crate::lsm::writer::TableWriter;
+    use crate::table::datum::Datum;
+    use crate::table::row_kind::RowKind;
+    use crate::table::schema::TableSchema;
+    use crate::table::types::{DataType, MAX_LENGTH};
+    use crate::table::{Table, TableIdentifier, Warehouse};
+
+    async fn write(table: &Arc<Table>, dt: &str, v: &str) {
+        let mut writer = TableWriter::new(table.clone(), "test").await.unwrap();
+        let row = vec![
+            Datum::String(dt.into()),
+            Datum::Int(1),
+            Datum::String(v.into()),
+        ];
+        writer.write(RowKind::Insert, row).unwrap();
+        writer.commit(BTreeMap::new()).await.unwrap();
+        writer.close().await.unwrap();
+    }
+
+    /// A `max_pt()` join whose `full` reload fails after it moved to a new partition
+    /// (a file of it could not be read) is reloaded by the next refresh, instead of
+    /// answering from the old partition's rows until something else reloads it.
+    #[tokio::test]
+    async fn a_failed_reload_after_a_partition_switch_is_redone_by_the_next_refresh() {
+        let wh = Warehouse::in_memory();
+        let string = DataType::Varchar(MAX_LENGTH);
+        let schema = TableSchema::new(
+            vec![
+                ("dt".into(), string, false),
+                ("id".into(), DataType::Int, false),
+                ("v".into(), string, true),
+            ],
+            vec!["dt".into()],
+            vec!["dt".into(), "id".into()],
+            BTreeMap::from([("bucket".to_string(), "1".to_string())]),
+        )
+        .unwrap();
+        let id = TableIdentifier::parse("db.prices").unwrap();
+        let table = Arc::new(Table::create(&wh, &id, schema).await.unwrap());
+        write(&table, "2024-01-01", "old").await;
+        let point = Arc::new(
+            PointLookup::open(table.clone(), LookupOptions::default())
+                .await
+                .unwrap(),
+        );
+        let spec = LookupSpec {
+            strategy: Strategy::Full,
+            key_columns: vec![1],
+            projection: vec![2],
+            partition: Some(PartitionChoice::Newest),
+        };
+        let join = Arc::new(LookupTable::new(point.clone(), spec).unwrap());
+        let lookups = TableLookups::new(point, vec![join.clone()]);
+        lookups.load().await.unwrap();
+        let value = |row: Option<crate::lookup::ProjectedRow>| row.unwrap().decode().unwrap();
+        assert_eq!(
+            value(join.get(&[Datum::Int(1)]).await.unwrap()),
+            vec![Datum::String("old".into())]
+        );
+
+        // A newer partition appears; its file cannot be read while the join moves to it.
+        write(&table, "2024-01-02", "new").await;
+        assert!(lookups.refresh().await.unwrap());
+        let latest = table.latest_snapshot().await.unwrap().unwrap();
+        let newest_file = table
+            .live_files(&latest)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|entry| table.data_file_path(&entry).unwrap())
+            .find(|path| path.as_ref().contains("2024-01-02"))
+            .unwrap();
+        let bytes = table
+            .store()
+            .get(&newest_file)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        table.store().delete(&newest_file).await.unwrap();
+        assert!(lookups.refresh_partitions().await.is_err());
+
+        // Readable again: the next refresh reloads, though no snapshot came.
+        table.store().put(&newest_file, bytes.into()).await.unwrap();
+        lookups.refresh().await.unwrap();
+        assert_eq!(
+            value(join.get(&[Datum::Int(1)]).await.unwrap()),
+            vec![Datum::String("new".into())]
+        );
     }
 }

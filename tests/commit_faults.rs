@@ -148,6 +148,15 @@ async fn check_table(clean: &Table, model: &HashMap<i32, i64>, rounds: usize) {
     assert_eq!(support::cdc::rows_of(clean).await, *model);
 }
 
+/// Orphan cleaning of everything nothing references, whatever its age; what it removed.
+async fn clean_every_orphan(table: &Table) -> Vec<lakejoin::lsm::orphan::OrphanFile> {
+    let config = OrphanCleanConfig {
+        older_than: Duration::ZERO,
+        dry_run: false,
+    };
+    clean_orphan_files(table, &config).await.unwrap().removed
+}
+
 type Rule = (Op, &'static str, Fault, Schedule);
 
 /// Runs `rounds` commits through a `TableWriter` with `rules` injected, checks the table,
@@ -174,16 +183,7 @@ async fn run_scenario(backing: Backing, seed: u64, rules: &[Rule], rounds: usize
     writer.close().await.ok();
     figures.faults = s.faulty.injected();
     check_table(&s.clean, &model, rounds).await;
-    let report = clean_orphan_files(
-        &s.clean,
-        &OrphanCleanConfig {
-            older_than: Duration::ZERO,
-            dry_run: false,
-        },
-    )
-    .await
-    .unwrap();
-    figures.orphans_removed = report.removed.len();
+    figures.orphans_removed = clean_every_orphan(&s.clean).await.len();
     check_table(&s.clean, &model, rounds).await;
     figures
 }
@@ -495,20 +495,8 @@ async fn a_commit_whose_base_snapshot_expired_meanwhile_lands_on_the_newest() {
     assert_eq!(landed.id, 4, "the held commit took a freed snapshot id");
     assert_eq!(s.clean.snapshot_ids().await.unwrap(), vec![3, 4]);
     assert_eq!(support::cdc::rows_of(&s.clean).await, model);
-    let orphans = clean_orphan_files(
-        &s.clean,
-        &OrphanCleanConfig {
-            older_than: Duration::ZERO,
-            dry_run: false,
-        },
-    )
-    .await
-    .unwrap();
-    assert!(
-        orphans.removed.is_empty(),
-        "files left behind: {:?}",
-        orphans.removed
-    );
+    let orphans = clean_every_orphan(&s.clean).await;
+    assert!(orphans.is_empty(), "files left behind: {orphans:?}");
 }
 
 /// A compaction whose snapshot landed while both its response and the read-back were

@@ -343,7 +343,6 @@ mod tests {
     /// `city` added): laid out by field id, widened, the new column null, checked again.
     #[tokio::test]
     async fn a_change_of_an_older_schema_is_laid_out_in_the_new_one() {
-        use crate::table::schema_change::SchemaChange;
         use crate::table::{TableIdentifier, Warehouse};
         let warehouse = Warehouse::in_memory();
         let id = TableIdentifier::parse("db.t").unwrap();
@@ -359,20 +358,10 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(change.schema_id(), 0);
-        let new = crate::lsm::evolve_table(&old, |_| {
-            Ok(vec![
-                SchemaChange::WidenColumn {
-                    name: "age".into(),
-                    data_type: DataType::BigInt,
-                },
-                SchemaChange::AddColumn {
-                    name: "city".into(),
-                    data_type: DataType::Varchar(32),
-                },
-            ])
-        })
-        .await
-        .unwrap();
+        let new =
+            crate::lsm::evolve_table(&old, |_| Ok(crate::table::testkit::widen_age_add_city()))
+                .await
+                .unwrap();
         let check = RowCheck::new(&new).unwrap();
         let upgraded = check.upgrade(change, old.schema()).unwrap().unwrap();
         assert_eq!(upgraded.schema_id(), 1);

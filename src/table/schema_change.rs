@@ -195,7 +195,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::table::testkit::keyed_schema;
+    use crate::table::testkit::{keyed_schema, widen_age_add_city};
     use crate::table::types::MAX_LENGTH;
 
     fn profile() -> TableSchema {
@@ -244,18 +244,7 @@ mod tests {
         let mut schema = profile();
         schema.fields[1].description = Some("years".into());
         schema.fields[2].description = Some("as given".into());
-        let next = schema
-            .evolve(&[
-                SchemaChange::WidenColumn {
-                    name: "age".into(),
-                    data_type: DataType::BigInt,
-                },
-                SchemaChange::AddColumn {
-                    name: "city".into(),
-                    data_type: DataType::Varchar(32),
-                },
-            ])
-            .unwrap();
+        let next = schema.evolve(&widen_age_add_city()).unwrap();
         let descriptions: Vec<Option<&str>> = next
             .fields
             .iter()

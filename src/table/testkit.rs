@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::datum::Datum;
 use super::schema::TableSchema;
+use super::schema_change::SchemaChange;
 use super::types::{DataType, MAX_LENGTH};
 
 /// A primary-key table of `columns` (nullable unless they are part of `primary_key`)
@@ -28,6 +29,21 @@ pub(crate) fn keyed_schema(
             .collect::<BTreeMap<_, _>>(),
     )
     .expect("a valid test schema")
+}
+
+/// Both kinds of schema change, for a table with an `age INT` column: `age` widened to
+/// BIGINT, and a nullable `city VARCHAR(32)` added.
+pub(crate) fn widen_age_add_city() -> Vec<SchemaChange> {
+    vec![
+        SchemaChange::WidenColumn {
+            name: "age".into(),
+            data_type: DataType::BigInt,
+        },
+        SchemaChange::AddColumn {
+            name: "city".into(),
+            data_type: DataType::Varchar(32),
+        },
+    ]
 }
 
 /// The bytes written as hex in `text`; white space (grouping) is skipped.

@@ -499,10 +499,104 @@ async fn a_commit_whose_base_snapshot_expired_meanwhile_lands_on_the_newest() {
     assert!(orphans.is_empty(), "files left behind: {orphans:?}");
 }
 
+/// A commit of `writer` (+1 on key 1) whose `snapshot-2` create gets `create_fault` and
+/// whose read-back fails, so it is in doubt; its retry is held while another writer
+/// commits twice and expiry keeps only the newest snapshot, then released. The commit's
+/// outcome, and the ids expired.
+async fn commit_in_doubt_across_an_expiry(
+    s: &Setup,
+    model: &mut HashMap<i32, i64>,
+    create_fault: Fault,
+) -> (lakejoin::error::Result<Option<Snapshot>>, Vec<i64>) {
+    const WAIT: Duration = Duration::from_secs(30);
+    let mut writer = TableWriter::new(s.table.clone(), USER).await.unwrap();
+    plus_one(&mut writer, model, 1);
+    writer.commit(round_properties(0)).await.unwrap().unwrap();
+
+    let landing = s.faulty.pause(Op::Create, "snapshot/snapshot-2");
+    s.faulty.inject(
+        Op::Create,
+        "snapshot/snapshot-2",
+        create_fault,
+        Schedule::Nth(1),
+    );
+    s.faulty.inject(
+        Op::Get,
+        "snapshot/snapshot-2",
+        Fault::FailBefore,
+        Schedule::Nth(1),
+    );
+    plus_one(&mut writer, model, 2);
+    let commit = tokio::spawn(async move {
+        let outcome = writer.commit(round_properties(1)).await;
+        (outcome, writer)
+    });
+    landing.reached(WAIT).await;
+    // Its retry is held as it starts, before it looks for the snapshot it may have written.
+    let retry = s.faulty.pause(Op::Get, "snapshot/LATEST");
+    landing.release();
+    retry.reached(WAIT).await;
+    let expired = commit_twice_and_expire_all_but_the_newest(s, model).await;
+    retry.release();
+    let (outcome, mut writer) = tokio::time::timeout(WAIT, commit)
+        .await
+        .expect("the commit finishes")
+        .unwrap();
+    s.faulty.clear();
+    // The writer goes on committing on the table.
+    plus_one(&mut writer, model, 3);
+    writer.commit(round_properties(2)).await.unwrap().unwrap();
+    writer.close().await.unwrap();
+    (outcome, expired)
+}
+
+/// A writer's commit that landed while its response and the read-back were lost, and
+/// that expiry removed before the retry looked for it, is recognised from what the expiry
+/// left: it is not published again (its rows twice, in a snapshot naming the delta list
+/// the expiry deleted, which no reader could open).
+#[tokio::test]
+async fn a_landed_commit_expired_before_its_retry_is_not_published_again() {
+    let s = setup(Backing::Memory, 1, 10).await;
+    let mut model = HashMap::new();
+    let (outcome, expired) =
+        commit_in_doubt_across_an_expiry(&s, &mut model, Fault::LoseResponse).await;
+    assert_eq!(expired, vec![1, 2, 3]);
+    let landed = outcome.unwrap().unwrap();
+    assert_eq!(landed.commit_identifier, 2);
+    assert_eq!(landed.properties, Some(round_properties(1)));
+    assert_eq!(s.clean.snapshot_ids().await.unwrap(), vec![4, 5]);
+    assert_eq!(support::cdc::rows_of(&s.clean).await, model);
+    let orphans = clean_every_orphan(&s.clean).await;
+    assert!(orphans.is_empty(), "files left behind: {orphans:?}");
+}
+
+/// The same, but the create failed before it applied: the snapshot expiry removed was
+/// another writer's, so the commit is published, once, under new manifest lists.
+#[tokio::test]
+async fn a_commit_in_doubt_that_did_not_land_is_published_after_an_expiry() {
+    let s = setup(Backing::Memory, 1, 10).await;
+    let mut model = HashMap::new();
+    let (outcome, expired) =
+        commit_in_doubt_across_an_expiry(&s, &mut model, Fault::FailBefore).await;
+    assert_eq!(expired, vec![1, 2]);
+    let landed = outcome.unwrap().unwrap();
+    assert_eq!((landed.id, landed.commit_identifier), (4, 2));
+    assert_eq!(s.clean.snapshot_ids().await.unwrap(), vec![3, 4, 5]);
+    assert_eq!(support::cdc::rows_of(&s.clean).await, model);
+    // The commit's first delta list and its in-doubt attempt's base list, unused.
+    let orphans = clean_every_orphan(&s.clean).await;
+    assert_eq!(orphans.len(), 2, "{orphans:?}");
+    assert!(
+        orphans
+            .iter()
+            .all(|o| o.path.contains("manifest/manifest-list-")),
+        "{orphans:?}"
+    );
+}
+
 /// A compaction whose snapshot landed while both its response and the read-back were
-/// lost, and which expiry removed before the retry looked for it, conflicts with itself
-/// on the retry. That must not count as a commit that certainly failed: its output files
-/// are live in every snapshot built on it since.
+/// lost, and which expiry removed before the retry looked for it, is recognised as
+/// landed: its output files are live in every snapshot built on it since, and stay.
 #[tokio::test]
 async fn a_landed_compaction_expired_before_its_retry_keeps_its_files() {
     const WAIT: Duration = Duration::from_secs(30);
@@ -547,15 +641,18 @@ async fn a_landed_compaction_expired_before_its_retry_keeps_its_files() {
     assert_eq!(expired, vec![1, 2, 3, 4, 5]);
     retry.release();
 
-    let err = tokio::time::timeout(WAIT, compaction)
+    let landed = tokio::time::timeout(WAIT, compaction)
         .await
         .expect("the compaction finishes")
         .unwrap()
-        .unwrap_err();
-    assert!(matches!(err, Error::CommitOutcomeUnknown { .. }), "{err}");
+        .unwrap()
+        .expect("the compaction committed");
+    assert_eq!(landed.commit_kind, CommitKind::Compact);
     s.faulty.clear();
     assert_eq!(s.clean.snapshot_ids().await.unwrap(), vec![6]);
     assert_eq!(support::cdc::rows_of(&s.clean).await, model);
+    let orphans = clean_every_orphan(&s.clean).await;
+    assert!(orphans.is_empty(), "files left behind: {orphans:?}");
 }
 
 fn fault_strategy() -> impl Strategy<Value = Fault> {

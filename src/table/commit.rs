@@ -17,6 +17,8 @@ use super::snapshot::{CommitKind, Snapshot};
 use super::{Table, create_object};
 use crate::error::{Error, Result};
 
+mod expired_in_doubt;
+
 /// Base manifests are merged into one once a snapshot references this many
 /// (Java's `manifest.merge-min-count`), so reading a long-lived table stays cheap.
 const MANIFEST_MERGE_MIN_COUNT: usize = 30;
@@ -59,6 +61,9 @@ pub(crate) struct PreparedCommit {
     /// The newest snapshot id the writer knew of when it prepared this commit (see
     /// [`PreparedCommit::guard_user_since`]).
     user_guard_since: Option<i64>,
+    /// Delta manifest lists this commit was published under before it got new ones
+    /// (`expired_in_doubt`); a late write of an earlier attempt still names one.
+    former_delta_lists: Vec<String>,
 }
 
 impl PreparedCommit {
@@ -85,7 +90,10 @@ impl PreparedCommit {
         snapshot.commit_user == self.request.commit_user
             && snapshot.commit_identifier == self.request.commit_identifier
             && snapshot.commit_kind == self.request.kind
-            && snapshot.delta_manifest_list == self.delta_list
+            && (snapshot.delta_manifest_list == self.delta_list
+                || self
+                    .former_delta_lists
+                    .contains(&snapshot.delta_manifest_list))
     }
 
     /// Whether `snapshot` is another APPEND commit of this commit's user.
@@ -192,6 +200,7 @@ impl Table {
             changelog_list,
             in_doubt_since: None,
             user_guard_since: None,
+            former_delta_lists: Vec::new(),
         })
     }
 
@@ -298,7 +307,7 @@ impl Table {
         };
         if let Some(since) = scan_from
             && let Some(done) = self
-                .find_committed(prepared, since + 1, latest.as_ref())
+                .find_committed(prepared, since + 1, latest.as_ref(), compression)
                 .await?
         {
             // An earlier attempt landed even though we saw an error.
@@ -433,16 +442,22 @@ impl Table {
 
     /// This commit, if it is among the snapshots `from..=latest`; `ForeignCommitOfUser` if
     /// an APPEND of its user that is not this commit is among them.
+    ///
+    /// A snapshot in that range that expiry removed may have been this commit while it
+    /// is in doubt: then the table's files decide (see `expired_in_doubt`), and a commit
+    /// that did not land gets new manifest lists before it is published again.
     async fn find_committed(
         &self,
-        prepared: &PreparedCommit,
+        prepared: &mut PreparedCommit,
         from: i64,
         latest: Option<&Snapshot>,
+        compression: ManifestCompression,
     ) -> Result<Option<Snapshot>> {
         let Some(latest) = latest else {
             return Ok(None);
         };
         let guard_from = prepared.user_guard_since.map_or(i64::MAX, |s| s + 1);
+        let mut expired_in_doubt = false;
         for id in from..=latest.id {
             let read = if id == latest.id {
                 Ok(latest.clone())
@@ -451,8 +466,10 @@ impl Table {
             };
             let s = match read {
                 Ok(s) => s,
-                // Expired meanwhile; it cannot be ours, which is newer than `from`.
-                Err(Error::SnapshotNotFound { .. }) => continue,
+                Err(Error::SnapshotNotFound { .. }) => {
+                    expired_in_doubt |= prepared.in_doubt_since.is_some_and(|d| id > d);
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             if prepared.is(&s) {
@@ -461,6 +478,18 @@ impl Table {
             if id >= guard_from && prepared.is_foreign_of_user(&s) {
                 return Err(self.foreign_commit(&s));
             }
+        }
+        if expired_in_doubt {
+            if self.landed_in_expired_snapshot(prepared, latest).await? {
+                tracing::info!(table = %self.identifier(), latest = latest.id,
+                    "a commit in doubt landed in a snapshot expired since");
+                return Ok(Some(Self::expired_commit(prepared, latest)));
+            }
+            // The old lists stay for orphan cleaning: a late write of an earlier attempt
+            // may still name them.
+            self.renew_lists(prepared, compression).await?;
+            // Not among the snapshots up to `latest`: only a late write after it can be.
+            prepared.in_doubt_since = Some(latest.id);
         }
         Ok(None)
     }

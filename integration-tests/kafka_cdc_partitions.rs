@@ -1,6 +1,7 @@
 //! What a CDC pipeline must not drop or skip silently, on Apache Kafka (issue 16, item 7):
 //! a change whose `rowkind.field` holds no row kind, partitions added to a topic while
-//! it runs, and a saved position that retention deleted before it was read.
+//! it runs, a saved position that retention deleted before it was read, and a position
+//! whose snapshots snapshot expiry removed.
 
 mod support;
 
@@ -42,6 +43,8 @@ partition_discovery_interval = "1s"
 struct Setup {
     items: String,
     dlq: String,
+    /// The pipeline's consumer group.
+    group: String,
     deployment: Deployment,
 }
 
@@ -49,8 +52,9 @@ fn setup(partitions: i32, extra: &str) -> Setup {
     let items = unique("items");
     let dlq = unique("items-dlq");
     broker::create_topics(&[(&items, partitions), (&dlq, 1)]);
+    let group = unique("group");
     let config = CONFIG
-        .replace("{group}", &unique("group"))
+        .replace("{group}", &group)
         .replace("{items}", &items)
         .replace("{dlq}", &dlq)
         .replace("{extra}", extra);
@@ -58,6 +62,7 @@ fn setup(partitions: i32, extra: &str) -> Setup {
         deployment: Deployment::new(&config),
         items,
         dlq,
+        group: format!("{group}-items-cdc"),
     }
 }
 
@@ -196,4 +201,85 @@ fn a_saved_position_retention_deleted_stops_the_pipeline_unless_accepted() {
         &[row(1, "one"), row(2, "two"), row(5, "five")],
     );
     accepted.terminate();
+}
+
+/// Runs `lakejoin table <args>` on the deployment's warehouse, with `stdin`.
+fn table_command(s: &Setup, args: &[&str], stdin: &str) {
+    let mut command = std::process::Command::new(support::lakejoin_bin());
+    command.arg("table").args(args).args([
+        "--warehouse",
+        &s.deployment.warehouse(),
+        "--table",
+        "shop.items",
+    ]);
+    let output = support::run(command, stdin);
+    assert!(
+        output.status.success(),
+        "lakejoin table {args:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The pipeline stops; another committer (here `lakejoin table write`; a Java job or a
+/// second lakejoin alike) commits, and expiry removes every snapshot the pipeline wrote,
+/// so the table no longer says where it stopped. It resumes from its consumer group's
+/// offsets, which lakejoin set after its commit: with `start_from = "latest"` the change
+/// made while it was stopped would otherwise be skipped, with `earliest` all replayed.
+#[test]
+fn a_writer_whose_snapshots_all_expired_resumes_from_its_consumer_group() {
+    let s = setup(1, "");
+    let producer = TestProducer::new();
+    producer.send(&s.items, "1", &item(1, "+I", "one"));
+    producer.send(&s.items, "2", &item(2, "+I", "two"));
+    producer.flush();
+    let process = s.deployment.start();
+    s.deployment
+        .wait_for_table("shop.items", &[row(1, "one"), row(2, "two")]);
+    wait_until("the group's offset after the commit", || {
+        broker::committed_offsets(&s.group, &s.items, 1) == vec![Some(2)]
+    });
+    process.terminate();
+
+    for id in [8, 9] {
+        table_command(&s, &["write"], &item(id, "+I", "other"));
+    }
+    table_command(
+        &s,
+        &[
+            "expire",
+            "--retain-min",
+            "1",
+            "--retain-max",
+            "1",
+            "--older-than",
+            "0s",
+        ],
+        "",
+    );
+    producer.send(&s.items, "3", &item(3, "+I", "three"));
+    producer.flush();
+
+    let config = std::fs::read_to_string(&s.deployment.config).expect("config");
+    std::fs::write(
+        &s.deployment.config,
+        config.replace(
+            "partition_discovery_interval = \"1s\"",
+            "partition_discovery_interval = \"1s\"\nstart_from = \"latest\"",
+        ),
+    )
+    .expect("config");
+    let mut resumed = s.deployment.start();
+    s.deployment.wait_for_table(
+        "shop.items",
+        &[
+            row(1, "one"),
+            row(2, "two"),
+            row(3, "three"),
+            row(8, "other"),
+            row(9, "other"),
+        ],
+    );
+    resumed.wait_for_log("resuming from the offsets the consumer group holds");
+    resumed.terminate();
 }

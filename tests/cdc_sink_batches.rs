@@ -214,8 +214,52 @@ async fn a_change_the_writer_refuses_stops_the_sink_before_its_offset() {
         .await
         .unwrap();
     assert_eq!(
-        support::cdc::resume_offset(&reopened.resume_offsets("p")),
+        support::cdc::resume_offset(&reopened.resume("p").offsets),
         2
     );
     assert_eq!(support::cdc::rows_of(&s.clean).await.len(), 2);
+}
+
+/// The consumer group's offsets stand in for the table's only once expiry removed every
+/// snapshot of the writer: not on a new table, nor on one whose history is whole (a
+/// table dropped and created again under the same group starts at `start_from`).
+#[tokio::test]
+async fn the_group_offsets_stand_in_only_for_a_writer_whose_snapshots_expired() {
+    use lakejoin::lsm::expire::{ExpireConfig, expire_snapshots};
+    use lakejoin::lsm::writer::TableWriter;
+    let s = setup().await;
+    let pipelines = vec![(
+        support::cdc::cdc_config(3),
+        Arc::new(PipelineMetrics::default()),
+    )];
+    let fallback = || async {
+        let (sink, _) = TableSink::open(s.table.clone(), USER, &pipelines, None)
+            .await
+            .unwrap();
+        sink.resume("p").group_fallback
+    };
+    assert!(!fallback().await, "a new table");
+    for user in ["other", USER, "other", "other"] {
+        let mut writer = TableWriter::new(s.table.clone(), user).await.unwrap();
+        writer
+            .write(RowKind::Insert, vec![Datum::Int(1), Datum::BigInt(1)])
+            .unwrap();
+        writer.commit(Default::default()).await.unwrap().unwrap();
+        writer.close().await.unwrap();
+        assert!(!fallback().await, "a table with its history whole");
+    }
+    let keep_newest = ExpireConfig {
+        retain_min: 2,
+        retain_max: 2,
+        time_retained: Duration::ZERO,
+        max_deletes: usize::MAX,
+    };
+    assert_eq!(
+        expire_snapshots(&s.table, &keep_newest)
+            .await
+            .unwrap()
+            .expired,
+        vec![1, 2]
+    );
+    assert!(fallback().await, "the writer's snapshots expired");
 }

@@ -750,7 +750,7 @@ async fn cdc_crash_and_fault_run(backing: Backing, seed: u64, records: i64) -> (
                     continue;
                 }
             };
-        let from = support::cdc::resume_offset(&sink.resume_offsets("p"));
+        let from = support::cdc::resume_offset(&sink.resume("p").offsets);
         if from >= records {
             break;
         }

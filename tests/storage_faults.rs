@@ -138,7 +138,7 @@ async fn start(table: &Arc<Table>, metrics: &Arc<PipelineMetrics>, records: i64)
     let (sink, _committed) = TableSink::open(table.clone(), USER, &pipelines, None)
         .await
         .unwrap();
-    let from = resume_offset(&sink.resume_offsets("p"));
+    let from = resume_offset(&sink.resume("p").offsets);
     let (tx, rx) = mpsc::channel(CHANNEL);
     let (stop, stop_rx) = watch::channel(false);
     let run = tokio::spawn(sink.run(rx, stop_rx));

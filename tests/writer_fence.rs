@@ -429,7 +429,7 @@ async fn a_snapshot_published_while_the_next_writer_resumes_is_not_applied_twice
         .expect("the new sink opens")
         .unwrap()
         .unwrap();
-    let from = new.resume_offsets("p");
+    let from = new.resume("p").offsets;
     assert_eq!(
         from.get("changes").and_then(|p| p.get(&0)),
         Some(&1),
@@ -467,7 +467,7 @@ async fn a_snapshot_published_while_the_next_writer_resumes_is_not_applied_twice
     let (restarted, _) = TableSink::open(table.clone(), USER, &pipelines, None)
         .await
         .unwrap();
-    let from = restarted.resume_offsets("p");
+    let from = restarted.resume("p").offsets;
     assert_eq!(
         from.get("changes").and_then(|p| p.get(&0)),
         Some(&2),

@@ -124,6 +124,8 @@ pub struct TableSink {
     writer: TableWriter,
     /// Offsets of every pipeline, carried forward in every commit.
     offsets: BTreeMap<String, Offsets>,
+    /// See [`Resume::group_fallback`].
+    history_expired: bool,
     pending_changes: usize,
     commit_interval: Duration,
     /// When the last commit was made (or tried): the interval counts from it, whichever
@@ -156,6 +158,20 @@ pub struct TableSink {
     schema: watch::Sender<Arc<Table>>,
 }
 
+/// Where a CDC pipeline resumes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resume {
+    /// The next offset of each topic partition, from the newest snapshot of the
+    /// pipeline's writer.
+    pub offsets: Offsets,
+    /// The table keeps no snapshot of the writer, and the oldest snapshot it keeps is not
+    /// its first: the writer's snapshots may all have been expired (another committer
+    /// kept the table busy while the pipeline's topics were quiet). A partition without
+    /// an offset above then resumes at the pipeline's consumer group's committed offset,
+    /// which lakejoin sets after each commit, before falling back to `start_from`.
+    pub group_fallback: bool,
+}
+
 /// Commit user of this process's writer of `table`: stable across restarts.
 pub fn commit_user(group_id: &str, table: &str) -> String {
     format!("lakejoin:{group_id}:{table}")
@@ -172,6 +188,12 @@ impl TableSink {
         fence: Option<Arc<WriterFence>>,
     ) -> Result<(Self, watch::Receiver<Option<Arc<Committed>>>)> {
         let (last, seen) = table.resume_point(commit_user).await?;
+        let history_expired = last.is_none()
+            && table
+                .snapshot_ids()
+                .await?
+                .first()
+                .is_some_and(|&earliest| earliest > 1);
         let mut offsets = BTreeMap::new();
         if let Some(properties) = last.as_ref().and_then(|s| s.properties.as_ref()) {
             for (key, value) in properties {
@@ -205,6 +227,7 @@ impl TableSink {
             TableSink {
                 writer,
                 offsets,
+                history_expired,
                 pending_changes: 0,
                 last_commit: Instant::now(),
                 commit_interval: pipelines
@@ -253,9 +276,12 @@ impl TableSink {
         self.schema.subscribe()
     }
 
-    /// Where `pipeline` resumes (empty when it never committed).
-    pub fn resume_offsets(&self, pipeline: &str) -> Offsets {
-        self.offsets.get(pipeline).cloned().unwrap_or_default()
+    /// Where `pipeline` resumes (no offsets when it never committed).
+    pub fn resume(&self, pipeline: &str) -> Resume {
+        Resume {
+            offsets: self.offsets.get(pipeline).cloned().unwrap_or_default(),
+            group_fallback: self.history_expired,
+        }
     }
 
     /// Applies batches until every sender is gone or `shutdown` fires, committing every

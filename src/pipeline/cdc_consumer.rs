@@ -19,7 +19,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinError;
 
-use super::cdc::{ChangeBatch, Committed, OFFSETS_PROPERTY_PREFIX, Offsets};
+use super::cdc::{ChangeBatch, Committed, OFFSETS_PROPERTY_PREFIX, Offsets, Resume};
 use super::cdc_partitions;
 use super::cdc_progress::CdcProgress;
 use super::cdc_schema::{self, EvolveRequest};
@@ -139,7 +139,7 @@ pub(crate) async fn run_consumer(
     kafka: KafkaConfig,
     table: Arc<Table>,
     decoder: CdcDecoder,
-    resume: Offsets,
+    resume: Resume,
     sink: mpsc::Sender<ChangeBatch>,
     evolutions: mpsc::Sender<EvolveRequest>,
     dead_letters: DeadLetters,
@@ -499,7 +499,9 @@ impl Decoding {
     }
 }
 
-/// Mirrors the committed table position into the consumer group, for monitoring tools.
+/// Mirrors the committed table position into the consumer group: for monitoring tools,
+/// and as the position to resume from once expiry removed every snapshot of the writer
+/// (see `cdc_partitions`).
 fn commit_kafka_offsets(consumer: &Consumer, pipeline: &str, snapshot: Option<&Snapshot>) {
     let Some(value) = snapshot
         .and_then(|s| s.properties.as_ref())

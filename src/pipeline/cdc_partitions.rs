@@ -4,6 +4,12 @@
 //! partition, and positions come from the table's snapshot, not from a consumer group.
 //! So what a group member gets from Kafka for free is done here:
 //!
+//! - Once snapshot expiry has removed every snapshot of the writer (the table kept busy
+//!   by other committers while the pipeline's topics were quiet), the table no longer
+//!   says where it stopped. The consumer group's committed offsets, which lakejoin sets
+//!   after each commit, do: they are used before `start_from` (see `cdc::Resume`). They
+//!   may lag the lost snapshot by the commits whose mirroring failed; those changes are
+//!   applied again, which only an `aggregation` table would count twice.
 //! - A saved position is checked against the log before it is used. Below the log's
 //!   start, the records in between were deleted by retention before this pipeline read
 //!   them; librdkafka would quietly move to the start (`auto.offset.reset`) and the table
@@ -27,7 +33,7 @@ use rdkafka::consumer::Consumer as _;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
 
-use super::cdc::Offsets;
+use super::cdc::{Offsets, Resume};
 use super::cdc_progress::CdcProgress;
 use crate::config::{CdcConfig, OffsetOutOfRange, StartFrom};
 use crate::error::{Error, Result};
@@ -91,21 +97,61 @@ async fn watermarks(
     partition: i32,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<Option<(i64, i64)>> {
+    let t = topic.to_string();
+    let what = format!("the offsets of {topic}/{partition} to check the saved position");
+    retry_blocking(consumer, &what, stop, move |c| {
+        c.fetch_watermarks(&t, partition, ATTEMPT_TIMEOUT)
+    })
+    .await
+}
+
+/// The offsets the pipeline's consumer group committed for `partitions` (those it has
+/// one for), retried with backoff while the broker or the group's coordinator does not
+/// answer; `None` when `stop` fires first.
+async fn group_offsets(
+    consumer: &Arc<Consumer>,
+    partitions: &TopicPartitionList,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<Option<Offsets>> {
+    let list = partitions.clone();
+    let committed = retry_blocking(consumer, "the consumer group's offsets", stop, move |c| {
+        c.committed_offsets(list.clone(), ATTEMPT_TIMEOUT)
+    })
+    .await?;
+    Ok(committed.map(|list| {
+        let mut offsets = Offsets::new();
+        for e in list.elements() {
+            if let Offset::Offset(next) = e.offset() {
+                offsets
+                    .entry(e.topic().to_string())
+                    .or_default()
+                    .insert(e.partition(), next);
+            }
+        }
+        offsets
+    }))
+}
+
+/// Runs the blocking client call `read` until it succeeds, with backoff between
+/// attempts; `None` when `stop` fires first.
+async fn retry_blocking<T: Send + 'static>(
+    consumer: &Arc<Consumer>,
+    what: &str,
+    stop: &mut watch::Receiver<bool>,
+    read: impl Fn(&Consumer) -> rdkafka::error::KafkaResult<T> + Clone + Send + 'static,
+) -> Result<Option<T>> {
     let mut backoff = RETRY_BACKOFF.0;
     loop {
-        let c = consumer.clone();
-        let t = topic.to_string();
-        let read =
-            tokio::task::spawn_blocking(move || c.fetch_watermarks(&t, partition, ATTEMPT_TIMEOUT));
-        let read = tokio::select! {
-            r = read => r.map_err(|e| Error::task("watermark task", e))?,
+        let (c, f) = (consumer.clone(), read.clone());
+        let result = tokio::task::spawn_blocking(move || f(&c));
+        let result = tokio::select! {
+            r = result => r.map_err(|e| Error::task("Kafka client task", e))?,
             _ = stop.changed() => return Ok(None),
         };
-        match read {
-            Ok(range) => return Ok(Some(range)),
-            Err(e) => tracing::warn!(topic, partition, error = %e,
-                retry_in = %format!("{}s", backoff.as_secs()),
-                "cannot read the partition's offsets to check the saved position; retrying"),
+        match result {
+            Ok(value) => return Ok(Some(value)),
+            Err(e) => tracing::warn!(error = %e, retry_in = %format!("{}s", backoff.as_secs()),
+                "cannot read {what}; retrying"),
         }
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
@@ -122,10 +168,10 @@ pub(crate) async fn assign_initial(
     consumer: &Arc<Consumer>,
     config: &CdcConfig,
     bootstrap: &str,
-    resume: &Offsets,
+    resume: &Resume,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<Option<TopicPartitionList>> {
-    let mut assignment = TopicPartitionList::new();
+    let mut found = Vec::new();
     for topic in &config.topics {
         let Some(partitions) =
             crate::kafka::partitions_with_retry(consumer, topic, &config.name, bootstrap, stop)
@@ -133,23 +179,50 @@ pub(crate) async fn assign_initial(
         else {
             return Ok(None);
         };
-        for p in partitions {
-            let offset = match resume.get(topic).and_then(|m| m.get(&p)) {
-                Some(&saved) => {
-                    let Some(range) = watermarks(consumer, topic, p, stop).await? else {
-                        return Ok(None);
-                    };
-                    resume_position(config, topic, p, saved, range)?
-                }
-                None => match config.start_from {
-                    StartFrom::Earliest => Offset::Beginning,
-                    StartFrom::Latest => Offset::End,
-                },
-            };
-            assignment
-                .add_partition_offset(topic, p, offset)
-                .map_err(|e| Error::kafka(format!("assigning {topic}/{p}"), e))?;
+        found.extend(partitions.into_iter().map(|p| (topic.as_str(), p)));
+    }
+    let saved_of = |offsets: &Offsets, topic: &str, p: i32| {
+        offsets.get(topic).and_then(|m| m.get(&p)).copied()
+    };
+    let mut group = Offsets::new();
+    if resume.group_fallback {
+        let mut unsaved = TopicPartitionList::new();
+        for &(topic, p) in &found {
+            if saved_of(&resume.offsets, topic, p).is_none() {
+                unsaved.add_partition(topic, p);
+            }
         }
+        if unsaved.count() > 0 {
+            let Some(committed) = group_offsets(consumer, &unsaved, stop).await? else {
+                return Ok(None);
+            };
+            if !committed.is_empty() {
+                tracing::warn!(pipeline = %config.name, table = %config.table, offsets = ?committed,
+                    "the table keeps no snapshot of this writer any more (expired): resuming \
+                     from the offsets the consumer group holds, which lakejoin sets after \
+                     each commit");
+            }
+            group = committed;
+        }
+    }
+    let mut assignment = TopicPartitionList::new();
+    for (topic, p) in found {
+        let saved = saved_of(&resume.offsets, topic, p).or_else(|| saved_of(&group, topic, p));
+        let offset = match saved {
+            Some(saved) => {
+                let Some(range) = watermarks(consumer, topic, p, stop).await? else {
+                    return Ok(None);
+                };
+                resume_position(config, topic, p, saved, range)?
+            }
+            None => match config.start_from {
+                StartFrom::Earliest => Offset::Beginning,
+                StartFrom::Latest => Offset::End,
+            },
+        };
+        assignment
+            .add_partition_offset(topic, p, offset)
+            .map_err(|e| Error::kafka(format!("assigning {topic}/{p}"), e))?;
     }
     consumer
         .incremental_assign(&assignment)

@@ -352,7 +352,7 @@ async fn spawn_table_writer(
             config.kafka.clone(),
             table.clone(),
             build::cdc_decoder(c, table)?,
-            sink.resume_offsets(&c.name),
+            sink.resume(&c.name),
             tx.clone(),
             evolutions.clone(),
             DeadLetters::new(c.dead_letter_topic.clone(), producer.clone()),

@@ -10,7 +10,9 @@
 //!   acknowledged every record of N, so a crash replays at most the snapshot in flight
 //!   (the replay window) and loses nothing; snapshot and changelog expiry keep every
 //!   snapshot from it on. The consumer is written at start too, so that a pipeline that
-//!   starts from `earliest` holds its snapshots from the first moment.
+//!   starts from `earliest` holds its snapshots from the first moment. An expiry that
+//!   read the consumer files just before may still remove that first snapshot; the
+//!   pipeline then starts at the oldest one left, which is what `earliest` means.
 //! - **Avro.** With `format = "avro"` and a `schema_registry`, the key and value schemas
 //!   are registered under `<topic>-key` and `<topic>-value` (Confluent's
 //!   TopicNameStrategy, Flink's `avro-confluent` default) before the first record, and
@@ -74,6 +76,10 @@ struct Changelog {
     stop: watch::Receiver<bool>,
     /// The next snapshot to produce (what the consumer file says).
     next: i64,
+    /// The position is `start_from = "earliest"`'s (there was no consumer file) and
+    /// nothing has been produced yet: if expiry removes that snapshot before the
+    /// consumer file protects it, the pipeline moves on to the new oldest one.
+    at_unproduced_earliest: bool,
 }
 
 impl Changelog {
@@ -124,6 +130,7 @@ impl Changelog {
             metrics,
             stop,
             next: 0,
+            at_unproduced_earliest: false,
         };
         if !pipeline.register_schemas().await? {
             return Ok(pipeline);
@@ -149,6 +156,8 @@ impl Changelog {
             return Ok(pipeline);
         }
         pipeline.next = next;
+        pipeline.at_unproduced_earliest = saved.is_none()
+            && matches!(&pipeline.config.start_from, ChangelogStart::Named(n) if n != "latest");
         if let Some(Some(latest)) = pipeline.retrying(|| table.latest_snapshot_id()).await?
             && next > latest + 1
         {
@@ -306,7 +315,14 @@ impl Changelog {
                     }
                 }
                 Ok(None) => return Ok(false),
-                Err(e) if e.is_not_found() => return Err(self.expired(id, e).await),
+                Err(e) if e.is_not_found() => {
+                    if self.at_unproduced_earliest
+                        && let Some(moved) = self.move_to_new_earliest(id).await?
+                    {
+                        return Ok(moved);
+                    }
+                    return Err(self.expired(id, e).await);
+                }
                 Err(e) => return Err(e),
             }
         };
@@ -336,12 +352,40 @@ impl Changelog {
             return Ok(false);
         }
         self.next = next;
+        self.at_unproduced_earliest = false;
         self.metrics
             .snapshot_id
             .store(u64::try_from(id).unwrap_or(0), Ordering::Relaxed);
         tracing::debug!(pipeline = %self.config.name, snapshot = id, records = records.len(),
             "snapshot produced");
         Ok(true)
+    }
+
+    /// After snapshot `gone`, the pipeline's `earliest` start, could not be read: an
+    /// expiry that had read the consumer files before this pipeline wrote its own removed
+    /// it. "Earliest" is then the oldest snapshot now, recorded as the position before
+    /// anything is produced. `Some(false)`: stopped first; `None`: `gone` is not older
+    /// than the table's history (a file of it is missing), which stays an error.
+    async fn move_to_new_earliest(&mut self, gone: i64) -> Result<Option<bool>> {
+        let Some(first) = self.start_position().await? else {
+            return Ok(Some(false));
+        };
+        if first <= gone {
+            return Ok(None);
+        }
+        let (table, consumer) = (self.table.clone(), self.config.consumer_id().to_string());
+        if self
+            .retrying(|| table.write_consumer(&consumer, first))
+            .await?
+            .is_none()
+        {
+            return Ok(Some(false));
+        }
+        tracing::info!(pipeline = %self.config.name, table = %self.table.identifier(),
+            expired = gone, next_snapshot = first,
+            "the earliest snapshot was expired as the changelog started; starting at the oldest left");
+        self.next = first;
+        Ok(Some(true))
     }
 
     /// The error for a snapshot that no longer exists: expiry removed it before this
@@ -447,5 +491,98 @@ impl Changelog {
             }
             wait = (wait * 2).min(STORE_BACKOFF.1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+    use object_store::path::Path;
+
+    use super::*;
+    use crate::config::KafkaConfig;
+    use crate::lsm::expire::{ExpireConfig, expire_snapshots};
+    use crate::lsm::writer::TableWriter;
+    use crate::table::datum::Datum;
+    use crate::table::row_kind::RowKind;
+    use crate::table::testkit::keyed_schema;
+    use crate::table::types::DataType;
+    use crate::table::{TableIdentifier, Warehouse};
+
+    /// A deduplicate table with snapshots 1..=3, and a `start_from = "earliest"`
+    /// changelog pipeline opened on it (at snapshot 1). Its producer never sends here.
+    async fn opened() -> (Arc<Table>, Changelog, watch::Sender<bool>) {
+        let wh = Warehouse::new(Arc::new(InMemory::new()), Path::from("wh"));
+        let id = TableIdentifier::parse("db.t").unwrap();
+        let schema = keyed_schema(&[("id", DataType::Int)], &["id"], &[("bucket", "1")]);
+        let table = Arc::new(Table::create(&wh, &id, schema).await.unwrap());
+        for key in 1..=3 {
+            let mut writer = TableWriter::new(table.clone(), "w").await.unwrap();
+            writer
+                .write(RowKind::Insert, vec![Datum::Int(key)])
+                .unwrap();
+            writer.commit(Default::default()).await.unwrap().unwrap();
+            writer.close().await.unwrap();
+        }
+        let config = ChangelogConfig {
+            name: "c".into(),
+            table: "db.t".into(),
+            topic: "changes".into(),
+            format: "json".into(),
+            schema_registry: None,
+            key: Vec::new(),
+            start_from: ChangelogStart::default(),
+            discovery_interval: Duration::from_millis(10),
+            consumer_id: None,
+        };
+        let kafka = KafkaConfig {
+            bootstrap_servers: "127.0.0.1:9".into(),
+            group_id: "g".into(),
+            group_instance_id: None,
+            properties: Default::default(),
+        };
+        let (producer, _) = crate::kafka::producer(&kafka).unwrap();
+        let (stop_tx, stop) = watch::channel(false);
+        let metrics = Arc::new(PipelineMetrics::default());
+        let pipeline = Changelog::open(config, table.clone(), producer, metrics, stop)
+            .await
+            .unwrap();
+        assert_eq!(pipeline.next, 1);
+        (table, pipeline, stop_tx)
+    }
+
+    /// What an expiry that read the consumer files just before the pipeline wrote its
+    /// own does: snapshots 1 and 2 go although the consumer file names 1.
+    async fn expire_behind_the_consumer(table: &Table) {
+        table.write_consumer("c", 3).await.unwrap();
+        let keep_newest = ExpireConfig {
+            retain_min: 1,
+            retain_max: 1,
+            time_retained: Duration::ZERO,
+            max_deletes: usize::MAX,
+        };
+        let report = expire_snapshots(table, &keep_newest).await.unwrap();
+        assert_eq!(report.expired, vec![1, 2]);
+        table.write_consumer("c", 1).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_earliest_start_expired_before_its_consumer_file_held_it_moves_on() {
+        let (table, mut pipeline, _stop) = opened().await;
+        expire_behind_the_consumer(&table).await;
+        assert!(pipeline.produce_snapshot(1).await.unwrap());
+        assert_eq!(pipeline.next, 3);
+        assert_eq!(table.consumer("c").await.unwrap(), Some(3));
+    }
+
+    #[tokio::test]
+    async fn a_position_expired_after_something_was_produced_stays_an_error() {
+        let (table, mut pipeline, _stop) = opened().await;
+        // As after producing a snapshot (or resuming from a consumer file).
+        pipeline.at_unproduced_earliest = false;
+        expire_behind_the_consumer(&table).await;
+        let err = pipeline.produce_snapshot(1).await.unwrap_err();
+        assert!(err.to_string().contains("can no longer be read"), "{err}");
+        assert_eq!(table.consumer("c").await.unwrap(), Some(1));
     }
 }

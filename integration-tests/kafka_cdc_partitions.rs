@@ -226,20 +226,39 @@ fn table_command(s: &Setup, args: &[&str], stdin: &str) {
 /// so the table no longer says where it stopped. It resumes from its consumer group's
 /// offsets, which lakejoin set after its commit: with `start_from = "latest"` the change
 /// made while it was stopped would otherwise be skipped, with `earliest` all replayed.
+/// The pipeline's only commit is its last, made as it stops (`commit_interval` is an
+/// hour): that one is mirrored too.
 #[test]
 fn a_writer_whose_snapshots_all_expired_resumes_from_its_consumer_group() {
     let s = setup(1, "");
+    let config = std::fs::read_to_string(&s.deployment.config).expect("config");
+    let hourly = config.replace("commit_interval = \"200ms\"", "commit_interval = \"1h\"");
+    std::fs::write(&s.deployment.config, &hourly).expect("config");
     let producer = TestProducer::new();
     producer.send(&s.items, "1", &item(1, "+I", "one"));
     producer.send(&s.items, "2", &item(2, "+I", "two"));
     producer.flush();
-    let process = s.deployment.start();
-    s.deployment
-        .wait_for_table("shop.items", &[row(1, "one"), row(2, "two")]);
-    wait_until("the group's offset after the commit", || {
-        broker::committed_offsets(&s.group, &s.items, 1) == vec![Some(2)]
+    let mut process = s.deployment.start();
+    let address = process.endpoint();
+    wait_until("both changes consumed", || {
+        broker::http_get(address, "/metrics").is_some_and(|(_, body)| {
+            broker::metric(
+                &body,
+                "lakejoin_records_consumed_total{pipeline=\"items-cdc\",kind=\"cdc\"}",
+            ) == Some(2.0)
+        })
     });
+    assert_eq!(s.deployment.snapshot_count("shop.items"), 0);
     process.terminate();
+    assert_eq!(
+        s.deployment.scan("shop.items"),
+        Some(vec![row(1, "one"), row(2, "two")])
+    );
+    assert_eq!(
+        broker::committed_offsets(&s.group, &s.items, 1),
+        vec![Some(2)],
+        "the commit made at the stop is in the consumer group"
+    );
 
     for id in [8, 9] {
         table_command(&s, &["write"], &item(id, "+I", "other"));
@@ -260,7 +279,6 @@ fn a_writer_whose_snapshots_all_expired_resumes_from_its_consumer_group() {
     producer.send(&s.items, "3", &item(3, "+I", "three"));
     producer.flush();
 
-    let config = std::fs::read_to_string(&s.deployment.config).expect("config");
     std::fs::write(
         &s.deployment.config,
         config.replace(

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
+use super::cdc_mirror::{GroupFallback, WriterIdentity};
 use super::cdc_progress::{CommittedPosition, PartitionId};
 use super::cdc_schema::{self, EvolveRequest};
 use crate::config::CdcConfig;
@@ -124,8 +125,9 @@ pub struct TableSink {
     writer: TableWriter,
     /// Offsets of every pipeline, carried forward in every commit.
     offsets: BTreeMap<String, Offsets>,
-    /// See [`Resume::group_fallback`].
-    history_expired: bool,
+    /// See [`Resume`].
+    writer_identity: WriterIdentity,
+    group_fallback: Option<GroupFallback>,
     pending_changes: usize,
     commit_interval: Duration,
     /// When the last commit was made (or tried): the interval counts from it, whichever
@@ -159,17 +161,19 @@ pub struct TableSink {
 }
 
 /// Where a CDC pipeline resumes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resume {
     /// The next offset of each topic partition, from the newest snapshot of the
     /// pipeline's writer.
     pub offsets: Offsets,
-    /// The table keeps no snapshot of the writer, and the oldest snapshot it keeps is not
-    /// its first: the writer's snapshots may all have been expired (another committer
-    /// kept the table busy while the pipeline's topics were quiet). A partition without
-    /// an offset above then resumes at the pipeline's consumer group's committed offset,
-    /// which lakejoin sets after each commit, before falling back to `start_from`.
-    pub group_fallback: bool,
+    /// The writer, as its offsets mirrored into the consumer group name it.
+    pub writer: WriterIdentity,
+    /// Set when the table keeps no snapshot of the writer and the oldest snapshot it
+    /// keeps is not its first: the writer's snapshots may all have been expired. A
+    /// partition without an offset above then resumes at the consumer group's offset
+    /// that this writer mirrored from an expired snapshot, before `start_from`
+    /// (`cdc_mirror`).
+    pub group_fallback: Option<GroupFallback>,
 }
 
 /// Commit user of this process's writer of `table`: stable across restarts.
@@ -188,12 +192,14 @@ impl TableSink {
         fence: Option<Arc<WriterFence>>,
     ) -> Result<(Self, watch::Receiver<Option<Arc<Committed>>>)> {
         let (last, seen) = table.resume_point(commit_user).await?;
-        let history_expired = last.is_none()
-            && table
-                .snapshot_ids()
-                .await?
-                .first()
-                .is_some_and(|&earliest| earliest > 1);
+        let writer_identity = WriterIdentity::of(&table, commit_user).await?;
+        let earliest = table.snapshot_ids().await?.first().copied();
+        let group_fallback = earliest
+            .filter(|&earliest| last.is_none() && earliest > 1)
+            .map(|earliest| GroupFallback {
+                writer: writer_identity.clone(),
+                earliest,
+            });
         let mut offsets = BTreeMap::new();
         if let Some(properties) = last.as_ref().and_then(|s| s.properties.as_ref()) {
             for (key, value) in properties {
@@ -227,7 +233,8 @@ impl TableSink {
             TableSink {
                 writer,
                 offsets,
-                history_expired,
+                writer_identity,
+                group_fallback,
                 pending_changes: 0,
                 last_commit: Instant::now(),
                 commit_interval: pipelines
@@ -280,7 +287,8 @@ impl TableSink {
     pub fn resume(&self, pipeline: &str) -> Resume {
         Resume {
             offsets: self.offsets.get(pipeline).cloned().unwrap_or_default(),
-            group_fallback: self.history_expired,
+            writer: self.writer_identity.clone(),
+            group_fallback: self.group_fallback.clone(),
         }
     }
 

@@ -12,14 +12,16 @@ use std::time::Duration;
 use futures::FutureExt as _;
 use futures::StreamExt as _;
 use futures::stream::FuturesOrdered;
+use rdkafka::Offset;
+use rdkafka::consumer::CommitMode;
 use rdkafka::consumer::Consumer as _;
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::{Message, OwnedMessage};
-use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinError;
 
-use super::cdc::{ChangeBatch, Committed, OFFSETS_PROPERTY_PREFIX, Offsets, Resume};
+use super::cdc::{ChangeBatch, Committed, Resume};
+use super::cdc_mirror;
 use super::cdc_partitions;
 use super::cdc_progress::CdcProgress;
 use super::cdc_schema::{self, EvolveRequest};
@@ -31,7 +33,6 @@ use crate::kafka::Consumer;
 use crate::lsm::row_check::{CheckedChange, RowCheck, RowRejected};
 use crate::observe::PipelineMetrics;
 use crate::table::Table;
-use crate::table::snapshot::Snapshot;
 
 /// Most records a consumer takes into one batch (and gathers into one [`ChangeBatch`]).
 const GATHER_RECORDS: usize = 512;
@@ -208,6 +209,7 @@ pub(crate) async fn run_consumer(
         metrics.clone(),
         &kafka.bootstrap_servers,
     );
+    let config_name = config.name.clone();
     let mut state = Decoding {
         decoder: Arc::new(decoder),
         check: Arc::new(RowCheck::new(&table)?),
@@ -272,7 +274,10 @@ pub(crate) async fn run_consumer(
             changed = committed.changed() => {
                 if changed.is_err() { break; }
                 let snapshot = committed.borrow().as_ref().map(|c| c.snapshot.clone());
-                commit_kafka_offsets(&consumer, &state.config.name, snapshot.as_ref());
+                if let Some(snapshot) = snapshot {
+                    cdc_mirror::mirror(&consumer, &state.config.name, &resume.writer, &snapshot,
+                        CommitMode::Async);
+                }
             }
             _ = shutdown.changed() => break,
         }
@@ -282,6 +287,8 @@ pub(crate) async fn run_consumer(
     if let Some(batch) = state.gathered.take() {
         let _ = state.sink.send(batch).await;
     }
+    drop(state);
+    cdc_mirror::mirror_final_commits(&consumer, &config_name, &resume.writer, &mut committed).await;
     Ok(())
 }
 
@@ -496,29 +503,5 @@ impl Decoding {
             changes,
         ));
         true
-    }
-}
-
-/// Mirrors the committed table position into the consumer group: for monitoring tools,
-/// and as the position to resume from once expiry removed every snapshot of the writer
-/// (see `cdc_partitions`).
-fn commit_kafka_offsets(consumer: &Consumer, pipeline: &str, snapshot: Option<&Snapshot>) {
-    let Some(value) = snapshot
-        .and_then(|s| s.properties.as_ref())
-        .and_then(|p| p.get(&format!("{OFFSETS_PROPERTY_PREFIX}{pipeline}")))
-    else {
-        return;
-    };
-    let Ok(offsets) = serde_json::from_str::<Offsets>(value) else {
-        return;
-    };
-    let mut list = TopicPartitionList::new();
-    for (topic, partitions) in &offsets {
-        for (p, next) in partitions {
-            let _ = list.add_partition_offset(topic, *p, Offset::Offset(*next));
-        }
-    }
-    if let Err(e) = consumer.commit(&list, rdkafka::consumer::CommitMode::Async) {
-        tracing::debug!(pipeline, error = %e, "could not mirror offsets to the consumer group");
     }
 }

@@ -7,9 +7,10 @@
 //! - Once snapshot expiry has removed every snapshot of the writer (the table kept busy
 //!   by other committers while the pipeline's topics were quiet), the table no longer
 //!   says where it stopped. The consumer group's committed offsets, which lakejoin sets
-//!   after each commit, do: they are used before `start_from` (see `cdc::Resume`). They
-//!   may lag the lost snapshot by the commits whose mirroring failed; those changes are
-//!   applied again, which only an `aggregation` table would count twice.
+//!   after each commit, do when they are this writer's for this table (`cdc_mirror`):
+//!   they are used before `start_from`. They may lag the lost snapshot by the commits
+//!   whose mirroring failed; those changes are applied again, which only an
+//!   `aggregation` table would count twice.
 //! - A saved position is checked against the log before it is used. Below the log's
 //!   start, the records in between were deleted by retention before this pipeline read
 //!   them; librdkafka would quietly move to the start (`auto.offset.reset`) and the table
@@ -30,10 +31,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::consumer::Consumer as _;
+use rdkafka::error::KafkaError;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio::sync::watch;
 
 use super::cdc::{Offsets, Resume};
+use super::cdc_mirror::group_offsets;
 use super::cdc_progress::CdcProgress;
 use crate::config::{CdcConfig, OffsetOutOfRange, StartFrom};
 use crate::error::{Error, Result};
@@ -99,45 +102,23 @@ async fn watermarks(
 ) -> Result<Option<(i64, i64)>> {
     let t = topic.to_string();
     let what = format!("the offsets of {topic}/{partition} to check the saved position");
-    retry_blocking(consumer, &what, stop, move |c| {
-        c.fetch_watermarks(&t, partition, ATTEMPT_TIMEOUT)
-    })
+    retry_blocking(
+        consumer,
+        &what,
+        stop,
+        |_| false,
+        move |c| c.fetch_watermarks(&t, partition, ATTEMPT_TIMEOUT),
+    )
     .await
 }
 
-/// The offsets the pipeline's consumer group committed for `partitions` (those it has
-/// one for), retried with backoff while the broker or the group's coordinator does not
-/// answer; `None` when `stop` fires first.
-async fn group_offsets(
-    consumer: &Arc<Consumer>,
-    partitions: &TopicPartitionList,
-    stop: &mut watch::Receiver<bool>,
-) -> Result<Option<Offsets>> {
-    let list = partitions.clone();
-    let committed = retry_blocking(consumer, "the consumer group's offsets", stop, move |c| {
-        c.committed_offsets(list.clone(), ATTEMPT_TIMEOUT)
-    })
-    .await?;
-    Ok(committed.map(|list| {
-        let mut offsets = Offsets::new();
-        for e in list.elements() {
-            if let Offset::Offset(next) = e.offset() {
-                offsets
-                    .entry(e.topic().to_string())
-                    .or_default()
-                    .insert(e.partition(), next);
-            }
-        }
-        offsets
-    }))
-}
-
 /// Runs the blocking client call `read` until it succeeds, with backoff between
-/// attempts; `None` when `stop` fires first.
-async fn retry_blocking<T: Send + 'static>(
+/// attempts; `None` when `stop` fires first. An error `permanent` accepts is returned.
+pub(crate) async fn retry_blocking<T: Send + 'static>(
     consumer: &Arc<Consumer>,
     what: &str,
     stop: &mut watch::Receiver<bool>,
+    permanent: fn(&KafkaError) -> bool,
     read: impl Fn(&Consumer) -> rdkafka::error::KafkaResult<T> + Clone + Send + 'static,
 ) -> Result<Option<T>> {
     let mut backoff = RETRY_BACKOFF.0;
@@ -150,6 +131,7 @@ async fn retry_blocking<T: Send + 'static>(
         };
         match result {
             Ok(value) => return Ok(Some(value)),
+            Err(e) if permanent(&e) => return Err(Error::kafka(format!("reading {what}"), e)),
             Err(e) => tracing::warn!(error = %e, retry_in = %format!("{}s", backoff.as_secs()),
                 "cannot read {what}; retrying"),
         }
@@ -185,7 +167,7 @@ pub(crate) async fn assign_initial(
         offsets.get(topic).and_then(|m| m.get(&p)).copied()
     };
     let mut group = Offsets::new();
-    if resume.group_fallback {
+    if let Some(fallback) = &resume.group_fallback {
         let mut unsaved = TopicPartitionList::new();
         for &(topic, p) in &found {
             if saved_of(&resume.offsets, topic, p).is_none() {
@@ -193,7 +175,9 @@ pub(crate) async fn assign_initial(
             }
         }
         if unsaved.count() > 0 {
-            let Some(committed) = group_offsets(consumer, &unsaved, stop).await? else {
+            let Some(committed) =
+                group_offsets(consumer, fallback, &config.name, &unsaved, stop).await?
+            else {
                 return Ok(None);
             };
             if !committed.is_empty() {

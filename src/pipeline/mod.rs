@@ -5,6 +5,7 @@
 pub(crate) mod build;
 pub mod cdc;
 pub(crate) mod cdc_consumer;
+pub mod cdc_mirror;
 pub(crate) mod cdc_partitions;
 pub(crate) mod cdc_progress;
 pub(crate) mod cdc_schema;

@@ -66,6 +66,13 @@ pub enum Error {
         since: i64,
         message: String,
     },
+    /// A commit in doubt whose possible snapshots were expired, and of which files only
+    /// it or its snapshot named are gone while no snapshot left shows it: the expiry of
+    /// its own snapshot removed them, or orphan cleaning did. Publishing it again could
+    /// apply it twice, dropping it could lose it; the writer stops, and a restart
+    /// resumes from the table's offsets.
+    #[error("commit to {table} cannot be resolved: {message}; restart to resume from the table")]
+    CommitOutcomeLost { table: String, message: String },
     /// A snapshot appeared that carries this writer's commit user but is not one of its
     /// commits: a fenced writer's last commit, or an earlier attempt that landed late. The
     /// offsets this writer resumed from are stale; it must restart from that snapshot.
@@ -208,6 +215,7 @@ impl Error {
             | Error::CommitOutcomeUnknown { .. }
             | Error::TruncatedRead { .. } => ErrorKind::Transient,
             Error::ForeignCommitOfUser { .. }
+            | Error::CommitOutcomeLost { .. }
             | Error::WriterFenced { .. }
             | Error::Task { .. }
             | Error::OffsetOutOfRange { .. } => ErrorKind::Fatal,

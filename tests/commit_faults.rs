@@ -444,12 +444,38 @@ async fn commit_twice_and_expire_all_but_the_newest(
     s: &Setup,
     model: &mut HashMap<i32, i64>,
 ) -> Vec<i64> {
+    commit_and_expire_all_but_the_newest(s, model, 2).await
+}
+
+/// [`commit_twice_and_expire_all_but_the_newest`] with `commits` commits.
+async fn commit_and_expire_all_but_the_newest(
+    s: &Setup,
+    model: &mut HashMap<i32, i64>,
+    commits: usize,
+) -> Vec<i64> {
     let mut other = TableWriter::new(s.table.clone(), "other").await.unwrap();
-    for _ in 0..2 {
+    for _ in 0..commits {
         plus_one(&mut other, model, 7);
         other.commit(BTreeMap::new()).await.unwrap().unwrap();
     }
     other.close().await.unwrap();
+    // Expiry keeps a snapshot committed in the current millisecond even with no time
+    // retained: wait for the clock to pass the newest one.
+    let newest = s
+        .clean
+        .latest_snapshot()
+        .await
+        .unwrap()
+        .unwrap()
+        .time_millis;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while now_millis() <= newest {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the clock stands still"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
     let expiry = ExpireConfig {
         retain_min: 1,
         retain_max: usize::MAX,
@@ -457,6 +483,13 @@ async fn commit_twice_and_expire_all_but_the_newest(
         max_deletes: usize::MAX,
     };
     expire_snapshots(&s.table, &expiry).await.unwrap().expired
+}
+
+fn now_millis() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    i64::try_from(since_epoch.as_millis()).unwrap()
 }
 
 /// A commit held after it read the latest snapshot, while other commits land and expiry
@@ -500,14 +533,15 @@ async fn a_commit_whose_base_snapshot_expired_meanwhile_lands_on_the_newest() {
 }
 
 /// A commit of `writer` (+1 on key 1) whose `snapshot-2` create gets `create_fault` and
-/// whose read-back fails, so it is in doubt; its retry is held while another writer
-/// commits twice and expiry keeps only the newest snapshot, then released. The commit's
-/// outcome, and the ids expired.
-async fn commit_in_doubt_across_an_expiry(
+/// whose read-back fails, so it is in doubt; its retry is held while `meanwhile` runs
+/// (other commits and an expiry), then released. The commit's outcome, what `meanwhile`
+/// returned, and the writer.
+async fn commit_in_doubt_while<T>(
     s: &Setup,
     model: &mut HashMap<i32, i64>,
     create_fault: Fault,
-) -> (lakejoin::error::Result<Option<Snapshot>>, Vec<i64>) {
+    meanwhile: impl AsyncFnOnce(&mut HashMap<i32, i64>) -> T,
+) -> (lakejoin::error::Result<Option<Snapshot>>, T, TableWriter) {
     const WAIT: Duration = Duration::from_secs(30);
     let mut writer = TableWriter::new(s.table.clone(), USER).await.unwrap();
     plus_one(&mut writer, model, 1);
@@ -536,18 +570,90 @@ async fn commit_in_doubt_across_an_expiry(
     let retry = s.faulty.pause(Op::Get, "snapshot/LATEST");
     landing.release();
     retry.reached(WAIT).await;
-    let expired = commit_twice_and_expire_all_but_the_newest(s, model).await;
+    let during = meanwhile(model).await;
     retry.release();
-    let (outcome, mut writer) = tokio::time::timeout(WAIT, commit)
+    let (outcome, writer) = tokio::time::timeout(WAIT, commit)
         .await
         .expect("the commit finishes")
         .unwrap();
     s.faulty.clear();
+    (outcome, during, writer)
+}
+
+/// [`commit_in_doubt_while`] another writer commits twice and expiry keeps only the
+/// newest snapshot; then the writer commits once more (+1 on key 3). The commit's
+/// outcome, and the ids expired.
+async fn commit_in_doubt_across_an_expiry(
+    s: &Setup,
+    model: &mut HashMap<i32, i64>,
+    create_fault: Fault,
+) -> (lakejoin::error::Result<Option<Snapshot>>, Vec<i64>) {
+    let (outcome, expired, mut writer) =
+        commit_in_doubt_while(s, model, create_fault, async |model| {
+            commit_twice_and_expire_all_but_the_newest(s, model).await
+        })
+        .await;
     // The writer goes on committing on the table.
     plus_one(&mut writer, model, 3);
     writer.commit(round_properties(2)).await.unwrap().unwrap();
     writer.close().await.unwrap();
     (outcome, expired)
+}
+
+/// A landed commit whose manifest a later manifest merge (30 commits on) rewrote, and
+/// whose snapshot expired before its retry looked: it is found by its data file, live in
+/// the newest snapshot.
+#[tokio::test]
+async fn a_landed_commit_whose_manifest_was_merged_away_is_found_by_its_files() {
+    let s = setup(Backing::Memory, 1, 10).await;
+    let mut model = HashMap::new();
+    let (outcome, expired, writer) =
+        commit_in_doubt_while(&s, &mut model, Fault::LoseResponse, async |model| {
+            commit_and_expire_all_but_the_newest(&s, model, 31).await
+        })
+        .await;
+    writer.close().await.unwrap();
+    // The other writer's commits, and its compactions.
+    let newest = *expired.last().unwrap() + 1;
+    assert_eq!(expired, (1..newest).collect::<Vec<_>>());
+    assert!(newest > 32, "{newest}");
+    let landed = outcome.unwrap().unwrap();
+    assert_eq!(landed.commit_identifier, 2);
+    assert_eq!(s.clean.snapshot_ids().await.unwrap(), vec![newest]);
+    // The commit's own manifest is no longer named by the newest snapshot.
+    let latest = s.clean.snapshot(newest).await.unwrap();
+    let names: Vec<String> = s
+        .clean
+        .snapshot_manifests(&latest)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.file_name)
+        .collect();
+    assert!(names.len() < 30, "{names:?}");
+    assert_eq!(support::cdc::rows_of(&s.clean).await, model);
+}
+
+/// A commit in doubt that did not land, whose files orphan cleaning removed while it was
+/// in doubt, after expiry removed the snapshot it may have been: nothing tells whether
+/// it landed, so the writer stops with the reason rather than guess (publishing again
+/// could apply it twice; dropping it could lose it).
+#[tokio::test]
+async fn a_commit_in_doubt_whose_files_were_cleaned_away_stops_the_writer() {
+    let s = setup(Backing::Memory, 1, 10).await;
+    let mut model = HashMap::new();
+    let (outcome, orphans, writer) =
+        commit_in_doubt_while(&s, &mut model, Fault::FailBefore, async |model| {
+            commit_twice_and_expire_all_but_the_newest(&s, model).await;
+            clean_every_orphan(&s.clean).await
+        })
+        .await;
+    drop(writer);
+    assert!(!orphans.is_empty());
+    let err = outcome.unwrap_err();
+    assert!(matches!(err, Error::CommitOutcomeLost { .. }), "{err}");
+    assert_eq!(err.kind(), ErrorKind::Fatal);
+    assert!(err.to_string().contains("is gone"), "{err}");
 }
 
 /// A writer's commit that landed while its response and the read-back were lost, and

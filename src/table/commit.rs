@@ -18,6 +18,7 @@ use super::{Table, create_object};
 use crate::error::{Error, Result};
 
 mod expired_in_doubt;
+use expired_in_doubt::Verdict;
 
 /// Base manifests are merged into one once a snapshot references this many
 /// (Java's `manifest.merge-min-count`), so reading a long-lived table stays cheap.
@@ -480,10 +481,21 @@ impl Table {
             }
         }
         if expired_in_doubt {
-            if self.landed_in_expired_snapshot(prepared, latest).await? {
-                tracing::info!(table = %self.identifier(), latest = latest.id,
-                    "a commit in doubt landed in a snapshot expired since");
-                return Ok(Some(Self::expired_commit(prepared, latest)));
+            match self.judge_expired_in_doubt(prepared, latest).await? {
+                Verdict::Landed => {
+                    tracing::info!(table = %self.identifier(), latest = latest.id,
+                        "a commit in doubt landed in a snapshot expired since");
+                    return Ok(Some(Self::expired_commit(prepared, latest)));
+                }
+                Verdict::Unknowable(why) => {
+                    return Err(Error::CommitOutcomeLost {
+                        table: self.identifier().to_string(),
+                        message: format!(
+                            "the snapshots it may have landed in were expired, and {why}"
+                        ),
+                    });
+                }
+                Verdict::NotLanded => {}
             }
             // The old lists stay for orphan cleaning: a late write of an earlier attempt
             // may still name them.

@@ -16,25 +16,48 @@ use crate::table::Table;
 use crate::table::manifest::{FileIdentifier, FileKind, ManifestCompression};
 use crate::table::snapshot::Snapshot;
 
+/// What the table's files say of a commit in doubt whose snapshot may have expired.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    Landed,
+    NotLanded,
+    /// Files only it or its snapshot named are gone, and no snapshot left shows it:
+    /// the expiry of its own snapshot removed them, or orphan cleaning did (a commit in
+    /// doubt for longer than `--older-than`). Nothing tells the two apart.
+    Unknowable(String),
+}
+
 impl Table {
-    /// Whether `prepared` landed in a snapshot that expiry has removed since, judged
-    /// against `latest`:
-    /// - its delta manifest list is gone: only the expiry of its own snapshot deletes it;
-    /// - a data file it adds is live in `latest`, or deleted by a retained snapshot's
-    ///   delta (a compaction after it);
-    /// - a data file it adds is gone from the store: the expiry of the compaction that
-    ///   replaced it deleted it.
+    /// Judges `prepared` against `latest`. It landed if a snapshot left shows it:
+    /// - a manifest it wrote is in `latest`'s lists (every snapshot after it carries it
+    ///   until a manifest merge);
+    /// - a data file it adds is live in `latest`;
+    /// - a data file it adds is deleted by a retained snapshot's delta (a compaction).
     ///
-    /// Otherwise it did not land, except in one window: an expiry that removed both this
-    /// commit's snapshot and a later compaction of its files, and has not deleted their
-    /// files yet. That takes two unlikely events inside one expiry run.
-    pub(super) async fn landed_in_expired_snapshot(
+    /// Otherwise it did not land, unless one of its manifest lists (current or former)
+    /// or data files is gone: then it is [`Verdict::Unknowable`]. A commit without data
+    /// files (offsets only) is published again then: applying it twice changes nothing.
+    /// One window remains for a commit judged not to have landed: an expiry still
+    /// running that removed both its snapshot and a later compaction of its files, after
+    /// a manifest merge, and has not yet deleted their files.
+    pub(super) async fn judge_expired_in_doubt(
         &self,
         prepared: &PreparedCommit,
         latest: &Snapshot,
-    ) -> Result<bool> {
-        if !self.manifest_exists(&prepared.delta_list).await? {
-            return Ok(true);
+    ) -> Result<Verdict> {
+        let ours: HashSet<&str> = prepared
+            .delta_metas
+            .iter()
+            .map(|m| m.file_name.as_str())
+            .collect();
+        if !ours.is_empty()
+            && self
+                .snapshot_manifests(latest)
+                .await?
+                .iter()
+                .any(|m| ours.contains(m.file_name.as_str()))
+        {
+            return Ok(Verdict::Landed);
         }
         let entries = &prepared.request.entries;
         // An upgrade deletes and adds the same file (another level): it existed before.
@@ -44,15 +67,52 @@ impl Table {
             .map(|e| e.file.file_name.as_str())
             .collect();
         let added: Vec<_> = entries.iter().filter(|e| e.kind == FileKind::Add).collect();
-        if added.is_empty() {
-            return Ok(false);
+        let added_ids: HashSet<FileIdentifier> = added.iter().map(|e| e.identifier()).collect();
+        if !added_ids.is_empty() && self.shows_files(latest, &added_ids).await? {
+            return Ok(Verdict::Landed);
         }
-        let ours: HashSet<FileIdentifier> = added.iter().map(|e| e.identifier()).collect();
+        if entries.is_empty() && prepared.request.changelog.is_empty() {
+            return Ok(Verdict::NotLanded);
+        }
+        let lists = std::iter::once(&prepared.delta_list).chain(&prepared.former_delta_lists);
+        for list in lists {
+            if !self.manifest_exists(list).await? {
+                return Ok(Verdict::Unknowable(format!(
+                    "its delta manifest list {list} is gone"
+                )));
+            }
+        }
+        for entry in added
+            .iter()
+            .filter(|e| !deleted_by_us.contains(e.file.file_name.as_str()))
+            .filter(|e| e.file.external_path.is_none())
+        {
+            let location = self.data_file_path(entry)?;
+            match self.store().head(&location).await {
+                Ok(_) => {}
+                Err(object_store::Error::NotFound { .. }) => {
+                    return Ok(Verdict::Unknowable(format!(
+                        "its data file {location} is gone"
+                    )));
+                }
+                Err(e) => return Err(Error::store(format!("checking {location}"), e)),
+            }
+        }
+        Ok(Verdict::NotLanded)
+    }
+
+    /// Whether one of `files` is live in `latest`, or deleted by the delta of a snapshot
+    /// the table keeps.
+    async fn shows_files(
+        &self,
+        latest: &Snapshot,
+        files: &HashSet<FileIdentifier>,
+    ) -> Result<bool> {
         if self
             .live_files(latest)
             .await?
             .iter()
-            .any(|e| ours.contains(&e.identifier()))
+            .any(|e| files.contains(&e.identifier()))
         {
             return Ok(true);
         }
@@ -71,25 +131,13 @@ impl Table {
             let metas = self
                 .read_manifest_list(&snapshot.delta_manifest_list)
                 .await?;
-            let compacted = self
+            if self
                 .read_manifests(&metas)
                 .await?
                 .iter()
-                .any(|e| e.kind == FileKind::Delete && ours.contains(&e.identifier()));
-            if compacted {
+                .any(|e| e.kind == FileKind::Delete && files.contains(&e.identifier()))
+            {
                 return Ok(true);
-            }
-        }
-        for entry in added
-            .iter()
-            .filter(|e| !deleted_by_us.contains(e.file.file_name.as_str()))
-            .filter(|e| e.file.external_path.is_none())
-        {
-            let location = self.data_file_path(entry)?;
-            match self.store().head(&location).await {
-                Ok(_) => {}
-                Err(object_store::Error::NotFound { .. }) => return Ok(true),
-                Err(e) => return Err(Error::store(format!("checking {location}"), e)),
             }
         }
         Ok(false)
@@ -98,7 +146,7 @@ impl Table {
     /// Gives `prepared` new delta (and changelog) manifest lists with the same content.
     /// A commit that did not land is published again under them: should an expiry that
     /// is still running have removed this commit's own snapshot after all (the window in
-    /// [`Table::landed_in_expired_snapshot`]), it deletes the old lists, not the ones the
+    /// [`Table::judge_expired_in_doubt`]), it deletes the old lists, not the ones the
     /// new snapshot names.
     pub(super) async fn renew_lists(
         &self,

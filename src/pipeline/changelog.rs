@@ -141,23 +141,37 @@ impl Changelog {
         let Some(saved) = pipeline.retrying(|| table.consumer(&id)).await? else {
             return Ok(pipeline);
         };
-        let next = match saved {
+        let earliest_start = saved.is_none()
+            && matches!(&pipeline.config.start_from, ChangelogStart::Named(n) if n != "latest");
+        let mut next = match saved {
             Some(next) => next,
             None => match pipeline.start_position().await? {
                 Some(next) => next,
                 None => return Ok(pipeline),
             },
         };
-        if pipeline
-            .retrying(|| table.write_consumer(&id, next))
-            .await?
-            .is_none()
-        {
-            return Ok(pipeline);
+        loop {
+            if pipeline
+                .retrying(|| table.write_consumer(&id, next))
+                .await?
+                .is_none()
+            {
+                return Ok(pipeline);
+            }
+            if !earliest_start {
+                break;
+            }
+            // An expiry that read the consumer files just before this one was written
+            // may have removed that snapshot meanwhile. Checked here too, so that a
+            // restart finds a consumer file it can read from.
+            match pipeline.start_position().await? {
+                Some(first) if first > next => next = first,
+                Some(_) => break,
+                None => return Ok(pipeline),
+            }
         }
         pipeline.next = next;
-        pipeline.at_unproduced_earliest = saved.is_none()
-            && matches!(&pipeline.config.start_from, ChangelogStart::Named(n) if n != "latest");
+        pipeline.at_unproduced_earliest = earliest_start;
         if let Some(Some(latest)) = pipeline.retrying(|| table.latest_snapshot_id()).await?
             && next > latest + 1
         {

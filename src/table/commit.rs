@@ -17,8 +17,7 @@ use super::snapshot::{CommitKind, Snapshot};
 use super::{Table, create_object};
 use crate::error::{Error, Result};
 
-mod expired_in_doubt;
-use expired_in_doubt::Verdict;
+mod in_doubt;
 
 /// Base manifests are merged into one once a snapshot references this many
 /// (Java's `manifest.merge-min-count`), so reading a long-lived table stays cheap.
@@ -63,7 +62,7 @@ pub(crate) struct PreparedCommit {
     /// [`PreparedCommit::guard_user_since`]).
     user_guard_since: Option<i64>,
     /// Delta manifest lists this commit was published under before it got new ones
-    /// (`expired_in_doubt`); a late write of an earlier attempt still names one.
+    /// (`in_doubt`); a late write of an earlier attempt still names one.
     former_delta_lists: Vec<String>,
 }
 
@@ -439,71 +438,6 @@ impl Table {
         for name in names {
             let _ = self.store().delete(&self.manifest_path(name)).await;
         }
-    }
-
-    /// This commit, if it is among the snapshots `from..=latest`; `ForeignCommitOfUser` if
-    /// an APPEND of its user that is not this commit is among them.
-    ///
-    /// A snapshot in that range that expiry removed may have been this commit while it
-    /// is in doubt: then the table's files decide (see `expired_in_doubt`), and a commit
-    /// that did not land gets new manifest lists before it is published again.
-    async fn find_committed(
-        &self,
-        prepared: &mut PreparedCommit,
-        from: i64,
-        latest: Option<&Snapshot>,
-        compression: ManifestCompression,
-    ) -> Result<Option<Snapshot>> {
-        let Some(latest) = latest else {
-            return Ok(None);
-        };
-        let guard_from = prepared.user_guard_since.map_or(i64::MAX, |s| s + 1);
-        let mut expired_in_doubt = false;
-        for id in from..=latest.id {
-            let read = if id == latest.id {
-                Ok(latest.clone())
-            } else {
-                self.snapshot(id).await
-            };
-            let s = match read {
-                Ok(s) => s,
-                Err(Error::SnapshotNotFound { .. }) => {
-                    expired_in_doubt |= prepared.in_doubt_since.is_some_and(|d| id > d);
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            if prepared.is(&s) {
-                return Ok(Some(s));
-            }
-            if id >= guard_from && prepared.is_foreign_of_user(&s) {
-                return Err(self.foreign_commit(&s));
-            }
-        }
-        if expired_in_doubt {
-            match self.judge_expired_in_doubt(prepared, latest).await? {
-                Verdict::Landed => {
-                    tracing::info!(table = %self.identifier(), latest = latest.id,
-                        "a commit in doubt landed in a snapshot expired since");
-                    return Ok(Some(Self::expired_commit(prepared, latest)));
-                }
-                Verdict::Unknowable(why) => {
-                    return Err(Error::CommitOutcomeLost {
-                        table: self.identifier().to_string(),
-                        message: format!(
-                            "the snapshots it may have landed in were expired, and {why}"
-                        ),
-                    });
-                }
-                Verdict::NotLanded => {}
-            }
-            // The old lists stay for orphan cleaning: a late write of an earlier attempt
-            // may still name them.
-            self.renew_lists(prepared, compression).await?;
-            // Not among the snapshots up to `latest`: only a late write after it can be.
-            prepared.in_doubt_since = Some(latest.id);
-        }
-        Ok(None)
     }
 
     /// The base manifests of the next snapshot on top of `latest` (merged into one new

@@ -5,6 +5,7 @@
 
 pub mod cdc;
 pub mod faulty_store;
+pub mod faulty_table;
 
 use std::path::{Path, PathBuf};
 

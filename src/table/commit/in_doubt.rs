@@ -1,10 +1,11 @@
-//! A commit in doubt whose window of possible snapshots was partly expired before a retry
-//! could read it back (docs/format.md §9.1, "Expired while in doubt").
+//! Finding a commit in doubt (docs/format.md §9.2): among the snapshots after the one it
+//! was built on, and when some of those were expired before a retry could read them back,
+//! from what the snapshots left show.
 //!
-//! The retry cannot tell from the snapshot ids alone whether one of the expired snapshots
-//! was this commit. Publishing it again if it did land would apply it twice, and would
-//! name a delta manifest list that the expiry deleted, leaving a snapshot nobody can read.
-//! So the table's files decide: what an expiry leaves behind of a commit it removed.
+//! In the second case the retry cannot tell from the snapshot ids alone whether one of
+//! the expired snapshots was this commit. Publishing it again if it did land would apply
+//! it twice, and would name a delta manifest list that the expiry deleted, leaving a
+//! snapshot nobody can read. So the table's files decide.
 
 use std::collections::HashSet;
 
@@ -18,7 +19,7 @@ use crate::table::snapshot::Snapshot;
 
 /// What the table's files say of a commit in doubt whose snapshot may have expired.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Verdict {
+enum Verdict {
     Landed,
     NotLanded,
     /// Files only it or its snapshot named are gone, and no snapshot left shows it:
@@ -28,6 +29,71 @@ pub(super) enum Verdict {
 }
 
 impl Table {
+    /// This commit, if it is among the snapshots `from..=latest`; `ForeignCommitOfUser` if
+    /// an APPEND of its user that is not this commit is among them.
+    ///
+    /// A snapshot in that range that expiry removed may have been this commit while it
+    /// is in doubt: then the table's files decide (see `expired_in_doubt`), and a commit
+    /// that did not land gets new manifest lists before it is published again.
+    pub(super) async fn find_committed(
+        &self,
+        prepared: &mut PreparedCommit,
+        from: i64,
+        latest: Option<&Snapshot>,
+        compression: ManifestCompression,
+    ) -> Result<Option<Snapshot>> {
+        let Some(latest) = latest else {
+            return Ok(None);
+        };
+        let guard_from = prepared.user_guard_since.map_or(i64::MAX, |s| s + 1);
+        let mut expired_in_doubt = false;
+        for id in from..=latest.id {
+            let read = if id == latest.id {
+                Ok(latest.clone())
+            } else {
+                self.snapshot(id).await
+            };
+            let s = match read {
+                Ok(s) => s,
+                Err(Error::SnapshotNotFound { .. }) => {
+                    expired_in_doubt |= prepared.in_doubt_since.is_some_and(|d| id > d);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if prepared.is(&s) {
+                return Ok(Some(s));
+            }
+            if id >= guard_from && prepared.is_foreign_of_user(&s) {
+                return Err(self.foreign_commit(&s));
+            }
+        }
+        if expired_in_doubt {
+            match self.judge_expired_in_doubt(prepared, latest).await? {
+                Verdict::Landed => {
+                    tracing::info!(table = %self.identifier(), latest = latest.id,
+                        "a commit in doubt landed in a snapshot expired since");
+                    return Ok(Some(Self::expired_commit(prepared, latest)));
+                }
+                Verdict::Unknowable(why) => {
+                    return Err(Error::CommitOutcomeLost {
+                        table: self.identifier().to_string(),
+                        message: format!(
+                            "the snapshots it may have landed in were expired, and {why}"
+                        ),
+                    });
+                }
+                Verdict::NotLanded => {}
+            }
+            // The old lists stay for orphan cleaning: a late write of an earlier attempt
+            // may still name them.
+            self.renew_lists(prepared, compression).await?;
+            // Not among the snapshots up to `latest`: only a late write after it can be.
+            prepared.in_doubt_since = Some(latest.id);
+        }
+        Ok(None)
+    }
+
     /// Judges `prepared` against `latest`. It landed if a snapshot left shows it:
     /// - a manifest it wrote is in `latest`'s lists (every snapshot after it carries it
     ///   until a manifest merge);
@@ -40,7 +106,7 @@ impl Table {
     /// One window remains for a commit judged not to have landed: an expiry still
     /// running that removed both its snapshot and a later compaction of its files, after
     /// a manifest merge, and has not yet deleted their files.
-    pub(super) async fn judge_expired_in_doubt(
+    async fn judge_expired_in_doubt(
         &self,
         prepared: &PreparedCommit,
         latest: &Snapshot,
@@ -148,7 +214,7 @@ impl Table {
     /// is still running have removed this commit's own snapshot after all (the window in
     /// [`Table::judge_expired_in_doubt`]), it deletes the old lists, not the ones the
     /// new snapshot names.
-    pub(super) async fn renew_lists(
+    async fn renew_lists(
         &self,
         prepared: &mut PreparedCommit,
         compression: ManifestCompression,
@@ -173,7 +239,7 @@ impl Table {
     /// The result of a commit found to have landed in an expired snapshot: the commit's
     /// own identity and properties, at the id of `latest`, the newest snapshot, which
     /// holds its changes.
-    pub(super) fn expired_commit(prepared: &PreparedCommit, latest: &Snapshot) -> Snapshot {
+    fn expired_commit(prepared: &PreparedCommit, latest: &Snapshot) -> Snapshot {
         let request = &prepared.request;
         Snapshot {
             commit_user: request.commit_user.clone(),

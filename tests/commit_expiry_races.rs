@@ -46,12 +46,26 @@ async fn commit_and_expire_all_but_the_newest(
     model: &mut HashMap<i32, i64>,
     commits: usize,
 ) -> Vec<i64> {
+    commit_compact_and_expire(s, model, commits, false).await
+}
+
+/// [`commit_and_expire_all_but_the_newest`], with a full compaction before the expiry
+/// when `compact`.
+async fn commit_compact_and_expire(
+    s: &Setup,
+    model: &mut HashMap<i32, i64>,
+    commits: usize,
+    compact: bool,
+) -> Vec<i64> {
     let mut other = TableWriter::new(s.table.clone(), "other").await.unwrap();
     for _ in 0..commits {
         plus_one(&mut other, model, 7);
         other.commit(BTreeMap::new()).await.unwrap().unwrap();
     }
     other.close().await.unwrap();
+    if compact {
+        full_compact(&s.table, "compactor").await.unwrap().unwrap();
+    }
     // Expiry keeps a snapshot committed in the current millisecond even with no time
     // retained: wait for the clock to pass the newest one.
     let newest = s
@@ -224,6 +238,28 @@ async fn a_landed_commit_whose_manifest_was_merged_away_is_found_by_its_files() 
         .map(|m| m.file_name)
         .collect();
     assert!(names.len() < 30, "{names:?}");
+    assert_eq!(support::cdc::rows_of(&s.clean).await, model);
+}
+
+/// The same, and a full compaction then replaced the commit's data file (the expiry
+/// deleted the file): the compaction's snapshot, which the table keeps, shows the commit
+/// by deleting its file.
+#[tokio::test]
+async fn a_landed_commit_whose_file_a_kept_compaction_replaced_is_found_by_it() {
+    let s = setup(Backing::Memory, 1, 10).await;
+    let mut model = HashMap::new();
+    let (outcome, expired, writer) =
+        commit_in_doubt_while(&s, &mut model, Fault::LoseResponse, async |model| {
+            commit_compact_and_expire(&s, model, 31, true).await
+        })
+        .await;
+    writer.close().await.unwrap();
+    let newest = *expired.last().unwrap() + 1;
+    assert!(newest > 33, "{newest}");
+    let landed = outcome.unwrap().unwrap();
+    assert_eq!(landed.commit_identifier, 2);
+    let kept = s.clean.snapshot(newest).await.unwrap();
+    assert_eq!(kept.commit_kind, CommitKind::Compact);
     assert_eq!(support::cdc::rows_of(&s.clean).await, model);
 }
 

@@ -71,7 +71,11 @@ pub enum Error {
     /// its own snapshot removed them, or orphan cleaning did. Publishing it again could
     /// apply it twice, dropping it could lose it; the writer stops, and a restart
     /// resumes from the table's offsets.
-    #[error("commit to {table} cannot be resolved: {message}; restart to resume from the table")]
+    #[error(
+        "commit to {table} cannot be resolved: {message}; restarting resumes from the table's \
+         offsets, which applies the commit's changes again if it did land (an aggregation \
+         table would count them twice)"
+    )]
     CommitOutcomeLost { table: String, message: String },
     /// A snapshot appeared that carries this writer's commit user but is not one of its
     /// commits: a fenced writer's last commit, or an earlier attempt that landed late. The

@@ -252,10 +252,15 @@ pub(crate) async fn run_consumer(
                     // error), or the topic was created again (read it anew). What was
                     // taken before it goes first.
                     tracing::info!(pipeline = %state.config.name, error = %e, "a partition's position is outside its log");
+                    let mut stopped = false;
                     while let Some(done) = decoding.next().await {
                         if !state.take(done, &mut shutdown).await? {
-                            return Ok(());
+                            stopped = true;
+                            break;
                         }
+                    }
+                    if stopped {
+                        break;
                     }
                     if !cdc_partitions::recover_from_reset(
                         &consumer, &state.config, &assignment, &mut shutdown,

@@ -114,22 +114,55 @@ pub(crate) fn mirror(
     }
 }
 
-/// After the consumer stopped: mirrors every commit the sink still makes (its last one
-/// comes after the consumers stopped) until the sink is gone, the last one synchronously
-/// so that it is in the group before the consumer closes.
+/// After the consumer stopped: waits (a minute at most) until the sink, which makes its
+/// last commit after the consumers stopped, is gone, then mirrors the newest commit it
+/// announced synchronously, so that it is in the group before the consumer closes. The
+/// synchronous commit runs off the runtime's workers, bounded too: a broker that is away
+/// at a stop must not hold the process.
 pub(crate) async fn mirror_final_commits(
-    consumer: &Consumer,
+    consumer: &Arc<Consumer>,
     pipeline: &str,
     writer: &WriterIdentity,
     committed: &mut watch::Receiver<Option<Arc<super::cdc::Committed>>>,
 ) {
-    let mut last = None;
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-    while let Ok(Ok(())) = tokio::time::timeout_at(deadline, committed.changed()).await {
-        last = committed.borrow().as_ref().map(|c| c.snapshot.clone());
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match tokio::time::timeout_at(deadline, committed.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => break,
+            Err(_) => {
+                tracing::warn!(
+                    pipeline,
+                    "the table's last commit did not come within a minute \
+                    of the stop; mirroring the newest one"
+                );
+                break;
+            }
+        }
     }
-    if let Some(snapshot) = last {
-        mirror(consumer, pipeline, writer, &snapshot, CommitMode::Sync);
+    let Some(snapshot) = committed.borrow().as_ref().map(|c| c.snapshot.clone()) else {
+        return;
+    };
+    let (consumer, pipeline_name, writer) =
+        (consumer.clone(), pipeline.to_string(), writer.clone());
+    let commit = tokio::task::spawn_blocking(move || {
+        mirror(
+            &consumer,
+            &pipeline_name,
+            &writer,
+            &snapshot,
+            CommitMode::Sync,
+        );
+    });
+    if tokio::time::timeout(std::time::Duration::from_secs(30), commit)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            pipeline,
+            "mirroring the last commit to the consumer group timed out"
+        );
     }
 }
 
@@ -168,7 +201,12 @@ pub(crate) async fn group_offsets(
         let Offset::Offset(next) = e.offset() else {
             continue;
         };
-        if fallback.accepts(e.metadata()) {
+        if let Err(error) = e.error() {
+            tracing::info!(pipeline, topic = e.topic(), partition = e.partition(), %error,
+                "the consumer group's offset could not be read; not used");
+            continue;
+        }
+        if fallback.accepts(&metadata_of(&e)) {
             offsets
                 .entry(e.topic().to_string())
                 .or_default()
@@ -179,12 +217,20 @@ pub(crate) async fn group_offsets(
                 topic = e.topic(),
                 partition = e.partition(),
                 offset = next,
-                metadata = e.metadata(),
                 "the consumer group's offset is not this writer's for this table; not used"
             );
         }
     }
     Ok(Some(offsets))
+}
+
+/// The commit metadata of `element`, empty when it is not text: rdkafka panics on
+/// metadata that is not UTF-8, which any client of the group could have committed.
+fn metadata_of(element: &rdkafka::topic_partition_list::TopicPartitionListElem<'_>) -> String {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        element.metadata().to_string()
+    }))
+    .unwrap_or_default()
 }
 
 /// Errors retrying cannot mend: the group may not be read, or not be named so.

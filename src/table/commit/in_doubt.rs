@@ -14,8 +14,15 @@ use object_store::ObjectStoreExt;
 use super::PreparedCommit;
 use crate::error::{Error, Result};
 use crate::table::Table;
-use crate::table::manifest::{FileIdentifier, FileKind, ManifestCompression};
+use crate::table::manifest::{FileKind, ManifestCompression, ManifestEntry};
 use crate::table::snapshot::Snapshot;
+
+/// A data file by where it lies and its name, whatever its level.
+type FileName<'a> = (&'a [u8], i32, &'a str);
+
+fn file_name(entry: &ManifestEntry) -> FileName<'_> {
+    (&entry.partition, entry.bucket, &entry.file.file_name)
+}
 
 /// What the table's files say of a commit in doubt whose snapshot may have expired.
 #[derive(Debug, PartialEq, Eq)]
@@ -33,7 +40,7 @@ impl Table {
     /// an APPEND of its user that is not this commit is among them.
     ///
     /// A snapshot in that range that expiry removed may have been this commit while it
-    /// is in doubt: then the table's files decide (see `expired_in_doubt`), and a commit
+    /// is in doubt: then the table's files decide (see `judge_expired_in_doubt`), and a commit
     /// that did not land gets new manifest lists before it is published again.
     pub(super) async fn find_committed(
         &self,
@@ -133,8 +140,13 @@ impl Table {
             .map(|e| e.file.file_name.as_str())
             .collect();
         let added: Vec<_> = entries.iter().filter(|e| e.kind == FileKind::Add).collect();
-        let added_ids: HashSet<FileIdentifier> = added.iter().map(|e| e.identifier()).collect();
-        if !added_ids.is_empty() && self.shows_files(latest, &added_ids).await? {
+        // By name, not level: a compactor may have moved the file up a level since.
+        let new_files: HashSet<FileName<'_>> = added
+            .iter()
+            .filter(|e| !deleted_by_us.contains(e.file.file_name.as_str()))
+            .map(|e| file_name(e))
+            .collect();
+        if !new_files.is_empty() && self.shows_files(latest, &new_files).await? {
             return Ok(Verdict::Landed);
         }
         if entries.is_empty() && prepared.request.changelog.is_empty() {
@@ -169,16 +181,12 @@ impl Table {
 
     /// Whether one of `files` is live in `latest`, or deleted by the delta of a snapshot
     /// the table keeps.
-    async fn shows_files(
-        &self,
-        latest: &Snapshot,
-        files: &HashSet<FileIdentifier>,
-    ) -> Result<bool> {
+    async fn shows_files(&self, latest: &Snapshot, files: &HashSet<FileName<'_>>) -> Result<bool> {
         if self
             .live_files(latest)
             .await?
             .iter()
-            .any(|e| files.contains(&e.identifier()))
+            .any(|e| files.contains(&file_name(e)))
         {
             return Ok(true);
         }
@@ -201,7 +209,7 @@ impl Table {
                 .read_manifests(&metas)
                 .await?
                 .iter()
-                .any(|e| e.kind == FileKind::Delete && files.contains(&e.identifier()))
+                .any(|e| e.kind == FileKind::Delete && files.contains(&file_name(e)))
             {
                 return Ok(true);
             }
@@ -237,11 +245,16 @@ impl Table {
     }
 
     /// The result of a commit found to have landed in an expired snapshot: the commit's
-    /// own identity and properties, at the id of `latest`, the newest snapshot, which
-    /// holds its changes.
+    /// own identity and properties, under the first id it may have taken (expired, like
+    /// its own; the offsets mirrored with it must name an expired snapshot to be used
+    /// once the table keeps none of its writer), the rest from `latest`.
     fn expired_commit(prepared: &PreparedCommit, latest: &Snapshot) -> Snapshot {
         let request = &prepared.request;
+        let id = prepared
+            .in_doubt_since
+            .map_or(latest.id, |since| since.saturating_add(1));
         Snapshot {
+            id,
             commit_user: request.commit_user.clone(),
             commit_identifier: request.commit_identifier,
             commit_kind: request.kind,

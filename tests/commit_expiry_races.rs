@@ -19,7 +19,9 @@ use lakejoin::table::datum::Datum;
 use lakejoin::table::row_kind::RowKind;
 use lakejoin::table::snapshot::{CommitKind, Snapshot};
 use support::faulty_store::{Fault, Op, Schedule};
-use support::faulty_table::{Backing, Setup, clean_every_orphan, round_properties, setup};
+use support::faulty_table::{
+    Backing, Setup, clean_every_orphan, round_properties, setup, setup_schema,
+};
 
 const USER: &str = "writer";
 
@@ -306,6 +308,29 @@ async fn a_landed_commit_expired_before_its_retry_is_not_published_again() {
     assert_eq!(support::cdc::rows_of(&s.clean).await, model);
     let orphans = clean_every_orphan(&s.clean).await;
     assert!(orphans.is_empty(), "files left behind: {orphans:?}");
+}
+
+/// The same on a table whose changelog outlives its snapshots (`changelog-producer` =
+/// `input`, changelog retained longer): expiry keeps the commit's snapshot record as a
+/// long-lived changelog, which identifies it exactly, under its own id.
+#[tokio::test]
+async fn a_landed_commit_expired_into_a_long_lived_changelog_is_found_there() {
+    let mut schema = support::cdc::summing_schema(10);
+    schema
+        .options
+        .insert("changelog-producer".into(), "input".into());
+    let s = setup_schema(Backing::Memory, 1, schema).await;
+    let mut model = HashMap::new();
+    let (outcome, expired) =
+        commit_in_doubt_across_an_expiry(&s, &mut model, Fault::LoseResponse).await;
+    assert_eq!(expired, vec![1, 2, 3]);
+    let landed = outcome.unwrap().unwrap();
+    assert_eq!((landed.id, landed.commit_identifier), (2, 2));
+    // Its own record, not one pieced together from the newest snapshot: the table had
+    // two rows' worth of changes then (one per commit of the writer), four at the end.
+    assert_eq!(landed.total_record_count, 2);
+    assert!(landed.changelog_manifest_list.is_some());
+    assert_eq!(support::cdc::rows_of(&s.clean).await, model);
 }
 
 /// The same, but the create failed before it applied: the snapshot expiry removed was

@@ -34,6 +34,15 @@ pub struct Setup {
 /// `db.t`, a summing table (`support::cdc::summing_schema`), on `backing` behind a
 /// [`FaultyStore`] seeded with `seed`.
 pub async fn setup(backing: Backing, seed: u64, max_retries: u32) -> Setup {
+    setup_schema(backing, seed, super::cdc::summing_schema(max_retries)).await
+}
+
+/// [`setup`] of a table with `schema`.
+pub async fn setup_schema(
+    backing: Backing,
+    seed: u64,
+    schema: lakejoin::table::schema::TableSchema,
+) -> Setup {
     let (inner, dir): (Arc<dyn ObjectStore>, _) = match backing {
         Backing::Memory => (Arc::new(InMemory::new()), None),
         Backing::Local => {
@@ -45,11 +54,7 @@ pub async fn setup(backing: Backing, seed: u64, max_retries: u32) -> Setup {
     let faulty = FaultyStore::new(inner.clone(), seed);
     let id = TableIdentifier::parse("db.t").unwrap();
     let wh = Warehouse::new(faulty.clone(), Path::from("wh"));
-    let table = Arc::new(
-        Table::create(&wh, &id, super::cdc::summing_schema(max_retries))
-            .await
-            .unwrap(),
-    );
+    let table = Arc::new(Table::create(&wh, &id, schema).await.unwrap());
     let clean_wh = Warehouse::new(inner, Path::from("wh"));
     let clean = Arc::new(Table::open(&clean_wh, &id).await.unwrap());
     Setup {

@@ -62,10 +62,15 @@ impl Table {
             };
             let s = match read {
                 Ok(s) => s,
-                Err(Error::SnapshotNotFound { .. }) => {
-                    expired_in_doubt |= prepared.in_doubt_since.is_some_and(|d| id > d);
-                    continue;
-                }
+                // A table whose changelog outlives its snapshots keeps an expired
+                // snapshot's record as its long-lived changelog: that tells exactly.
+                Err(Error::SnapshotNotFound { .. }) => match self.long_lived_changelog(id).await? {
+                    Some(kept) => kept,
+                    None => {
+                        expired_in_doubt |= prepared.in_doubt_since.is_some_and(|d| id > d);
+                        continue;
+                    }
+                },
                 Err(e) => return Err(e),
             };
             if prepared.is(&s) {

@@ -112,6 +112,24 @@ impl<'a> Fact<'a> {
         Ok(lookup_path(&tree, path).cloned().map(Cow::Owned))
     }
 
+    /// The bytes of the value at `path` as a record key: a string's text, any other
+    /// value's JSON; `None` when there is no such value. A raw fact's own string without
+    /// escapes, or integer, already is those bytes in the payload, and is copied without
+    /// parsing it into a `Value` and writing it out again.
+    pub(crate) fn record_key(&self, path: &str) -> Result<Option<Vec<u8>>, FactValueError> {
+        if let Fact::Raw(raw) = self
+            && !raw.added.iter().any(|(name, _)| *name == path)
+            && let Some(value) = raw.fields.get(path)
+            && let Some(text) = key_text_as_written(value.get())
+        {
+            return Ok(Some(text.to_vec()));
+        }
+        Ok(self.get(path)?.map(|value| match value.as_ref() {
+            Value::String(s) => s.clone().into_bytes(),
+            other => other.to_string().into_bytes(),
+        }))
+    }
+
     /// Sets a field, as inserting into the fact's tree would: a new name is appended, an
     /// existing one keeps its place. `Err` when replacing a field of a payload that cannot
     /// be read as a tree.
@@ -321,6 +339,24 @@ impl<'a> RawFact<'a> {
         out.extend_from_slice(tail);
         out
     }
+}
+
+/// The record-key bytes of a raw JSON value when its text already is them (see
+/// [`Fact::record_key`]): a string without escapes (the text between its quotes), or an
+/// integer as `serde_json` writes it (no `-0`, no exponent, and short enough to be an
+/// `i64`). `None`: the value has to be parsed.
+fn key_text_as_written(raw: &str) -> Option<&[u8]> {
+    let bytes = raw.as_bytes();
+    if let [b'"', inner @ .., b'"'] = bytes {
+        return (!inner.contains(&b'\\')).then_some(inner);
+    }
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    let as_written = match digits {
+        [b'0'] => digits.len() == bytes.len(),
+        [b'1'..=b'9', rest @ ..] => digits.len() <= 18 && rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    as_written.then_some(bytes)
 }
 
 /// Writes the JSON of `datum_to_json(datum, ty)` without building the `Value` for the
@@ -547,6 +583,46 @@ mod tests {
         })
     }
 
+    /// A record key read from the payload's text is the key the parsed value gives,
+    /// for numbers and strings written in every way JSON allows.
+    #[test]
+    fn record_keys_read_in_place_are_those_of_the_parsed_value() {
+        for value in [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "1e2",
+            "1E2",
+            "1.50",
+            "-0.0",
+            "123456789012345678",
+            "1234567890123456789",
+            "12345678901234567890",
+            "123456789012345678901",
+            "-9223372036854775808",
+            r#""""#,
+            r#""ab""#,
+            r#""é""#,
+            r#""a\"b""#,
+            r#""\u00e9""#,
+            "true",
+            "null",
+            "[1]",
+            r#"{"a":1}"#,
+        ] {
+            let payload = format!(r#"{{"k": {value}, "o": 1}}"#);
+            let (raw, tree) = both(&payload);
+            assert_eq!(
+                raw.record_key("k").unwrap(),
+                tree.record_key("k").unwrap(),
+                "{value}"
+            );
+        }
+        let (raw, _) = both(r#"{"k": 1}"#);
+        assert_eq!(raw.record_key("missing").unwrap(), None);
+    }
+
     /// Every byte JSON escapes is found in every lane of a word and in the remainder;
     /// its neighbours in value, and UTF-8, are not.
     #[test]
@@ -594,6 +670,9 @@ mod tests {
                 for path in ["a", "b", "c.a", "a.b", "e", "a.0", "f"] {
                     prop_assert_eq!(raw.get(path).unwrap(), tree.get(path).unwrap(), "path {}", path);
                 }
+            }
+            for path in ["a", "b", "c", "d", "e", "a.b"] {
+                prop_assert_eq!(raw.record_key(path).unwrap(), tree.record_key(path).unwrap(), "path {}", path);
             }
             prop_assert_eq!(output(&raw), output(&tree));
             let order = |v: Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());

@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::message::{Message, OwnedMessage};
-use serde_json::Value;
+use smallvec::{SmallVec, smallvec};
 use tokio::sync::watch;
 
-use super::join::Join;
+use super::join::{Facts, Join, JoinKey};
 use crate::codec::{Fact, FactDecoder, KafkaRecord, OutputEncoder};
 use crate::config::EnrichConfig;
 use crate::error::Error;
@@ -29,9 +29,11 @@ use crate::table::datum::Datum;
 
 /// An output record: key (`None`: the fact's own) and payload.
 pub(crate) type Output = (Option<Vec<u8>>, Vec<u8>);
+/// A fact's output records: nearly always one (inline).
+pub(crate) type Outputs = SmallVec<[Output; 1]>;
 
 /// A fact whose lookups finished: what to produce (nothing: dropped), or why not.
-pub(crate) type Enriched = (OwnedMessage, std::result::Result<Vec<Output>, FactError>);
+pub(crate) type Enriched = (OwnedMessage, std::result::Result<Outputs, FactError>);
 
 /// Why a fact was not turned into output records.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +86,7 @@ type JoinOutcome = (usize, usize, bool);
 /// Where a fact of a batch stands.
 enum Progress<'a> {
     /// The facts it has become so far (one per match of each join so far).
-    Joining(Vec<Fact<'a>>),
+    Joining(Facts<'a>),
     /// A dead letter ([`FactError::Bad`], with the reason).
     Failed(FactError),
     /// Something it depends on failed: it is finished on its own path, which holds it.
@@ -155,9 +157,11 @@ impl Enricher {
                 Err(e) => Err(e),
             };
             progress.push(match decoded {
-                Ok(Some(fact)) => Progress::Joining(vec![with_room_for_joins(fact, &self.joins)]),
+                Ok(Some(fact)) => {
+                    Progress::Joining(smallvec![with_room_for_joins(fact, &self.joins)])
+                }
                 // A tombstone carries no fact.
-                Ok(None) => Progress::Joining(Vec::new()),
+                Ok(None) => Progress::Joining(Facts::new()),
                 Err(e) if e.is_transient() => Progress::Held,
                 Err(e) => Progress::Failed(FactError::Bad(e.to_string())),
             });
@@ -175,7 +179,7 @@ impl Enricher {
         }
         self.record_joins(&progress, &matches, &shares);
         // `None`: the fact left the batch.
-        let results: Vec<Option<std::result::Result<Vec<Output>, FactError>>> = progress
+        let results: Vec<Option<std::result::Result<Outputs, FactError>>> = progress
             .into_iter()
             .map(|state| match state {
                 Progress::Joining(facts) => Some(encode_all(&facts, &self.encoder, &self.config)),
@@ -241,7 +245,7 @@ impl Enricher {
         matches: &mut Vec<JoinOutcome>,
     ) -> Duration {
         // The keys of every fact (`None`: a missing or null key field, a miss).
-        let mut keys: Vec<(usize, Option<Vec<Datum>>)> = Vec::new();
+        let mut keys: Vec<(usize, Option<JoinKey>)> = Vec::with_capacity(messages.len());
         for (i, (message, state)) in messages.iter().zip(progress.iter_mut()).enumerate() {
             let Progress::Joining(facts) = state else {
                 continue;
@@ -285,7 +289,7 @@ impl Enricher {
                 while rows.next_if(|((k, _), _)| *k == i).is_some() {}
                 continue;
             };
-            let mut joined = Vec::new();
+            let mut joined = Facts::new();
             let mut any_miss_to_retry = false;
             let mut failed = None;
             for fact in facts {
@@ -330,7 +334,7 @@ pub(crate) async fn enrich_one(
     encoder: &OutputEncoder,
     config: &EnrichConfig,
     metrics: &PipelineMetrics,
-) -> std::result::Result<Vec<Output>, FactError> {
+) -> std::result::Result<Outputs, FactError> {
     decoder.prepare(record).await.map_err(|e| {
         if e.is_transient() {
             FactError::Held(e.to_string())
@@ -343,11 +347,11 @@ pub(crate) async fn enrich_one(
         .map_err(|e| FactError::Bad(e.to_string()))?
     else {
         // A tombstone carries no fact.
-        return Ok(Vec::new());
+        return Ok(Outputs::new());
     };
-    let mut facts = vec![with_room_for_joins(fact, joins)];
+    let mut facts: Facts<'_> = smallvec![with_room_for_joins(fact, joins)];
     for (i, join) in joins.iter().enumerate() {
-        let mut joined = Vec::with_capacity(facts.len());
+        let mut joined = Facts::with_capacity(facts.len());
         for fact in facts {
             let started = Instant::now();
             let matched = join
@@ -377,18 +381,14 @@ fn encode_all(
     facts: &[Fact<'_>],
     encoder: &OutputEncoder,
     config: &EnrichConfig,
-) -> std::result::Result<Vec<Output>, FactError> {
+) -> std::result::Result<Outputs, FactError> {
     facts
         .iter()
         .map(|fact| {
             let key = match &config.output.key {
                 Some(path) => fact
-                    .get(path)
-                    .map_err(|e| FactError::Bad(e.to_string()))?
-                    .map(|v| match v.as_ref() {
-                        Value::String(s) => s.clone().into_bytes(),
-                        other => other.to_string().into_bytes(),
-                    }),
+                    .record_key(path)
+                    .map_err(|e| FactError::Bad(e.to_string()))?,
                 None => None,
             };
             let payload = fact
@@ -405,7 +405,7 @@ mod tests {
 
     use proptest::prelude::*;
     use rdkafka::Timestamp;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::lookup::{LookupSpec, LookupTable, Strategy as Cache, TableLookups};
@@ -550,7 +550,7 @@ mod tests {
         )
     }
 
-    fn results(outcome: &[Enriched]) -> Vec<(i64, std::result::Result<Vec<Output>, FactError>)> {
+    fn results(outcome: &[Enriched]) -> Vec<(i64, std::result::Result<Outputs, FactError>)> {
         outcome
             .iter()
             .map(|(m, r)| (m.offset(), r.clone()))

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
+use smallvec::SmallVec;
 
 use super::facts::FactError;
 use crate::codec::Fact;
@@ -18,6 +19,13 @@ use crate::table::binary_row::FieldValue;
 use crate::table::datum::{Datum, datum_from_json};
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
+
+/// A fact's join-key values (one or two columns kept inline).
+pub(crate) type JoinKey = SmallVec<[Datum; 2]>;
+/// The rows matching one key: at most one by primary key (inline), any number otherwise.
+pub(crate) type Matches = SmallVec<[ProjectedRow; 1]>;
+/// The forms of a fact so far: one per match of each join (nearly always one, inline).
+pub(crate) type Facts<'a> = SmallVec<[Fact<'a>; 1]>;
 
 /// How a join's key and output map onto its table, from `[[enrich.join]]`.
 #[derive(Debug, Clone)]
@@ -121,11 +129,8 @@ impl Join {
 
     /// The lookup key of a fact: `Ok(None)` when a key field is missing or null; `Err`
     /// when present but not convertible (a bad record).
-    pub(crate) fn key(
-        &self,
-        fact: &Fact<'_>,
-    ) -> std::result::Result<Option<Vec<Datum>>, FactError> {
-        let mut key = Vec::with_capacity(self.key_fields.len());
+    pub(crate) fn key(&self, fact: &Fact<'_>) -> std::result::Result<Option<JoinKey>, FactError> {
+        let mut key = JoinKey::with_capacity(self.key_fields.len());
         for (field, ty) in &self.key_fields {
             match fact
                 .get(field)
@@ -162,11 +167,11 @@ impl Join {
         fact: Fact<'a>,
         timestamp_ms: Option<i64>,
         metrics: &PipelineMetrics,
-        out: &mut Vec<Fact<'a>>,
+        out: &mut Facts<'a>,
     ) -> std::result::Result<bool, FactError> {
         let join_metrics = self.lookup.metrics();
-        let rows: Vec<ProjectedRow> = match self.key(&fact)? {
-            None => Vec::new(),
+        let rows: Matches = match self.key(&fact)? {
+            None => Matches::new(),
             Some(key) => {
                 if let (Some((progress, max_wait)), Some(ts)) = (&self.wait, timestamp_ms)
                     && !progress.covers(ts)
@@ -203,7 +208,7 @@ impl Join {
         &'a self,
         fact: Fact<'a>,
         rows: &[ProjectedRow],
-        out: &mut Vec<Fact<'a>>,
+        out: &mut Facts<'a>,
     ) -> std::result::Result<bool, FactError> {
         let Some((last, others)) = rows.split_last() else {
             if self.kind == JoinKind::Left {
@@ -222,16 +227,13 @@ impl Join {
     /// any number otherwise; none for a `None` key (a missing or null key field). The one
     /// lookup of a join, for a poll batch of facts and for a fact on its own alike. An
     /// error is the lookup's (the table's store, a local file), never the facts'.
-    pub(crate) async fn find_many(
-        &self,
-        keys: &[Option<&[Datum]>],
-    ) -> Result<Vec<Vec<ProjectedRow>>> {
+    pub(crate) async fn find_many(&self, keys: &[Option<&[Datum]>]) -> Result<Vec<Matches>> {
         if !self.lookup.by_primary_key() {
             return keys
                 .iter()
                 .map(|key| match key {
-                    Some(key) => self.lookup.get_all(key),
-                    None => Ok(Vec::new()),
+                    Some(key) => self.lookup.get_all(key).map(Matches::from_vec),
+                    None => Ok(Matches::new()),
                 })
                 .collect();
         }
@@ -245,13 +247,13 @@ impl Join {
             .iter()
             .map(|key| match key {
                 Some(_) => found.next().flatten().into_iter().collect(),
-                None => Vec::new(),
+                None => Matches::new(),
             })
             .collect())
     }
 
     /// [`Self::find_many`] of one key.
-    async fn find(&self, key: &[Datum]) -> Result<Vec<ProjectedRow>> {
+    async fn find(&self, key: &[Datum]) -> Result<Matches> {
         Ok(self
             .find_many(&[Some(key)])
             .await?

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Message, OwnedMessage};
 
-use super::facts::Output;
+use super::facts::Outputs;
 use crate::error::Error;
 use crate::kafka::{Deliveries, Failure, OutRecord, Producer};
 
@@ -60,7 +60,7 @@ pub(crate) async fn send_all(
     group: &Arc<Deliveries>,
     tag: u32,
     message: &OwnedMessage,
-    outputs: Vec<Output>,
+    outputs: Outputs,
 ) -> Result<u64, Refused> {
     let mut sent = 0;
     for (key, payload) in &outputs {

@@ -6,10 +6,12 @@
 //! ([`partitions_with_retry`]), and [`watch`] logs when the broker goes away and comes back.
 
 mod client_log;
+mod consumed;
 mod produce;
 pub(crate) mod watch;
 
 pub(crate) use client_log::ClientLog;
+pub(crate) use consumed::Consumed;
 pub(crate) use produce::{Deliveries, Failure, OutRecord, Producer};
 
 use std::time::Duration;
@@ -19,7 +21,6 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::message::{Header, Headers as _, Message, OwnedHeaders};
 
-use crate::codec::KafkaRecord;
 use crate::config::{KafkaConfig, OffsetOutOfRange, StartFrom};
 use crate::error::{Error, Result};
 use crate::secret::Redactor;
@@ -32,18 +33,6 @@ pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// First and longest wait between attempts of [`partitions_with_retry`].
 pub(crate) const RETRY_BACKOFF: (Duration, Duration) =
     (Duration::from_secs(1), Duration::from_secs(30));
-
-/// A consumed record as the codecs see it.
-pub(crate) fn record_of(message: &impl Message) -> KafkaRecord<'_> {
-    KafkaRecord {
-        topic: message.topic(),
-        partition: message.partition(),
-        offset: message.offset(),
-        timestamp_ms: message.timestamp().to_millis(),
-        key: message.key(),
-        payload: message.payload(),
-    }
-}
 
 /// A consumed record's headers, for a record produced from it (an enriched record, a
 /// dead letter): tracing and lineage headers survive the pipeline.

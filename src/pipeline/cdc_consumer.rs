@@ -16,7 +16,6 @@ use rdkafka::Offset;
 use rdkafka::consumer::CommitMode;
 use rdkafka::consumer::Consumer as _;
 use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::message::{Message, OwnedMessage};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinError;
 
@@ -29,7 +28,7 @@ use super::dead_letter::DeadLetters;
 use crate::codec::{CdcDecoder, DecodeError, Decoded};
 use crate::config::{CdcConfig, KafkaConfig};
 use crate::error::{Error, Result};
-use crate::kafka::Consumer;
+use crate::kafka::{Consumed, Consumer};
 use crate::lsm::row_check::{CheckedChange, RowCheck, RowRejected};
 use crate::observe::PipelineMetrics;
 use crate::table::Table;
@@ -61,9 +60,9 @@ async fn decode_record(
     config: &CdcConfig,
     decoder: &CdcDecoder,
     check: &RowCheck,
-    message: &impl Message,
+    message: &Consumed,
 ) -> Result<std::result::Result<Vec<CheckedChange>, BadRecord>> {
-    let record = crate::kafka::record_of(message);
+    let record = message.record();
     let decoded = match decoder.prepare(&record).await {
         Ok(()) => decoder.decode(&record),
         Err(e) => Err(e),
@@ -94,7 +93,7 @@ async fn decode_held(
     config: &CdcConfig,
     decoder: &CdcDecoder,
     check: &RowCheck,
-    message: &impl Message,
+    message: &Consumed,
     metrics: &PipelineMetrics,
     shutdown: &mut watch::Receiver<bool>,
     mut failed: Option<Error>,
@@ -230,12 +229,12 @@ pub(crate) async fn run_consumer(
                 let mut batch = Vec::new();
                 let mut error = None;
                 match message {
-                    Ok(m) => batch.push(m.detach()),
+                    Ok(m) => batch.push(Consumed::of(&m)),
                     Err(e) => error = Some(e),
                 }
                 while error.is_none() && !batch.is_empty() && batch.len() < GATHER_RECORDS {
                     match consumer.recv().now_or_never() {
-                        Some(Ok(m)) => batch.push(m.detach()),
+                        Some(Ok(m)) => batch.push(Consumed::of(&m)),
                         Some(Err(e)) => error = Some(e),
                         None => break,
                     }
@@ -312,8 +311,8 @@ async fn decode_batch(
     config: Arc<CdcConfig>,
     decoder: Arc<CdcDecoder>,
     check: Arc<RowCheck>,
-    batch: Vec<OwnedMessage>,
-) -> Vec<(OwnedMessage, Outcome)> {
+    batch: Vec<Consumed>,
+) -> Vec<(Consumed, Outcome)> {
     let mut out = Vec::with_capacity(batch.len());
     // After a transient failure (the registry is unreachable) the rest wait for the
     // consumer's held decoding instead of each waiting out the outage here.
@@ -375,7 +374,7 @@ impl Decoding {
     /// gives the changes to the sink. `false` when the pipeline stops.
     async fn take(
         &mut self,
-        done: std::result::Result<Vec<(OwnedMessage, Outcome)>, JoinError>,
+        done: std::result::Result<Vec<(Consumed, Outcome)>, JoinError>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<bool> {
         let done = done.map_err(|source| Error::Task {
@@ -435,7 +434,7 @@ impl Decoding {
     async fn fit(
         &mut self,
         decoded: std::result::Result<Vec<CheckedChange>, BadRecord>,
-        message: &OwnedMessage,
+        message: &Consumed,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<Option<std::result::Result<Vec<CheckedChange>, BadRecord>>> {
         let Err(BadRecord::Decode(DecodeError::SchemaChanged { columns, .. })) = decoded else {
@@ -485,7 +484,7 @@ impl Decoding {
 
     /// Adds a record's changes to the gathered batch (a batch holds one partition's
     /// records). `false` when the sink stopped.
-    async fn gather(&mut self, message: &OwnedMessage, changes: Vec<CheckedChange>) -> bool {
+    async fn gather(&mut self, message: &Consumed, changes: Vec<CheckedChange>) -> bool {
         let (next_offset, timestamp_ms) = (message.offset() + 1, message.timestamp().to_millis());
         if let Some(batch) = &mut self.gathered
             && batch.partition == message.partition()

@@ -3,9 +3,9 @@
 //! headers, and the pipeline goes on. Without a dead-letter topic it is logged.
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Message};
+use rdkafka::message::Header;
 
-use crate::kafka::{OutRecord, Producer};
+use crate::kafka::{Consumed, OutRecord, Producer};
 
 use crate::error::{Error, Result};
 
@@ -38,10 +38,10 @@ impl DeadLetters {
     /// itself (too large for it), the reason is sent again with the payload cut to
     /// [`TRUNCATED_PAYLOAD`] bytes and its original size in a header: the record is lost
     /// from Kafka either way, and the reason and origin are what an operator needs.
-    pub(crate) async fn send<M: Message>(
+    pub(crate) async fn send(
         &self,
         pipeline: &str,
-        message: &M,
+        message: &Consumed,
         reason: &str,
     ) -> Result<()> {
         let Some(topic) = &self.topic else {
@@ -88,11 +88,11 @@ impl DeadLetters {
         }
     }
 
-    async fn produce<M: Message>(
+    async fn produce(
         &self,
         topic: &str,
         pipeline: &str,
-        message: &M,
+        message: &Consumed,
         reason: &str,
         payload: Option<&[u8]>,
         truncated_from: Option<usize>,
@@ -100,7 +100,10 @@ impl DeadLetters {
         let partition = message.partition().to_string();
         let offset = message.offset().to_string();
         let original_size = truncated_from.map(|n| n.to_string());
-        let mut headers = crate::kafka::copied_headers(message)
+        let mut headers = message
+            .headers()
+            .cloned()
+            .unwrap_or_default()
             .insert(Header {
                 key: ERROR_HEADER,
                 value: Some(reason),

@@ -16,7 +16,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdkafka::message::{Message, OwnedMessage};
 use smallvec::{SmallVec, smallvec};
 use tokio::sync::watch;
 
@@ -24,6 +23,7 @@ use super::join::{Facts, Join, JoinKey};
 use crate::codec::{Fact, FactDecoder, KafkaRecord, OutputEncoder};
 use crate::config::EnrichConfig;
 use crate::error::Error;
+use crate::kafka::Consumed;
 use crate::observe::PipelineMetrics;
 use crate::table::datum::Datum;
 
@@ -33,7 +33,7 @@ pub(crate) type Output = (Option<Vec<u8>>, Vec<u8>);
 pub(crate) type Outputs = SmallVec<[Output; 1]>;
 
 /// A fact whose lookups finished: what to produce (nothing: dropped), or why not.
-pub(crate) type Enriched = (OwnedMessage, std::result::Result<Outputs, FactError>);
+pub(crate) type Enriched = (Consumed, std::result::Result<Outputs, FactError>);
 
 /// Why a fact was not turned into output records.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +65,7 @@ const HOLD_MAX: Duration = Duration::from_secs(30);
 #[derive(Default)]
 pub(crate) struct BatchOutcome {
     pub(crate) done: Vec<Enriched>,
-    pub(crate) deferred: Vec<OwnedMessage>,
+    pub(crate) deferred: Vec<Consumed>,
 }
 
 /// What a pipeline's fact futures share.
@@ -97,13 +97,13 @@ enum Progress<'a> {
 
 impl Enricher {
     /// Enriches one fact on its own, holding it while what it depends on fails.
-    pub(crate) async fn enrich(self: Arc<Self>, message: OwnedMessage) -> BatchOutcome {
+    pub(crate) async fn enrich(self: Arc<Self>, message: Consumed) -> BatchOutcome {
         let mut shutdown = self.shutdown.clone();
         let mut wait = HOLD_FIRST;
         let mut held = false;
         let result = loop {
             let result = enrich_one(
-                &crate::kafka::record_of(&message),
+                &message.record(),
                 &self.decoder,
                 &self.joins,
                 &self.encoder,
@@ -148,10 +148,10 @@ impl Enricher {
     }
 
     /// Enriches a batch of facts with one lookup per join for the whole batch.
-    pub(crate) async fn enrich_batch(self: Arc<Self>, messages: Vec<OwnedMessage>) -> BatchOutcome {
+    pub(crate) async fn enrich_batch(self: Arc<Self>, messages: Vec<Consumed>) -> BatchOutcome {
         let mut progress = Vec::with_capacity(messages.len());
         for message in &messages {
-            let record = crate::kafka::record_of(message);
+            let record = message.record();
             let decoded = match self.decoder.prepare(&record).await {
                 Ok(()) => self.decoder.decode(&record),
                 Err(e) => Err(e),
@@ -240,7 +240,7 @@ impl Enricher {
         &self,
         j: usize,
         join: &'a Join,
-        messages: &[OwnedMessage],
+        messages: &[Consumed],
         progress: &mut [Progress<'a>],
         matches: &mut Vec<JoinOutcome>,
     ) -> Duration {
@@ -538,8 +538,8 @@ mod tests {
         Some(fact.to_string().into_bytes())
     }
 
-    fn message(kind: u8, offset: i64) -> OwnedMessage {
-        OwnedMessage::new(
+    fn message(kind: u8, offset: i64) -> Consumed {
+        Consumed::of(&rdkafka::message::OwnedMessage::new(
             payload(kind, offset),
             Some(offset.to_string().into_bytes()),
             "orders".into(),
@@ -547,7 +547,7 @@ mod tests {
             0,
             offset,
             None,
-        )
+        ))
     }
 
     fn results(outcome: &[Enriched]) -> Vec<(i64, std::result::Result<Outputs, FactError>)> {
@@ -607,7 +607,7 @@ mod tests {
             rt.block_on(async {
                 let batched = enricher(true).await;
                 let single = enricher(true).await;
-                let messages: Vec<OwnedMessage> = kinds
+                let messages: Vec<Consumed> = kinds
                     .iter()
                     .enumerate()
                     .map(|(i, &k)| message(k, i as i64))

@@ -23,14 +23,13 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, FuturesUnordered};
 use futures::{FutureExt, StreamExt};
 use rdkafka::consumer::{CommitMode, Consumer as _};
-use rdkafka::message::{Message, OwnedMessage};
 use tokio::sync::watch;
 
 use super::dead_letter::DeadLetters;
 use crate::codec::{FactDecoder, OutputEncoder};
 use crate::config::{EnrichConfig, KafkaConfig};
 use crate::error::{Error, Result};
-use crate::kafka::{Consumer, Deliveries, Producer};
+use crate::kafka::{Consumed, Consumer, Deliveries, Producer};
 use crate::observe::PipelineMetrics;
 use facts::{BatchOutcome, Enriched, Enricher, FactError};
 pub(crate) use join::{Join, JoinPlan};
@@ -82,7 +81,7 @@ impl InFlight {
 
 /// A delivery group in flight: once every record is acknowledged, resolves to how many
 /// facts it was given and those whose offsets are done.
-type Delivery = BoxFuture<'static, Result<(usize, Vec<OwnedMessage>)>>;
+type Delivery = BoxFuture<'static, Result<(usize, Vec<Consumed>)>>;
 
 /// Runs one enrich pipeline until `shutdown`. Joins with a `full` cache are loaded before
 /// the first fact is consumed.
@@ -155,7 +154,7 @@ pub(crate) async fn run(
         tokio::select! {
             message = consumer.recv(), if in_flight < max_in_flight && unacknowledged < MAX_UNACKNOWLEDGED => {
                 let first = match message {
-                    Ok(m) => m.detach(),
+                    Ok(m) => Consumed::of(&m),
                     Err(e) => {
                         consumer.context().consumer_error(&e);
                         continue;
@@ -167,7 +166,7 @@ pub(crate) async fn run(
                 batch.push(first);
                 while batch.len() < room {
                     match consumer.recv().now_or_never() {
-                        Some(Ok(m)) => batch.push(m.detach()),
+                        Some(Ok(m)) => batch.push(Consumed::of(&m)),
                         Some(Err(e)) => {
                             consumer.context().consumer_error(&e);
                             break;
@@ -247,7 +246,7 @@ struct Sink<'a> {
 
 /// A fact whose records were sent: once they are all acknowledged, its offset is done.
 struct SentFact {
-    message: OwnedMessage,
+    message: Consumed,
     /// Its records in the delivery group.
     records: u64,
     /// It went to the dead-letter topic instead (a record of it was refused at once):
@@ -342,7 +341,7 @@ impl Sink<'_> {
         .boxed())
     }
 
-    async fn dead_letter(&self, message: &OwnedMessage, reason: &str) -> Result<()> {
+    async fn dead_letter(&self, message: &Consumed, reason: &str) -> Result<()> {
         PipelineMetrics::add(&self.metrics.dead_lettered, 1);
         self.dead_letters
             .send(&self.config.name, message, reason)
@@ -354,7 +353,7 @@ impl Sink<'_> {
 /// Returns how many facts the group was given.
 fn done_facts(
     offsets: &mut OffsetTracker,
-    (given, facts): (usize, Vec<OwnedMessage>),
+    (given, facts): (usize, Vec<Consumed>),
     stored: &mut bool,
 ) -> usize {
     for m in &facts {

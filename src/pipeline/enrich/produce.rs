@@ -11,11 +11,11 @@
 use std::sync::Arc;
 
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Message, OwnedMessage};
+use rdkafka::message::Message;
 
 use super::facts::Outputs;
 use crate::error::Error;
-use crate::kafka::{Deliveries, Failure, OutRecord, Producer};
+use crate::kafka::{Consumed, Deliveries, Failure, OutRecord, Producer};
 
 /// Why records were not produced.
 #[derive(Debug)]
@@ -59,7 +59,7 @@ pub(crate) async fn send_all(
     topic: &str,
     group: &Arc<Deliveries>,
     tag: u32,
-    message: &OwnedMessage,
+    message: &Consumed,
     outputs: Outputs,
 ) -> Result<u64, Refused> {
     let mut sent = 0;
@@ -70,9 +70,7 @@ pub(crate) async fn send_all(
             payload: Some(payload),
         };
         // Most facts carry no headers: then no (empty) header list is made for each.
-        let headers = message
-            .headers()
-            .map(|_| crate::kafka::copied_headers(message));
+        let headers = message.headers().cloned();
         producer
             .send(group, tag, record, headers)
             .await

@@ -66,6 +66,26 @@ async fn send(producer: &FutureProducer, topic: &str, key: &str, payload: &str) 
         .expect("produce");
 }
 
+/// [`send`] with a `traceparent` header, which the records made from it must carry.
+async fn send_traced(producer: &FutureProducer, topic: &str, key: &str, payload: &str) {
+    let headers = rdkafka::message::OwnedHeaders::new().insert(rdkafka::message::Header {
+        key: "traceparent",
+        value: Some(TRACE),
+    });
+    producer
+        .send(
+            FutureRecord::to(topic)
+                .key(key)
+                .payload(payload)
+                .headers(headers),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("produce");
+}
+
+const TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
 fn customer(op: &str, id: i64, name: &str, country: &str, ts: i64) -> String {
     let row = json!({"id": id, "name": name, "country": country, "updated_at": ts});
     match op {
@@ -210,7 +230,7 @@ async fn orders_are_enriched_from_cdc_and_restarts_resume_exactly() {
         "the late update lost"
     );
 
-    send(
+    send_traced(
         &producer,
         "orders",
         "100",
@@ -224,7 +244,7 @@ async fn orders_are_enriched_from_cdc_and_restarts_resume_exactly() {
         r#"{"order_id": 101, "customer_id": 77}"#,
     )
     .await;
-    send(
+    send_traced(
         &producer,
         "orders",
         "102",
@@ -254,6 +274,14 @@ async fn orders_are_enriched_from_cdc_and_restarts_resume_exactly() {
         out.iter().any(|(k, _, _)| k.as_deref() == Some("100")),
         "output key is order_id"
     );
+    // A fact's headers travel to its enriched record and to its dead letter; a fact
+    // without headers gets none.
+    for (_, value, headers) in &out {
+        let traced = headers
+            .iter()
+            .any(|(k, v)| k == "traceparent" && v == TRACE);
+        assert_eq!(traced, value["order_id"] == 100, "{value}: {headers:?}");
+    }
     let dlq = read_topic(&bootstrap, "orders_dlq", 1).await;
     let headers: BTreeMap<_, _> = dlq[0].2.iter().cloned().collect();
     assert!(
@@ -261,6 +289,7 @@ async fn orders_are_enriched_from_cdc_and_restarts_resume_exactly() {
         "{headers:?}"
     );
     assert_eq!(headers["lakejoin.source.topic"], "orders");
+    assert_eq!(headers["traceparent"], TRACE, "{headers:?}");
     let cdc_dlq = read_topic(&bootstrap, "customers_dlq", 1).await;
     assert_eq!(cdc_dlq[0].1, Value::String("{not json".into()));
 

@@ -28,6 +28,50 @@ fn debezium(op: &str, id: i64, name: &str, country: &str, ts: i64) -> String {
     .to_string()
 }
 
+/// Sends orders of a customer, ids counting up from `first_order`, one at a time until
+/// one is enriched with the customer's new `name` (a committed update reaches the
+/// lookups within 90 s); each order before it must carry `old_name` when given. Returns
+/// that order's enriched record. One at a time because when the lookup sees the update is
+/// the table's commit and the lookup's refresh, which no fixed wait can know.
+fn order_until_enriched_with(
+    (producer, orders, output): (&TestProducer, &str, &mut TopicReader),
+    (first_order, customer_id): (i64, i64),
+    name: &str,
+    old_name: Option<&str>,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut order_id = first_order;
+    loop {
+        producer.send(
+            orders,
+            &order_id.to_string(),
+            &json!({"order_id": order_id, "customer_id": customer_id}).to_string(),
+        );
+        producer.flush();
+        output.read_until(&format!("order {order_id} enriched"), |records| {
+            records.iter().any(|r| r.value["order_id"] == order_id)
+        });
+        let latest = output
+            .records
+            .iter()
+            .find(|r| r.value["order_id"] == order_id)
+            .map(|r| r.value.clone())
+            .expect("just read");
+        if latest["customer_name"] == name {
+            return latest;
+        }
+        if let Some(old) = old_name {
+            assert_eq!(latest["customer_name"], old, "before the update: the old row");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the update never reached the lookups: {latest}"
+        );
+        order_id += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn customer_row(id: i64, name: &str, country: &str, ts: i64) -> Value {
     json!({"id": id, "name": name, "country": country, "updated_at": ts})
 }
@@ -162,38 +206,13 @@ fn orders_are_enriched_from_debezium_customers() {
     // An update committed by the CDC pipeline reaches the lookups of later orders.
     producer.send(&customers, "2", &debezium("u", 2, "bobby", "at", 20));
     producer.flush();
-    let mut order_id = 200;
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        producer.send(
-            &orders,
-            &order_id.to_string(),
-            &json!({"order_id": order_id, "customer_id": 2}).to_string(),
-        );
-        producer.flush();
-        output.read_until(&format!("order {order_id} arrived"), |records| {
-            records.iter().any(|r| r.value["order_id"] == order_id)
-        });
-        let latest = output
-            .records
-            .iter()
-            .find(|r| r.value["order_id"] == order_id)
-            .expect("just read");
-        if latest.value["customer_name"] == "bobby" {
-            assert_eq!(latest.value["customer_country"], "at");
-            break;
-        }
-        assert_eq!(
-            latest.value["customer_name"], "bob",
-            "before the update: the old row"
-        );
-        assert!(
-            Instant::now() < deadline,
-            "the update never reached the lookups"
-        );
-        order_id += 1;
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let updated = order_until_enriched_with(
+        (&producer, &orders, &mut output),
+        (200, 2),
+        "bobby",
+        Some("bob"),
+    );
+    assert_eq!(updated["customer_country"], "at");
 
     process.terminate();
     let mut expected = customers_at_start;
@@ -1126,33 +1145,7 @@ fn a_broker_restart_mid_run_is_survived() {
         (&json!("ada"), &json!("bob"), &json!("bob"))
     );
     // The update reaches the lookups of later orders.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let mut order_id = 5;
-    loop {
-        producer.send(
-            &orders,
-            &order_id.to_string(),
-            &json!({"order_id": order_id, "customer_id": 1}).to_string(),
-        );
-        producer.flush();
-        output.read_until(&format!("order {order_id} enriched"), |records| {
-            records.iter().any(|r| r.value["order_id"] == order_id)
-        });
-        let name = output
-            .records
-            .iter()
-            .find(|r| r.value["order_id"] == order_id)
-            .map(|r| r.value["customer_name"].clone());
-        if name == Some(json!("ada lovelace")) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the update never reached the lookups: {name:?}"
-        );
-        order_id += 1;
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    order_until_enriched_with((&producer, &orders, &mut output), (5, 1), "ada lovelace", None);
     process.assert_alive();
     let log = process.terminate();
     // librdkafka's per-reconnect failures are not repeated at error level.

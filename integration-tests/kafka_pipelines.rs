@@ -61,7 +61,10 @@ fn order_until_enriched_with(
             return latest;
         }
         if let Some(old) = old_name {
-            assert_eq!(latest["customer_name"], old, "before the update: the old row");
+            assert_eq!(
+                latest["customer_name"], old,
+                "before the update: the old row"
+            );
         }
         assert!(
             Instant::now() < deadline,
@@ -1145,7 +1148,12 @@ fn a_broker_restart_mid_run_is_survived() {
         (&json!("ada"), &json!("bob"), &json!("bob"))
     );
     // The update reaches the lookups of later orders.
-    order_until_enriched_with((&producer, &orders, &mut output), (5, 1), "ada lovelace", None);
+    order_until_enriched_with(
+        (&producer, &orders, &mut output),
+        (5, 1),
+        "ada lovelace",
+        None,
+    );
     process.assert_alive();
     let log = process.terminate();
     // librdkafka's per-reconnect failures are not repeated at error level.

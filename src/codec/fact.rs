@@ -601,6 +601,9 @@ mod tests {
             "12345678901234567890",
             "123456789012345678901",
             "-9223372036854775808",
+            "-999999999999999999",
+            "-9999999999999999999",
+            " \t 42 \n",
             r#""""#,
             r#""ab""#,
             r#""é""#,
@@ -619,6 +622,10 @@ mod tests {
                 "{value}"
             );
         }
+        // A repeated key reads as its last value.
+        let (raw, tree) = both(r#"{"k": "first", "k": 12}"#);
+        assert_eq!(raw.record_key("k").unwrap(), Some(b"12".to_vec()));
+        assert_eq!(tree.record_key("k").unwrap(), Some(b"12".to_vec()));
         let (raw, _) = both(r#"{"k": 1}"#);
         assert_eq!(raw.record_key("missing").unwrap(), None);
     }

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 use super::OutputEncoder;
 use super::avro::EncodeError;
 use super::error::{DecodeError, Part};
+use super::json_scan::{object_fields, plain_run};
 use super::json_value::{lookup_path, parse_object};
 use crate::table::binary_row::FieldValue;
 use crate::table::datum::{Datum, datum_to_json};
@@ -71,7 +72,12 @@ impl<'a> Fact<'a> {
     /// it as a tree instead, which also gives the error of a payload that is not one).
     pub(crate) fn raw(payload: &'a [u8]) -> Option<Self> {
         // UTF-8 checked once for the whole payload, not once per string.
-        let fields = serde_json::from_str(std::str::from_utf8(payload).ok()?).ok()?;
+        let text = std::str::from_utf8(payload).ok()?;
+        // The scanner takes the usual shapes; `serde_json` whatever else it can.
+        let fields = match object_fields(text) {
+            Some(fields) => RawFields(fields),
+            None => serde_json::from_str(text).ok()?,
+        };
         Some(Fact::Raw(RawFact {
             payload,
             fields,
@@ -97,7 +103,7 @@ impl<'a> Fact<'a> {
                 });
         }
         if let Some(value) = raw.fields.get(path) {
-            return serde_json::from_str(value.get())
+            return serde_json::from_str(value)
                 .map(|v| Some(Cow::Owned(v)))
                 .map_err(|source| FactValueError::Field {
                     path: path.to_string(),
@@ -120,7 +126,7 @@ impl<'a> Fact<'a> {
         if let Fact::Raw(raw) = self
             && !raw.added.iter().any(|(name, _)| *name == path)
             && let Some(value) = raw.fields.get(path)
-            && let Some(text) = key_text_as_written(value.get())
+            && let Some(text) = key_text_as_written(value)
         {
             return Ok(Some(text.to_vec()));
         }
@@ -226,10 +232,11 @@ impl<'a> Fact<'a> {
 /// tenth of an enrich pipeline's CPU). A repeated key reads as its last value, as in a
 /// parsed tree.
 #[derive(Debug, Clone, Default)]
-struct RawFields<'a>(Vec<(&'a str, &'a RawValue)>);
+struct RawFields<'a>(Vec<(&'a str, &'a str)>);
 
 impl<'a> RawFields<'a> {
-    fn get(&self, name: &str) -> Option<&'a RawValue> {
+    /// A field's value as JSON text.
+    fn get(&self, name: &str) -> Option<&'a str> {
         self.0
             .iter()
             .rev()
@@ -259,8 +266,8 @@ impl<'de> serde::Deserialize<'de> for RawFields<'de> {
                 let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(16).min(64));
                 // A key with escapes cannot be borrowed: the entry fails, and the fact is
                 // parsed as a tree instead.
-                while let Some(entry) = map.next_entry::<&'de str, &'de RawValue>()? {
-                    fields.push(entry);
+                while let Some((key, value)) = map.next_entry::<&'de str, &'de RawValue>()? {
+                    fields.push((key, value.get()));
                 }
                 Ok(RawFields(fields))
             }
@@ -380,8 +387,8 @@ fn write_datum_json(out: &mut Vec<u8>, datum: &Datum, ty: &DataType) {
 }
 
 /// Writes `s` as a JSON string, as `serde_json` does. Most strings (names, and the
-/// values of most columns) need no escape: those are found by a scan that the compiler
-/// vectorises, 16 bytes a step, and copied whole, instead of escaping byte by byte.
+/// values of most columns) need no escape: those are found by a scan eight bytes a step
+/// ([`plain_run`]) and copied whole, instead of escaping byte by byte.
 fn write_json_str(out: &mut Vec<u8>, s: &str) {
     if needs_escape(s.as_bytes()) {
         // Writing a string into a Vec cannot fail.
@@ -396,30 +403,8 @@ fn write_json_str(out: &mut Vec<u8>, s: &str) {
 
 /// Whether JSON needs an escape for a byte of `bytes`: a quote, a backslash or a control
 /// character (what `serde_json` escapes; other bytes, UTF-8 included, go as they are).
-/// Eight bytes a step, as one word, with the classic tests for a zero byte and for a
-/// byte below a bound (exact as yes-or-no answers).
 fn needs_escape(bytes: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-    let mut words = bytes.chunks_exact(8);
-    for word in &mut words {
-        let mut lanes = [0u8; 8];
-        lanes.copy_from_slice(word);
-        let w = u64::from_le_bytes(lanes);
-        let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-        if control
-            | zero_byte(w ^ (ONES * u64::from(b'"')))
-            | zero_byte(w ^ (ONES * u64::from(b'\\')))
-            != 0
-        {
-            return true;
-        }
-    }
-    words
-        .remainder()
-        .iter()
-        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    plain_run(bytes) < bytes.len()
 }
 
 #[cfg(test)]

@@ -66,6 +66,7 @@ mod flat_object;
 #[cfg(test)]
 mod fuzz_seeds;
 pub(crate) mod json;
+mod json_scan;
 mod json_value;
 mod maxwell;
 mod registry;

@@ -14,8 +14,9 @@
 //! property tests check that every text it accepts `serde_json` accepts too, with the
 //! same fields, and that it accepts every object `serde_json` writes.
 
-/// Deepest nesting the fast path follows (the object itself is level 1). Well under
-/// `serde_json`'s recursion limit (128), so nothing accepted here is refused there.
+/// Deepest nesting the fast path follows (the object itself is level 1): it bounds the
+/// scanner's own recursion. Deeper text goes to `serde_json`, whose skipping of raw
+/// values keeps its own stack and takes any depth.
 const MAX_DEPTH: u32 = 32;
 
 /// The top-level `(key, value)` pairs of the JSON object `text`, in order, repeated keys
@@ -275,8 +276,10 @@ mod tests {
                         mut map: M,
                     ) -> Result<Fields, M::Error> {
                         let mut out = Vec::new();
-                        while let Some((k, v)) = map.next_entry::<String, &RawValue>()? {
-                            out.push((k, v.get().to_owned()));
+                        // `&str` keys, as `codec::fact` reads them: a key
+                        // serde_json cannot borrow (one with an escape) fails.
+                        while let Some((k, v)) = map.next_entry::<&str, &RawValue>()? {
+                            out.push((k.to_owned(), v.get().to_owned()));
                         }
                         Ok(Fields(out))
                     }
@@ -315,6 +318,18 @@ mod tests {
                 ("a", "-2.5e+3")
             ])
         );
+        let spellings =
+            "{\t\"e\"\r\n:\t1E-2,\"u\":\"\\uABcd\\/\\b\\f\\r\\t\\\\\",\"z\":-0,\"x\":0.5e7}\r\n";
+        assert_eq!(
+            object_fields(spellings),
+            Some(vec![
+                ("e", "1E-2"),
+                ("u", "\"\\uABcd\\/\\b\\f\\r\\t\\\\\""),
+                ("z", "-0"),
+                ("x", "0.5e7")
+            ])
+        );
+        agrees(spellings);
         assert_eq!(object_fields("{}"), Some(vec![]));
         assert_eq!(object_fields("{ }"), Some(vec![]));
         agrees(text);
@@ -366,12 +381,18 @@ mod tests {
     #[test]
     fn leaves_escaped_keys_and_deep_nesting_to_serde_json() {
         assert_eq!(object_fields("{\"a\\u0062\":1}"), None);
-        assert!(by_serde("{\"a\\u0062\":1}").is_some());
+        assert!(serde_json::from_str::<Value>("{\"a\\u0062\":1}").is_ok());
         let deep =
             |levels: usize| format!("{{\"a\":{}1{}}}", "[".repeat(levels), "]".repeat(levels));
         assert!(object_fields(&deep(MAX_DEPTH as usize - 1)).is_some());
         assert_eq!(object_fields(&deep(MAX_DEPTH as usize)), None);
         assert!(by_serde(&deep(MAX_DEPTH as usize)).is_some());
+        // Objects count as arrays do.
+        let objects =
+            |levels: usize| format!("{}1{}", "{\"a\":".repeat(levels), "}".repeat(levels));
+        assert!(object_fields(&objects(MAX_DEPTH as usize)).is_some());
+        assert_eq!(object_fields(&objects(MAX_DEPTH as usize + 1)), None);
+        assert!(by_serde(&objects(MAX_DEPTH as usize + 1)).is_some());
     }
 
     #[test]
@@ -380,6 +401,16 @@ mod tests {
         let text = "{\"a\":\"\\ud800\",\"b\":\"\\u00E9\\/\"}";
         assert!(object_fields(text).is_some());
         agrees(text);
+    }
+
+    #[test]
+    fn plain_run_stops_at_the_first_special_byte_of_a_word() {
+        // A borrow from a control byte can flag the lanes above it; the lowest one counts.
+        assert_eq!(plain_run(b"abc\x1f \"\\x"), 3);
+        assert_eq!(plain_run(b"abcdefg\x00\x01\""), 7);
+        assert_eq!(plain_run(b"abcdefgh\\"), 8);
+        assert_eq!(plain_run(b"plain text, no stop"), 19);
+        assert_eq!(plain_run(b""), 0);
     }
 
     proptest! {

@@ -1,6 +1,6 @@
 //! Decoding JSON facts on one core: lakejoin's `FactDecoder` against the fastest
-//! `serde_json` ways to do the same job, on 1,000,000 orders shaped like the throughput
-//! benchmark's (10 fields, about 200 bytes).
+//! `serde_json` ways to do the same job, on 1,000,000 of the throughput benchmark's orders
+//! (10 fields, about 200 bytes).
 //!
 //! An enrich pipeline decodes a JSON fact only to read a field or two and splice the
 //! joined columns into its bytes, so what it needs is each top-level field's value text.
@@ -23,28 +23,10 @@ use serde_json::value::RawValue;
 
 const PASSES: usize = 5;
 
-const CURRENCIES: [&str; 4] = ["EUR", "USD", "GBP", "JPY"];
-const CHANNELS: [&str; 3] = ["web", "app", "store"];
-const STATUSES: [&str; 4] = ["placed", "paid", "shipped", "delivered"];
-const CITIES: [&str; 6] = ["Lisbon", "Berlin", "Osaka", "Austin", "Lyon", "Porto"];
-
-/// Order `n` as the throughput benchmark writes it (`serde_json`'s compact form).
-fn order(n: u64) -> String {
-    let pick = |list: &[&'static str], i: u64| list[(i % list.len() as u64) as usize];
-    serde_json::json!({
-        "order_id": n,
-        "customer_id": 1 + (n * 7) % 100_000,
-        "sku": format!("SKU-{:06}", (n * 7919) % 250_000),
-        "quantity": 1 + n % 5,
-        "unit_price": ((n * 31) % 20_000) as f64 / 100.0,
-        "currency": pick(&CURRENCIES, n),
-        "channel": pick(&CHANNELS, n / 3),
-        "status": pick(&STATUSES, n / 11),
-        "shipping_city": pick(&CITIES, n / 13),
-        "created_at": 1_780_000_000_000u64 + n,
-    })
-    .to_string()
-}
+/// The throughput benchmark's data: its orders are the facts decoded here.
+#[path = "throughput/data.rs"]
+#[allow(dead_code)]
+mod data;
 
 /// A JSON object's top-level fields as `serde_json` finds them without parsing values.
 struct RawFields<'a>(Vec<(&'a str, &'a RawValue)>);
@@ -94,7 +76,9 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
-    let orders: Vec<String> = (1..=count).map(order).collect();
+    let orders: Vec<String> = (1..=count)
+        .map(|n| data::order(n, 1 + (n * 7) % 100_000).1)
+        .collect();
     let bytes: usize = orders.iter().map(String::len).sum();
     println!(
         "{count} orders, {:.0} bytes each on average; best of {PASSES} passes, one core",

@@ -12,16 +12,14 @@
 //! splice keeps the payload's own spelling of numbers and whitespace).
 
 use std::borrow::Cow;
-use std::fmt;
 use std::ops::Range;
 
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::OutputEncoder;
 use super::avro::EncodeError;
 use super::error::{DecodeError, Part};
-use super::json_scan::{object_fields, plain_run};
+use super::json_scan::{object_fields, plain_run, serde_fields};
 use super::json_value::{lookup_path, parse_object};
 use crate::table::binary_row::FieldValue;
 use crate::table::datum::{Datum, datum_to_json};
@@ -74,10 +72,7 @@ impl<'a> Fact<'a> {
         // UTF-8 checked once for the whole payload, not once per string.
         let text = std::str::from_utf8(payload).ok()?;
         // The scanner takes the usual shapes; `serde_json` whatever else it can.
-        let fields = match object_fields(text) {
-            Some(fields) => RawFields(fields),
-            None => serde_json::from_str(text).ok()?,
-        };
+        let fields = RawFields(object_fields(text).or_else(|| serde_fields(text))?);
         Some(Fact::Raw(RawFact {
             payload,
             fields,
@@ -246,33 +241,6 @@ impl<'a> RawFields<'a> {
 
     fn is_empty(&self) -> bool {
         self.0.is_empty()
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for RawFields<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Fields;
-        impl<'de> serde::de::Visitor<'de> for Fields {
-            type Value = RawFields<'de>;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-
-            fn visit_map<M: serde::de::MapAccess<'de>>(
-                self,
-                mut map: M,
-            ) -> Result<Self::Value, M::Error> {
-                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(16).min(64));
-                // A key with escapes cannot be borrowed: the entry fails, and the fact is
-                // parsed as a tree instead.
-                while let Some((key, value)) = map.next_entry::<&'de str, &'de RawValue>()? {
-                    fields.push((key, value.get()));
-                }
-                Ok(RawFields(fields))
-            }
-        }
-        deserializer.deserialize_map(Fields)
     }
 }
 

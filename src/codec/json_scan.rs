@@ -14,6 +14,8 @@
 //! property tests check that every text it accepts `serde_json` accepts too, with the
 //! same fields, and that it accepts every object `serde_json` writes.
 
+use serde_json::value::RawValue;
+
 /// Deepest nesting the fast path follows (the object itself is level 1): it bounds the
 /// scanner's own recursion. Deeper text goes to `serde_json`, whose skipping of raw
 /// values keeps its own stack and takes any depth.
@@ -59,6 +61,42 @@ pub(crate) fn object_fields(text: &str) -> Option<Vec<(&str, &str)>> {
     }
     scan.whitespace();
     (scan.at == scan.bytes.len()).then_some(fields)
+}
+
+/// [`object_fields`] by `serde_json`, for what the scanner leaves to it: the same list,
+/// keys borrowed (`None` for a key with an escape, which cannot be), values as their raw
+/// JSON text. `None` too when `text` is not a JSON object.
+pub(crate) fn serde_fields(text: &str) -> Option<Vec<(&str, &str)>> {
+    serde_json::from_str::<SerdeFields<'_>>(text)
+        .ok()
+        .map(|f| f.0)
+}
+
+struct SerdeFields<'a>(Vec<(&'a str, &'a str)>);
+
+impl<'de> serde::Deserialize<'de> for SerdeFields<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = SerdeFields<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Self::Value, M::Error> {
+                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(16).min(64));
+                while let Some((key, value)) = map.next_entry::<&'de str, &'de RawValue>()? {
+                    fields.push((key, value.get()));
+                }
+                Ok(SerdeFields(fields))
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
 }
 
 /// How many bytes at the start of `bytes` a JSON string takes as they are: up to the
@@ -128,8 +166,8 @@ impl Scanner<'_> {
         match self.peek()? {
             b'"' => self.string().map(|_| ()),
             b'{' | b'[' if depth > MAX_DEPTH => None,
-            b'{' => self.object(depth),
-            b'[' => self.array(depth),
+            b'{' => self.container(depth, true, b'}'),
+            b'[' => self.container(depth, false, b']'),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),
@@ -138,42 +176,28 @@ impl Scanner<'_> {
         }
     }
 
-    fn object(&mut self, depth: u32) -> Option<()> {
+    /// An object (`keyed`, ending in `}`) or an array (ending in `]`) at nesting level
+    /// `depth`, from its opening bracket.
+    fn container(&mut self, depth: u32, keyed: bool, close: u8) -> Option<()> {
         self.at += 1;
         self.whitespace();
-        if self.peek()? == b'}' {
+        if self.peek()? == close {
             self.at += 1;
             return Some(());
         }
         loop {
-            self.expect_peek(b'"')?;
-            self.string()?;
-            self.whitespace();
-            self.expect(b':')?;
-            self.whitespace();
-            self.value(depth + 1)?;
-            self.whitespace();
-            match self.next()? {
-                b',' => self.whitespace(),
-                b'}' => return Some(()),
-                _ => return None,
+            if keyed {
+                self.expect_peek(b'"')?;
+                self.string()?;
+                self.whitespace();
+                self.expect(b':')?;
+                self.whitespace();
             }
-        }
-    }
-
-    fn array(&mut self, depth: u32) -> Option<()> {
-        self.at += 1;
-        self.whitespace();
-        if self.peek()? == b']' {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
             self.value(depth + 1)?;
             self.whitespace();
             match self.next()? {
                 b',' => self.whitespace(),
-                b']' => return Some(()),
+                b if b == close => return Some(()),
                 _ => return None,
             }
         }
@@ -258,36 +282,16 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::Value;
-    use serde_json::value::RawValue;
 
-    /// What `serde_json` makes of `text` as an object of raw values.
+    /// What `serde_json` makes of `text` (the fallback itself, so "agrees" means the
+    /// fast path answers as the fallback would).
     fn by_serde(text: &str) -> Option<Vec<(String, String)>> {
-        struct Fields(Vec<(String, String)>);
-        impl<'de> serde::Deserialize<'de> for Fields {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct V;
-                impl<'de> serde::de::Visitor<'de> for V {
-                    type Value = Fields;
-                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                        f.write_str("an object")
-                    }
-                    fn visit_map<M: serde::de::MapAccess<'de>>(
-                        self,
-                        mut map: M,
-                    ) -> Result<Fields, M::Error> {
-                        let mut out = Vec::new();
-                        // `&str` keys, as `codec::fact` reads them: a key
-                        // serde_json cannot borrow (one with an escape) fails.
-                        while let Some((k, v)) = map.next_entry::<&str, &RawValue>()? {
-                            out.push((k.to_owned(), v.get().to_owned()));
-                        }
-                        Ok(Fields(out))
-                    }
-                }
-                d.deserialize_map(V)
-            }
-        }
-        serde_json::from_str::<Fields>(text).ok().map(|f| f.0)
+        serde_fields(text).map(|fields| {
+            fields
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect()
+        })
     }
 
     fn ours(text: &str) -> Option<Vec<(String, String)>> {
@@ -347,6 +351,14 @@ mod tests {
             "{\"a\":1,}",
             "{,}",
             "{\"a\":1 \"b\":2}",
+            "{\"a\":1:\"b\":2}",
+            "{\"a\" 1}",
+            "{\"a\":1,\"b\"}",
+            "{\"a\":[1:2]}",
+            "{\"a\":[1,,2]}",
+            "{\"a\":{\"b\":1:\"c\":2}}",
+            "{\"a\":{\"b\",1}}",
+            "{\"a\":{1:2}}",
             "{\"a\":1}x",
             "{\"a\":1}{}",
             "{'a':1}",

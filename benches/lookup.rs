@@ -1,12 +1,15 @@
 //! Lookup-join strategies on a 1,000,000-row, 8-column table, in one run: lookups/s on
 //! one core and latency percentiles for `full`, `partial` (hits) and `none`; memory per
-//! row of the `full` cache against the rows' BinaryRow size; time to load it; time for
-//! each strategy to apply a refresh that changed 10,000 rows.
+//! row of the `full` cache against the rows' BinaryRow size, and heap bytes per `partial`
+//! entry (a cached row, a remembered miss); time to load it; time for each strategy to
+//! apply a refresh that changed 10,000 rows.
 //!
 //! `cargo bench --bench lookup` (ROWS=… to change the size).
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use lakejoin::lookup::{LookupSpec, LookupTable, PartialOptions, Strategy, TableLookups};
@@ -19,6 +22,53 @@ use lakejoin::table::{Table, TableIdentifier, Warehouse};
 
 mod common;
 use common::{keys, percentile, row, schema};
+
+/// The system allocator, counting the bytes asked for and not yet freed, so the benchmark
+/// can tell what a `partial` cache entry costs (its row, moka's bookkeeping, the front
+/// table's slot and their growth), which no estimate inside the cache sees whole.
+struct Counting;
+
+static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to `System`; only a counter is added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded with the caller's pointer and layout.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded with the caller's layout.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: forwarded with the caller's pointer, layout and size.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
+            LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
 
 /// Keys per `get_many` call: the enrich pipeline's lookup batch.
 const LOOKUP_BATCH: usize = 256;
@@ -168,6 +218,54 @@ fn main() {
         );
         let hits: Vec<i64> = hot.iter().cycle().take(2_000_000).copied().collect();
         measure(&partial, &hits, "partial").await;
+        // Heap per entry: 100,000 more rows of the table (the local lookup files are built
+        // by now), then 100,000 keys the table does not have (remembered misses).
+        let hot_set: std::collections::HashSet<i64> = hot.iter().copied().collect();
+        let more: Vec<i64> = keys(200_000, rows, 29)
+            .into_iter()
+            .filter(|id| !hot_set.contains(id))
+            .collect::<std::collections::HashSet<_>>()
+            .into_iter()
+            .take(100_000)
+            .collect();
+        let absent: Vec<i64> = (rows..rows + 100_000).collect();
+        for (what, ids) in [("cached row", &more), ("remembered miss", &absent)] {
+            let before = LIVE_BYTES.load(Ordering::Relaxed);
+            for &id in ids {
+                partial.get(&[Datum::BigInt(id)]).await.expect("warm");
+            }
+            let after = LIVE_BYTES.load(Ordering::Relaxed);
+            println!(
+                "partial: {:.0} heap bytes per {what} ({} new entries)",
+                after.saturating_sub(before) as f64 / ids.len() as f64,
+                ids.len()
+            );
+        }
+        // A byte bound against the heap it lets the cache use.
+        let bound: u64 = 20 << 20;
+        let before = LIVE_BYTES.load(Ordering::Relaxed);
+        let (_bounded_lookups, bounded) = join(
+            &table,
+            Strategy::Partial(PartialOptions {
+                max_rows: 1_000_000,
+                max_bytes: Some(bound),
+                expire_after_write: None,
+                expire_after_access: None,
+                cache_missing_keys: true,
+            }),
+        )
+        .await;
+        for &id in &keys(200_000, rows, 31) {
+            bounded.get(&[Datum::BigInt(id)]).await.expect("warm");
+        }
+        let after = LIVE_BYTES.load(Ordering::Relaxed);
+        println!(
+            "partial: cache_max_bytes {} MiB: {} entries, heap {:.1} MiB (local lookup \
+             files' indexes included: 16 bytes a table row)",
+            bound >> 20,
+            bounded.cached_rows(),
+            after.saturating_sub(before) as f64 / f64::from(1 << 20)
+        );
 
         // none: every lookup is a point read. The first lookup in each data file builds
         // its local lookup file; that is timed on its own, then the lookups.

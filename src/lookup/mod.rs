@@ -194,8 +194,9 @@ impl LookupTable {
         Ok(lookup)
     }
 
-    /// Rows (misses included for `partial`; 0 for `none`) the cache holds. Metrics.
-    pub(crate) fn cached_rows(&self) -> u64 {
+    /// Rows (misses included for `partial`; 0 for `none`) the cache holds (for `partial`,
+    /// as of moka's last housekeeping). Metrics and benchmarks.
+    pub fn cached_rows(&self) -> u64 {
         match &self.cache {
             Cache::Full(slot) => self.full(slot).len() as u64,
             Cache::Partial(cache) => cache.entry_count(),

@@ -28,7 +28,7 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 }
 
 /// One cached key. Times are milliseconds since the cache was made.
-pub(crate) struct FrontEntry {
+struct FrontEntry {
     key: CacheKey,
     row: Option<ProjectedRow>,
     generation: u64,

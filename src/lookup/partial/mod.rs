@@ -79,12 +79,21 @@ impl Borrow<[u8]> for CacheKey {
     }
 }
 
-/// What moka holds per key: the row and the generation of the insert that made it, which
-/// the front uses to tell a notice about an old value from one about the current value.
-#[derive(Clone)]
+/// What moka holds per key: the generation of the insert that made it, which the front
+/// uses to tell a notice about an old value from one about the current value, and the
+/// entry's weight for a byte bound. Not the row: only the front reads it, and moka's
+/// value is stored in every entry (a row's two `Arc`s were 32 of moka's ~285 bytes per
+/// entry, `cargo bench --bench lookup`).
+#[derive(Clone, Copy)]
 struct Stored {
     generation: u64,
-    row: Option<ProjectedRow>,
+    weight: u32,
+}
+
+/// An entry's estimated bytes, for `cache_max_bytes`.
+fn weight(key: &[u8], row: Option<&ProjectedRow>) -> u32 {
+    let bytes = key.len() + row.map_or(0, ProjectedRow::len) + ENTRY_OVERHEAD;
+    u32::try_from(bytes).unwrap_or(u32::MAX)
 }
 
 /// Serialized primary key → projected row (`None`: the table has no such key).
@@ -130,12 +139,7 @@ impl PartialCache {
         let mut builder = Cache::builder();
         builder = match options.max_bytes {
             Some(bytes) => builder
-                .weigher(|key: &CacheKey, stored: &Stored| {
-                    let bytes = key.as_bytes().len()
-                        + stored.row.as_ref().map_or(0, ProjectedRow::len)
-                        + ENTRY_OVERHEAD;
-                    u32::try_from(bytes).unwrap_or(u32::MAX)
-                })
+                .weigher(|_: &CacheKey, stored: &Stored| stored.weight)
                 .max_capacity(bytes),
             None => builder.max_capacity(options.max_rows),
         };
@@ -198,12 +202,13 @@ impl PartialCache {
         let _shared = self.epoch.read().unwrap_or_else(|p| p.into_inner());
         if current_snapshot() == read_snapshot {
             let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+            let weight = weight(key, row.as_ref());
             let key = CacheKey::new(key);
             // The front first: if moka turns the entry away at once, its listener then
             // finds the entry to remove.
             self.front
-                .insert(key.clone(), row.clone(), generation, self.now_ms());
-            self.cache.insert(key, Stored { generation, row });
+                .insert(key.clone(), row, generation, self.now_ms());
+            self.cache.insert(key, Stored { generation, weight });
         }
     }
 
@@ -231,8 +236,12 @@ impl PartialCache {
     }
 }
 
-/// moka's per-entry bookkeeping, the front's entry, and the row's `Arc` header, roughly.
-const ENTRY_OVERHEAD: usize = 96 + std::mem::size_of::<front::FrontEntry>();
+/// Heap bytes of an entry besides its row and key: moka's bookkeeping (~250 bytes in six
+/// allocations), the front's slot with its table's spare room (~125), the row's `Arc`
+/// header and the tables' growth. `cargo bench --bench lookup` counts ~490 bytes an entry
+/// whole (a two-column row, or none); an estimate of the parts alone (192 bytes) let a
+/// `cache_max_bytes` bound hold twice its size.
+const ENTRY_OVERHEAD: usize = 450;
 
 #[cfg(test)]
 mod tests {

@@ -30,7 +30,7 @@ use crate::config::{CdcConfig, KafkaConfig};
 use crate::error::{Error, Result};
 use crate::kafka::{Consumed, Consumer};
 use crate::lsm::row_check::{CheckedChange, RowCheck, RowRejected};
-use crate::observe::PipelineMetrics;
+use crate::observe::{AbortOnDrop, PipelineMetrics};
 use crate::table::Table;
 
 /// Most records a consumer takes into one batch (and gathers into one [`ChangeBatch`]).
@@ -241,9 +241,10 @@ pub(crate) async fn run_consumer(
                 }
                 if !batch.is_empty() {
                     state.follow_schema()?;
-                    decoding.push_back(tokio::spawn(decode_batch(
+                    // Aborted when the loop stops: what they decode is not taken then.
+                    decoding.push_back(AbortOnDrop(tokio::spawn(decode_batch(
                         state.config.clone(), state.decoder.clone(), state.check.clone(), batch,
-                    )));
+                    ))));
                 }
                 let Some(e) = error else { continue };
                 if e.rdkafka_error_code() == Some(RDKafkaErrorCode::AutoOffsetReset) {

@@ -241,7 +241,8 @@ pub(crate) async fn run_consumer(
                 }
                 if !batch.is_empty() {
                     state.follow_schema()?;
-                    // Aborted when the loop stops: what they decode is not taken then.
+                    // Aborted when the loop stops (dropped right after it): what they
+                    // decode is not taken then.
                     decoding.push_back(AbortOnDrop(tokio::spawn(decode_batch(
                         state.config.clone(), state.decoder.clone(), state.check.clone(), batch,
                     ))));
@@ -287,6 +288,8 @@ pub(crate) async fn run_consumer(
             _ = shutdown.changed() => break,
         }
     }
+    // Batches still decoding are abandoned now, not after the final commits below.
+    drop(decoding);
     // What was gathered before a stop (a stopped sink refuses it: nothing is lost, the
     // next start resumes from the table's offsets).
     if let Some(batch) = state.gathered.take() {

@@ -156,7 +156,7 @@ impl LookupTable {
                 } else {
                     vec![spec.key_columns.clone()]
                 };
-                let full = FullCache::new(schema.clone(), secondary)?;
+                let full = FullCache::returning(schema.clone(), secondary, &spec.projection)?;
                 // Not ready until the first load.
                 (Cache::Full(RwLock::new(Arc::new(full))), false)
             }
@@ -417,13 +417,14 @@ impl LookupTable {
         };
         let started = Instant::now();
         let table = self.point.table();
-        let fresh = FullCache::new(
+        let fresh = FullCache::returning(
             table.schema().clone(),
             if self.by_primary_key() {
                 Vec::new()
             } else {
                 vec![self.key_columns.clone()]
             },
+            &self.projection,
         )?;
         let partition = self
             .partition

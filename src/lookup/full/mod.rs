@@ -1,7 +1,9 @@
 //! The `full` lookup cache: a whole primary-key table in memory, compactly.
 //!
-//! **Rows.** Each row is kept once, as its Paimon BinaryRow bytes, in the append-only byte
-//! arena of one of `SHARDS` shards. A record is a LEB128 length counted in 8-byte words
+//! **Rows.** Each row is kept once, as Paimon BinaryRow bytes of the columns the cache
+//! keeps (the primary key, the secondary indexes' columns and those its join selects; a
+//! join selecting five columns of a fifty-column table holds five), in the append-only
+//! byte arena of one of `SHARDS` shards. A record is a LEB128 length counted in 8-byte words
 //! (a BinaryRow is whole words, so rows under 1 KiB take one byte) followed by the row.
 //! Lookups copy only the projected fields out of those bytes, as a [`ProjectedRow`]
 //! (no string is decoded or allocated on its own).
@@ -43,15 +45,17 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use hashbrown::HashTable;
 
 mod arena;
+mod columns;
 mod row_table;
 
 use arena::{MAX_ARENA, MIN_ARENA, Shard, push_record, record};
+use columns::{Columns, Fields};
 use row_table::RowTable;
 
 use super::ProjectedRow;
 use super::projected::projected_types;
 use crate::error::{Error, Result};
-use crate::table::binary_row::{self, FieldImage};
+use crate::table::binary_row;
 use crate::table::datum::{Datum, Row, compare_rows};
 use crate::table::schema::TableSchema;
 use crate::table::types::DataType;
@@ -106,81 +110,6 @@ fn shard_of(fingerprint: u32) -> usize {
 /// low bits, hashbrown's buckets, are a permutation of the fingerprint's.
 fn table_hash(fingerprint: u32) -> u64 {
     u64::from(fingerprint).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-}
-
-/// Some columns of an encoded row: `positions` of BinaryRow `body` with `arity` fields,
-/// typed by `types` (parallel to `positions`).
-#[derive(Clone, Copy)]
-struct Fields<'a> {
-    body: &'a [u8],
-    arity: usize,
-    positions: &'a [usize],
-    types: &'a [DataType],
-}
-
-impl<'a> Fields<'a> {
-    fn images(self) -> impl Iterator<Item = Result<Option<FieldImage<'a>>>> {
-        self.positions
-            .iter()
-            .zip(self.types)
-            .map(move |(&pos, ty)| binary_row::field_image(self.body, self.arity, pos, ty))
-    }
-
-    /// Whether every field equals its counterpart in `other`; a null (or unreadable)
-    /// field equals nothing.
-    fn same_values(self, other: Fields<'_>) -> bool {
-        self.positions.len() == other.positions.len()
-            && self
-                .images()
-                .zip(other.images())
-                .all(|pair| matches!(pair, (Ok(Some(a)), Ok(Some(b))) if a == b))
-    }
-}
-
-/// Columns a row is looked up by: the primary key or a secondary index.
-struct Columns {
-    /// Table column indices.
-    positions: Vec<usize>,
-    types: Vec<DataType>,
-    /// `0..len`: the positions in a probe row that holds only these columns.
-    probe: Vec<usize>,
-}
-
-impl Columns {
-    fn new(positions: Vec<usize>, table_types: &[DataType]) -> Self {
-        Columns {
-            types: positions
-                .iter()
-                .filter_map(|&p| table_types.get(p).copied())
-                .collect(),
-            probe: (0..positions.len()).collect(),
-            positions,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.positions.len()
-    }
-
-    /// These columns in a full row of `arity` fields.
-    fn in_row<'a>(&'a self, body: &'a [u8], arity: usize) -> Fields<'a> {
-        Fields {
-            body,
-            arity,
-            positions: &self.positions,
-            types: &self.types,
-        }
-    }
-
-    /// These columns in a probe row encoded with `self.types`.
-    fn in_probe<'a>(&'a self, body: &'a [u8]) -> Fields<'a> {
-        Fields {
-            body,
-            arity: self.types.len(),
-            positions: &self.probe,
-            types: &self.types,
-        }
-    }
 }
 
 /// One row's entry in a secondary index.
@@ -246,7 +175,14 @@ impl SecondaryIndex {
 /// A whole table in memory for lookup joins, by primary key and by secondary indexes.
 pub(crate) struct FullCache {
     schema: Arc<TableSchema>,
-    /// Types of all columns, in schema order.
+    /// The table column of each field a stored row keeps, in schema order: the primary
+    /// key, the secondary indexes' columns and the columns lookups return. The others are
+    /// dropped as rows come in (as Paimon's lookup join reads only the projected fields),
+    /// so a join selecting a few columns of a wide table holds only those.
+    stored: Vec<usize>,
+    /// For each table column, its position among the stored fields (`None`: dropped).
+    stored_at: Vec<Option<usize>>,
+    /// Types of the stored fields.
     types: Vec<DataType>,
     key: Columns,
     secondary: Vec<SecondaryIndex>,
@@ -269,12 +205,31 @@ impl std::fmt::Debug for FullCache {
 }
 
 impl FullCache {
+    /// A cache keeping every column of the table.
+    #[cfg(test)]
+    pub(crate) fn new(schema: Arc<TableSchema>, secondary: Vec<Vec<usize>>) -> Result<Self> {
+        let all: Vec<usize> = (0..schema.fields.len()).collect();
+        Self::returning(schema, secondary, &all)
+    }
+
+    /// A cache whose lookups return (some of) the table columns `returned`: it keeps
+    /// those, the primary key and the `secondary` indexes' columns, and no other.
     /// `secondary`: for each secondary index, the table column indices it is keyed by
     /// (joins on non-primary-key columns). Errors (`Error::Config`) when an index is
-    /// empty or names a column out of range, or the table has no usable primary key.
-    pub(crate) fn new(schema: Arc<TableSchema>, secondary: Vec<Vec<usize>>) -> Result<Self> {
-        let types: Vec<DataType> = schema.fields.iter().map(|f| f.data_type).collect();
-        let n = types.len();
+    /// empty or names a column out of range, a returned column is out of range, or the
+    /// table has no usable primary key.
+    pub(crate) fn returning(
+        schema: Arc<TableSchema>,
+        secondary: Vec<Vec<usize>>,
+        returned: &[usize],
+    ) -> Result<Self> {
+        let table_types: Vec<DataType> = schema.fields.iter().map(|f| f.data_type).collect();
+        let n = table_types.len();
+        if let Some(c) = returned.iter().find(|&&c| c >= n) {
+            return Err(Error::Config(format!(
+                "returned column {c} is out of range (the table has {n} columns)"
+            )));
+        }
         if schema.primary_keys.is_empty() {
             return Err(Error::Config(
                 "the full lookup cache needs a table with a primary key".into(),
@@ -297,16 +252,33 @@ impl FullCache {
                     "secondary index {i}: column {c} is out of range (the table has {n} columns)"
                 )));
             }
-            indexes.push(SecondaryIndex {
-                columns: Columns::new(columns, &types),
-                shards: Box::new(std::array::from_fn(|_| RwLock::default())),
-            });
+            indexes.push(columns);
         }
+        let mut kept = vec![false; n];
+        for &c in returned.iter().chain(&key).chain(indexes.iter().flatten()) {
+            if let Some(k) = kept.get_mut(c) {
+                *k = true;
+            }
+        }
+        let stored: Vec<usize> = (0..n).filter(|&c| kept[c]).collect();
+        let mut stored_at = vec![None; n];
+        for (position, &c) in stored.iter().enumerate() {
+            stored_at[c] = Some(position);
+        }
+        let secondary = indexes
+            .into_iter()
+            .map(|columns| SecondaryIndex {
+                columns: Columns::new(columns, &stored_at, &table_types),
+                shards: Box::new(std::array::from_fn(|_| RwLock::default())),
+            })
+            .collect();
         Ok(FullCache {
-            key: Columns::new(key, &types),
-            types,
+            key: Columns::new(key, &stored_at, &table_types),
+            types: stored.iter().map(|&c| table_types[c]).collect(),
+            stored,
+            stored_at,
             schema,
-            secondary: indexes,
+            secondary,
             hash_state: foldhash::fast::RandomState::default(),
             shards: Box::new(std::array::from_fn(|_| RwLock::default())),
             #[cfg(test)]
@@ -322,16 +294,16 @@ impl FullCache {
     /// Inserts or replaces the row of its primary key (row = all columns in schema order).
     /// A null key column, a wrong arity or a value of the wrong type is `Error::Data`.
     pub(crate) fn upsert(&self, row: &[Datum]) -> Result<()> {
-        let n = self.types.len();
-        check_arity("row", row.len(), n)?;
-        for &k in &self.key.positions {
+        check_arity("row", row.len(), self.stored_at.len())?;
+        for &k in &self.key.columns {
             if row.get(k).is_none_or(Datum::is_null) {
                 let name = self.schema.fields.get(k).map_or("?", |f| f.name.as_str());
                 return Err(Error::Data(format!("primary key column `{name}` is null")));
             }
         }
+        let n = self.types.len();
         with_scratch(|buf| {
-            binary_row::encode_into(buf, row, &self.types)?;
+            binary_row::encode_columns_into(buf, row, &self.stored, &self.types)?;
             let body: &[u8] = buf;
             let key = self.key.in_row(body, n);
             let fingerprint = self
@@ -428,7 +400,7 @@ impl FullCache {
     /// milliseconds). Allocates only the result.
     pub(crate) fn get(&self, key: &[Datum], projection: &[usize]) -> Result<Option<ProjectedRow>> {
         check_arity("primary key", key.len(), self.key.len())?;
-        self.check_projection(projection)?;
+        let projection = &self.stored_positions(projection)?;
         if key.iter().any(Datum::is_null) {
             return Ok(None);
         }
@@ -462,7 +434,7 @@ impl FullCache {
         keys: &[&[Datum]],
         projection: &[usize],
     ) -> Result<Vec<Option<ProjectedRow>>> {
-        self.check_projection(projection)?;
+        let projection = &self.stored_positions(projection)?;
         let mut out = Vec::with_capacity(keys.len());
         let mut projected = Vec::new();
         let types = projected_types(&self.types, projection)?;
@@ -575,7 +547,7 @@ impl FullCache {
             values.len(),
             secondary.columns.len(),
         )?;
-        self.check_projection(projection)?;
+        let projection = &self.stored_positions(projection)?;
         if values.iter().any(Datum::is_null) {
             return Ok(Vec::new());
         }
@@ -717,14 +689,23 @@ impl FullCache {
             .collect()
     }
 
-    fn check_projection(&self, projection: &[usize]) -> Result<()> {
-        let n = self.types.len();
-        match projection.iter().find(|&&p| p >= n) {
-            Some(p) => Err(Error::Data(format!(
-                "projection column {p} is out of range (the table has {n} columns)"
-            ))),
-            None => Ok(()),
-        }
+    /// Where the table columns of `projection` are among the stored fields; a column out
+    /// of the table's range, or one the cache does not keep, is `Error::Data`.
+    fn stored_positions(&self, projection: &[usize]) -> Result<Vec<usize>> {
+        projection
+            .iter()
+            .map(|&p| match self.stored_at.get(p) {
+                Some(Some(position)) => Ok(*position),
+                Some(None) => Err(Error::Data(format!(
+                    "projection column {p} is not kept by this full cache (it keeps {:?})",
+                    self.stored
+                ))),
+                None => Err(Error::Data(format!(
+                    "projection column {p} is out of range (the table has {} columns)",
+                    self.stored_at.len()
+                ))),
+            })
+            .collect()
     }
 
     fn maybe_compact(&self, shard: &mut Shard) {
@@ -786,5 +767,7 @@ fn corrupt() -> Error {
     Error::format("full lookup cache: an index entry points outside its arena")
 }
 
+#[cfg(test)]
+mod model_tests;
 #[cfg(test)]
 mod tests;

@@ -51,6 +51,31 @@ pub(crate) fn encode(values: &[Datum], types: &[DataType]) -> Result<Vec<u8>> {
 /// error `out` is left as it was.
 pub(crate) fn encode_into(out: &mut Vec<u8>, values: &[Datum], types: &[DataType]) -> Result<()> {
     let base = out.len();
+    let result = write_row(out, base, values.iter(), types);
+    if result.is_err() {
+        out.truncate(base);
+    }
+    result
+}
+
+/// [`encode_into`] of some columns of `row`: `columns[i]` of it, typed `types[i]`. A
+/// column out of `row`'s range is `Error::Data`. Lets a cache keep only the columns it
+/// returns without cloning the rest of the row.
+pub(crate) fn encode_columns_into(
+    out: &mut Vec<u8>,
+    row: &[Datum],
+    columns: &[usize],
+    types: &[DataType],
+) -> Result<()> {
+    if let Some(&c) = columns.iter().find(|&&c| c >= row.len()) {
+        return Err(Error::Data(format!(
+            "column {c} is out of range of a row of {} values",
+            row.len()
+        )));
+    }
+    let base = out.len();
+    // In range: checked above.
+    let values = columns.iter().map(|&c| &row[c]);
     let result = write_row(out, base, values, types);
     if result.is_err() {
         out.truncate(base);
@@ -483,7 +508,12 @@ pub(crate) fn check_decimal_precision(
     Ok(())
 }
 
-fn write_row(out: &mut Vec<u8>, base: usize, values: &[Datum], types: &[DataType]) -> Result<()> {
+fn write_row<'a>(
+    out: &mut Vec<u8>,
+    base: usize,
+    values: impl ExactSizeIterator<Item = &'a Datum>,
+    types: &[DataType],
+) -> Result<()> {
     if values.len() != types.len() {
         return Err(Error::Data(format!(
             "row has {} values but {} types",
@@ -497,7 +527,7 @@ fn write_row(out: &mut Vec<u8>, base: usize, values: &[Datum], types: &[DataType
     // RowKind INSERT (0), no null bits, zero slots: unused slot bytes must be zero because
     // the image is hashed for bucket assignment.
     out.resize(base + fixed_len, 0);
-    for (i, (value, ty)) in values.iter().zip(types).enumerate() {
+    for (i, (value, ty)) in values.zip(types).enumerate() {
         let slot_at = base + width + 8 * i;
         write_field(out, base, slot_at, i, value, ty)?;
     }

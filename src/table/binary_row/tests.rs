@@ -564,3 +564,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn encode_columns_into_encodes_the_chosen_columns_in_their_order() {
+    let row = [
+        Datum::Int(7),
+        Datum::String("longer than seven".into()),
+        Datum::BigInt(-3),
+    ];
+    let mut out = vec![0xAA; 3];
+    encode_columns_into(&mut out, &row, &[2, 1], &[DataType::BigInt, STRING]).unwrap();
+    let expected = encode(
+        &[row[2].clone(), row[1].clone()],
+        &[DataType::BigInt, STRING],
+    )
+    .unwrap();
+    assert_eq!(&out[3..], expected.as_slice());
+    // A column out of range, or types that do not match the columns, leave `out` as it was.
+    let r = encode_columns_into(&mut out, &row, &[3], &[DataType::Int]);
+    assert!(matches!(r, Err(Error::Data(_))), "{r:?}");
+    let r = encode_columns_into(&mut out, &row, &[0, 1], &[DataType::Int]);
+    assert!(r.is_err(), "{r:?}");
+    assert_eq!(&out[3..], expected.as_slice());
+}

@@ -443,8 +443,8 @@ impl LookupTable {
                     filter.equals.push((column, value.clone()));
                 }
             }
-            // A bucket at a time: the decoded rows of the whole table would take several
-            // times the memory of the cache they fill.
+            // A chunk of merged rows at a time: the decoded rows of the whole table (or
+            // of one bucket) would take more memory than the cache they fill.
             scan_each_bucket(&table, &snapshot, &filter, |rows| {
                 rows.iter().try_for_each(|row| fresh.upsert(row))
             })

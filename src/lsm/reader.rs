@@ -100,10 +100,15 @@ pub async fn scan_with_kinds(
     Ok(rows)
 }
 
-/// [`scan`] one bucket at a time: `each` gets a bucket's merged rows (sorted within the
-/// bucket, not across buckets) before the next bucket is read, so memory holds one
-/// bucket's decoded rows instead of the table's. For loading a whole table into a
-/// compact structure (a `full` lookup cache).
+/// Rows [`scan_each_bucket`] hands over at a time.
+const SCAN_CHUNK: usize = 4096;
+
+/// [`scan`] as it is merged: `each` gets the merged rows a chunk (≤ [`SCAN_CHUNK`]) at a
+/// time, bucket after bucket (sorted within a bucket, not across buckets). For loading a
+/// whole table into a compact structure (a `full` lookup cache): memory holds a few
+/// chunks of decoded rows, not a bucket's (a 250,000-row bucket decoded took more than
+/// the cache it filled), and the merge, on a blocking thread, runs while `each` takes
+/// the chunk before.
 pub(crate) async fn scan_each_bucket(
     table: &Table,
     snapshot: &Snapshot,
@@ -113,12 +118,41 @@ pub(crate) async fn scan_each_bucket(
     let engine = MergeEngine::new(table.schema(), table.options())?;
     let order = SequenceOrder::new(table.schema(), table.options())?;
     let deletions = table.deletion_files(snapshot).await?;
+    let key_indices = table.schema().trimmed_key_indices();
+    let partition_indices = table.schema().partition_indices();
     for ((partition, _bucket), entries) in scanned_buckets(table, snapshot, filter).await? {
-        let rows = read_bucket(
-            table, &partition, &entries, &deletions, &engine, &order, filter,
-        )
-        .await?;
-        each(rows.into_iter().map(|(_, row)| row).collect())?;
+        let runs = open_runs(table, &entries, &deletions).await?;
+        let partition = table.partition_values(&partition)?;
+        let (chunks, mut received) = tokio::sync::mpsc::channel::<Result<Vec<Row>>>(2);
+        let (key_indices, order, engine) = (key_indices.clone(), order.clone(), engine.clone());
+        let (partition_indices, filter) = (partition_indices.clone(), filter.clone());
+        // Detached when `each` fails: its next send fails and it stops.
+        let merge = tokio::task::spawn_blocking(move || {
+            let mut chunk = Vec::with_capacity(SCAN_CHUNK);
+            for kv in MergedRuns::new(runs, key_indices, order, engine) {
+                let row = match kv {
+                    Ok(kv) => visible_row(kv, &partition_indices, &partition, &filter),
+                    Err(e) => {
+                        let _ = chunks.blocking_send(Err(e));
+                        return;
+                    }
+                };
+                chunk.extend(row.map(|(_, row)| row));
+                if chunk.len() == SCAN_CHUNK {
+                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(SCAN_CHUNK));
+                    if chunks.blocking_send(Ok(full)).is_err() {
+                        return;
+                    }
+                }
+            }
+            if !chunk.is_empty() {
+                let _ = chunks.blocking_send(Ok(chunk));
+            }
+        });
+        while let Some(chunk) = received.recv().await {
+            each(chunk?)?;
+        }
+        merge.await.map_err(|e| Error::task("merge task", e))?;
     }
     Ok(())
 }
@@ -167,21 +201,29 @@ async fn read_bucket(
     let merged = read_and_merge(table, entries, deletions, engine, order).await?;
     let partition = table.partition_values(partition_bytes)?;
     let partition_indices = table.schema().partition_indices();
-    let mut rows = Vec::with_capacity(merged.len());
-    for kv in merged {
-        if kv.kind.is_retract() {
-            continue;
-        }
-        let mut row = kv.row;
-        // Partition values come from the manifest, not the file (docs/format.md §7.1).
-        for (&i, v) in partition_indices.iter().zip(&partition) {
-            row[i] = v.clone();
-        }
-        if filter.matches(&row) {
-            rows.push((kv.kind, row));
-        }
+    Ok(merged
+        .into_iter()
+        .filter_map(|kv| visible_row(kv, &partition_indices, &partition, filter))
+        .collect())
+}
+
+/// A merged row as a scan returns it: `None` when it is a retraction or fails `filter`;
+/// otherwise with the partition's values, which come from the manifest, not the file
+/// (docs/format.md §7.1).
+fn visible_row(
+    kv: KeyValue,
+    partition_indices: &[usize],
+    partition: &[Datum],
+    filter: &ScanFilter,
+) -> Option<(RowKind, Row)> {
+    if kv.kind.is_retract() {
+        return None;
     }
-    Ok(rows)
+    let mut row = kv.row;
+    for (&i, v) in partition_indices.iter().zip(partition) {
+        row[i] = v.clone();
+    }
+    filter.matches(&row).then_some((kv.kind, row))
 }
 
 /// All versions of the files of one bucket (less the rows `deletions` marks deleted),
@@ -396,5 +438,81 @@ mod tests {
         let other = ranged("y", 1, 2, 3);
         let level = [damaged, other];
         assert_eq!(sorted_runs(&[DataType::Int], &level).len(), 2);
+    }
+
+    /// Two buckets of more rows than a chunk, over two commits (updates and deletes to
+    /// merge): the chunks hold exactly the rows `scan` returns, none larger than
+    /// `SCAN_CHUNK`; an error of `each` stops the scan and is returned.
+    #[tokio::test]
+    async fn scan_each_bucket_hands_over_the_merged_rows_in_chunks() {
+        use std::collections::BTreeMap;
+
+        use crate::lsm::writer::TableWriter;
+        use crate::table::schema::TableSchema;
+        use crate::table::{TableIdentifier, Warehouse};
+
+        let schema = TableSchema::new(
+            vec![
+                ("id".into(), DataType::Int, false),
+                ("v".into(), DataType::BigInt, true),
+            ],
+            vec![],
+            vec!["id".into()],
+            BTreeMap::from([("bucket".to_string(), "2".to_string())]),
+        )
+        .unwrap();
+        let table = Arc::new(
+            Table::create(
+                &Warehouse::in_memory(),
+                &TableIdentifier::parse("t.chunks").unwrap(),
+                schema,
+            )
+            .await
+            .unwrap(),
+        );
+        let rows = 3 * SCAN_CHUNK as i32;
+        for commit in 0..2i64 {
+            let mut w = TableWriter::new(table.clone(), "test").await.unwrap();
+            for id in 0..rows {
+                let kind = if commit == 1 && id % 7 == 0 {
+                    RowKind::Delete
+                } else {
+                    RowKind::Insert
+                };
+                w.write(kind, vec![Datum::Int(id), Datum::BigInt(commit)])
+                    .unwrap();
+            }
+            w.commit(BTreeMap::new()).await.unwrap();
+        }
+        let snapshot = table.latest_snapshot().await.unwrap().unwrap();
+        let filter = ScanFilter::default();
+        let mut chunks = Vec::new();
+        scan_each_bucket(&table, &snapshot, &filter, |chunk| {
+            chunks.push(chunk);
+            Ok(())
+        })
+        .await
+        .unwrap();
+        assert!(
+            chunks
+                .iter()
+                .all(|c| !c.is_empty() && c.len() <= SCAN_CHUNK)
+        );
+        assert!(chunks.len() > 2, "{} chunks", chunks.len());
+        let mut got: Vec<Row> = chunks.into_iter().flatten().collect();
+        got.sort_by(|a, b| compare_datums(&a[0], &b[0]));
+        let expected = scan(&table, Some(&snapshot), &filter).await.unwrap();
+        assert_eq!(got.len(), (rows - (rows + 6) / 7) as usize);
+        assert_eq!(got, expected);
+        assert!(got.iter().all(|r| r[1] == Datum::BigInt(1)));
+
+        let mut calls = 0;
+        let stopped = scan_each_bucket(&table, &snapshot, &filter, |_| {
+            calls += 1;
+            Err(Error::Data("full".into()))
+        })
+        .await;
+        assert!(matches!(stopped, Err(Error::Data(m)) if m == "full"));
+        assert_eq!(calls, 1);
     }
 }

@@ -185,7 +185,7 @@ fn main() {
         let (cached, heap, binary_rows) = full.full_cache_size().expect("a full cache");
         println!(
             "full: load {:.2} s ({:.0} rows/s); {cached} rows, {:.1} heap bytes/row, \
-             BinaryRow {:.1} bytes/row, ratio {:.2}",
+             BinaryRow of the kept columns {:.1} bytes/row, ratio {:.2}",
             load.as_secs_f64(),
             cached as f64 / load.as_secs_f64(),
             heap as f64 / cached as f64,

@@ -30,7 +30,7 @@ pub use table_lookups::TableLookups;
 use crate::error::{Error, Result};
 use crate::lsm::merge::SequenceOrder;
 use crate::lsm::point_lookup::{PointLookup, SnapshotDelta};
-use crate::lsm::reader::{ScanFilter, scan_each_bucket};
+use crate::lsm::reader::{ScanFilter, scan_in_chunks};
 use crate::observe::LookupMetrics;
 use crate::table::Table;
 use crate::table::binary_row;
@@ -204,7 +204,8 @@ impl LookupTable {
         }
     }
 
-    /// Rows, heap bytes and the rows' total BinaryRow bytes of a `full` cache.
+    /// Rows, heap bytes and the rows' total BinaryRow bytes (of the columns it keeps) of a
+    /// `full` cache.
     pub fn full_cache_size(&self) -> Option<(usize, usize, usize)> {
         match &self.cache {
             Cache::Full(slot) => {
@@ -445,7 +446,7 @@ impl LookupTable {
             }
             // A chunk of merged rows at a time: the decoded rows of the whole table (or
             // of one bucket) would take more memory than the cache they fill.
-            scan_each_bucket(&table, &snapshot, &filter, |rows| {
+            scan_in_chunks(&table, &snapshot, &filter, |rows| {
                 rows.iter().try_for_each(|row| fresh.upsert(row))
             })
             .await?;

@@ -100,16 +100,16 @@ pub async fn scan_with_kinds(
     Ok(rows)
 }
 
-/// Rows [`scan_each_bucket`] hands over at a time.
+/// Rows [`scan_in_chunks`] hands over at a time.
 const SCAN_CHUNK: usize = 4096;
 
 /// [`scan`] as it is merged: `each` gets the merged rows a chunk (≤ [`SCAN_CHUNK`]) at a
 /// time, bucket after bucket (sorted within a bucket, not across buckets). For loading a
 /// whole table into a compact structure (a `full` lookup cache): memory holds a few
-/// chunks of decoded rows, not a bucket's (a 250,000-row bucket decoded took more than
-/// the cache it filled), and the merge, on a blocking thread, runs while `each` takes
-/// the chunk before.
-pub(crate) async fn scan_each_bucket(
+/// chunks of decoded rows (at most four: two queued, one filling, one in `each`), not a
+/// bucket's (a 250,000-row bucket decoded took more than the cache it filled), and the
+/// merge, on a blocking thread, runs while `each` takes the chunk before.
+pub(crate) async fn scan_in_chunks(
     table: &Table,
     snapshot: &Snapshot,
     filter: &ScanFilter,
@@ -123,38 +123,56 @@ pub(crate) async fn scan_each_bucket(
     for ((partition, _bucket), entries) in scanned_buckets(table, snapshot, filter).await? {
         let runs = open_runs(table, &entries, &deletions).await?;
         let partition = table.partition_values(&partition)?;
-        let (chunks, mut received) = tokio::sync::mpsc::channel::<Result<Vec<Row>>>(2);
         let (key_indices, order, engine) = (key_indices.clone(), order.clone(), engine.clone());
         let (partition_indices, filter) = (partition_indices.clone(), filter.clone());
-        // Detached when `each` fails: its next send fails and it stops.
-        let merge = tokio::task::spawn_blocking(move || {
-            let mut chunk = Vec::with_capacity(SCAN_CHUNK);
-            for kv in MergedRuns::new(runs, key_indices, order, engine) {
-                let row = match kv {
-                    Ok(kv) => visible_row(kv, &partition_indices, &partition, &filter),
-                    Err(e) => {
-                        let _ = chunks.blocking_send(Err(e));
-                        return;
-                    }
-                };
-                chunk.extend(row.map(|(_, row)| row));
-                if chunk.len() == SCAN_CHUNK {
-                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(SCAN_CHUNK));
-                    if chunks.blocking_send(Ok(full)).is_err() {
-                        return;
-                    }
-                }
-            }
-            if !chunk.is_empty() {
-                let _ = chunks.blocking_send(Ok(chunk));
-            }
-        });
-        while let Some(chunk) = received.recv().await {
-            each(chunk?)?;
-        }
-        merge.await.map_err(|e| Error::task("merge task", e))?;
+        in_chunks(
+            move || MergedRuns::new(runs, key_indices, order, engine),
+            move |kv| visible_row(kv, &partition_indices, &partition, &filter).map(|(_, row)| row),
+            &mut each,
+        )
+        .await?;
     }
     Ok(())
+}
+
+/// Runs the merge `merged` makes on a blocking thread and hands the rows `keep` keeps to
+/// `each`, [`SCAN_CHUNK`] at a time. The first error (the merge's, `each`'s, or the merge
+/// task's panic) is returned; when `each` fails, the merge stops at its next send.
+async fn in_chunks<I>(
+    merged: impl FnOnce() -> I + Send + 'static,
+    mut keep: impl FnMut(KeyValue) -> Option<Row> + Send + 'static,
+    each: &mut impl FnMut(Vec<Row>) -> Result<()>,
+) -> Result<()>
+where
+    I: Iterator<Item = Result<KeyValue>>,
+{
+    let (chunks, mut received) = tokio::sync::mpsc::channel::<Result<Vec<Row>>>(2);
+    let merge = tokio::task::spawn_blocking(move || {
+        let mut chunk = Vec::with_capacity(SCAN_CHUNK);
+        for kv in merged() {
+            match kv {
+                Ok(kv) => chunk.extend(keep(kv)),
+                Err(e) => {
+                    // A closed channel: the receiver already failed.
+                    let _ = chunks.blocking_send(Err(e));
+                    return;
+                }
+            }
+            if chunk.len() == SCAN_CHUNK {
+                let full = std::mem::replace(&mut chunk, Vec::with_capacity(SCAN_CHUNK));
+                if chunks.blocking_send(Ok(full)).is_err() {
+                    return;
+                }
+            }
+        }
+        if !chunk.is_empty() {
+            let _ = chunks.blocking_send(Ok(chunk));
+        }
+    });
+    while let Some(chunk) = received.recv().await {
+        each(chunk?)?;
+    }
+    merge.await.map_err(|e| Error::task("merge task", e))
 }
 
 /// The buckets a scan of `snapshot` reads, with their files, pruned by `filter`.
@@ -441,10 +459,10 @@ mod tests {
     }
 
     /// Two buckets of more rows than a chunk, over two commits (updates and deletes to
-    /// merge): the chunks hold exactly the rows `scan` returns, none larger than
-    /// `SCAN_CHUNK`; an error of `each` stops the scan and is returned.
+    /// merge): the chunks hold exactly the rows `scan` returns; an error of `each` stops
+    /// the scan and is returned.
     #[tokio::test]
-    async fn scan_each_bucket_hands_over_the_merged_rows_in_chunks() {
+    async fn scan_in_chunks_hands_over_the_merged_rows_in_chunks() {
         use std::collections::BTreeMap;
 
         use crate::lsm::writer::TableWriter;
@@ -487,7 +505,7 @@ mod tests {
         let snapshot = table.latest_snapshot().await.unwrap().unwrap();
         let filter = ScanFilter::default();
         let mut chunks = Vec::new();
-        scan_each_bucket(&table, &snapshot, &filter, |chunk| {
+        scan_in_chunks(&table, &snapshot, &filter, |chunk| {
             chunks.push(chunk);
             Ok(())
         })
@@ -507,12 +525,64 @@ mod tests {
         assert!(got.iter().all(|r| r[1] == Datum::BigInt(1)));
 
         let mut calls = 0;
-        let stopped = scan_each_bucket(&table, &snapshot, &filter, |_| {
+        let stopped = scan_in_chunks(&table, &snapshot, &filter, |_| {
             calls += 1;
             Err(Error::Data("full".into()))
         })
         .await;
         assert!(matches!(stopped, Err(Error::Data(m)) if m == "full"));
         assert_eq!(calls, 1);
+    }
+
+    fn kv(id: i32) -> Result<KeyValue> {
+        Ok(KeyValue {
+            sequence_number: 0,
+            kind: RowKind::Insert,
+            row: vec![Datum::Int(id)],
+        })
+    }
+
+    /// A merge that fails after a chunk and a half: the first chunk is handed over, then
+    /// the merge's error is returned. A merge that panics is an error too, not a scan that
+    /// ended early.
+    #[tokio::test]
+    async fn a_failing_or_panicking_merge_is_the_scan_error() {
+        let mut got = Vec::new();
+        let failed = in_chunks(
+            || {
+                (0..6000)
+                    .map(kv)
+                    .chain(std::iter::once(Err(Error::format("bad file"))))
+            },
+            |kv| Some(kv.row),
+            &mut |chunk| {
+                got.push(chunk.len());
+                Ok(())
+            },
+        )
+        .await;
+        assert!(matches!(failed, Err(Error::Format(m)) if m == "bad file"));
+        assert_eq!(got, [SCAN_CHUNK]);
+
+        let panicked = in_chunks(
+            || (0..10).map(|i| if i < 5 { kv(i) } else { panic!("merge bug") }),
+            |kv| Some(kv.row),
+            &mut |_| Ok(()),
+        )
+        .await;
+        assert!(matches!(panicked, Err(Error::Task { .. })), "{panicked:?}");
+
+        let mut rows = 0;
+        in_chunks(
+            || (0..5000).map(kv),
+            |kv| (kv.row[0] != Datum::Int(7)).then_some(kv.row),
+            &mut |chunk| {
+                rows += chunk.len();
+                Ok(())
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(rows, 4999);
     }
 }

@@ -3,7 +3,10 @@
 //! table columns to a stored row's fields (which holds only the columns the cache keeps)
 //! is written once.
 
-use crate::error::Result;
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
 use crate::table::binary_row::{self, FieldImage};
 use crate::table::types::DataType;
 
@@ -48,24 +51,35 @@ pub(super) struct Columns {
 }
 
 impl Columns {
-    /// `columns` must be stored (`stored_at` has a position for each).
+    /// `columns` (table column indices) in stored rows whose fields are `stored_at`'s.
+    /// A column out of range or not stored is `Error::Config`: the positions and types
+    /// must stay parallel, or a key would be compared with too few fields.
     pub(super) fn new(
         columns: Vec<usize>,
         stored_at: &[Option<usize>],
         table_types: &[DataType],
-    ) -> Self {
-        Columns {
-            types: columns
-                .iter()
-                .filter_map(|&c| table_types.get(c).copied())
-                .collect(),
-            positions: columns
-                .iter()
-                .filter_map(|&c| stored_at.get(c).copied().flatten())
-                .collect(),
+    ) -> Result<Self> {
+        let mut positions = Vec::with_capacity(columns.len());
+        let mut types = Vec::with_capacity(columns.len());
+        for &c in &columns {
+            match (stored_at.get(c).copied().flatten(), table_types.get(c)) {
+                (Some(position), Some(ty)) => {
+                    positions.push(position);
+                    types.push(*ty);
+                }
+                _ => {
+                    return Err(Error::Config(format!(
+                        "column {c} is not among the cache's stored columns"
+                    )));
+                }
+            }
+        }
+        Ok(Columns {
+            types,
+            positions,
             probe: (0..columns.len()).collect(),
             columns,
-        }
+        })
     }
 
     pub(super) fn len(&self) -> usize {
@@ -91,4 +105,29 @@ impl Columns {
             types: &self.types,
         }
     }
+}
+
+/// Where a projection's columns sit among the stored fields, and their types.
+pub(super) type StoredProjection<'a> = (Cow<'a, [usize]>, Arc<[DataType]>);
+
+/// Where the table columns of `projection` are among the fields of rows that store the
+/// table columns `stored` (`stored_at` maps a table column to its position there).
+pub(super) fn stored_positions(
+    stored: &[usize],
+    stored_at: &[Option<usize>],
+    projection: &[usize],
+) -> Result<Vec<usize>> {
+    projection
+        .iter()
+        .map(|&p| match stored_at.get(p) {
+            Some(Some(position)) => Ok(*position),
+            Some(None) => Err(Error::Data(format!(
+                "projection column {p} is not kept by this full cache (it keeps {stored:?})"
+            ))),
+            None => Err(Error::Data(format!(
+                "projection column {p} is out of range (the table has {} columns)",
+                stored_at.len()
+            ))),
+        })
+        .collect()
 }

@@ -38,6 +38,7 @@
 //! 1.25× of them; each dead byte costs at most four copied bytes. The shard's write lock
 //! is held during the copy, which is why shards are many and small.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -49,7 +50,7 @@ mod columns;
 mod row_table;
 
 use arena::{MAX_ARENA, MIN_ARENA, Shard, push_record, record};
-use columns::{Columns, Fields};
+use columns::{Columns, Fields, StoredProjection, stored_positions};
 use row_table::RowTable;
 
 use super::ProjectedRow;
@@ -172,6 +173,14 @@ impl SecondaryIndex {
     }
 }
 
+/// The table columns lookups return, their positions among the stored fields and their
+/// types.
+struct Returned {
+    columns: Vec<usize>,
+    positions: Vec<usize>,
+    types: Arc<[DataType]>,
+}
+
 /// A whole table in memory for lookup joins, by primary key and by secondary indexes.
 pub(crate) struct FullCache {
     schema: Arc<TableSchema>,
@@ -184,6 +193,8 @@ pub(crate) struct FullCache {
     stored_at: Vec<Option<usize>>,
     /// Types of the stored fields.
     types: Vec<DataType>,
+    /// The columns a join's lookups return, mapped once (not on every lookup).
+    returned: Returned,
     key: Columns,
     secondary: Vec<SecondaryIndex>,
     hash_state: foldhash::fast::RandomState,
@@ -267,14 +278,24 @@ impl FullCache {
         }
         let secondary = indexes
             .into_iter()
-            .map(|columns| SecondaryIndex {
-                columns: Columns::new(columns, &stored_at, &table_types),
-                shards: Box::new(std::array::from_fn(|_| RwLock::default())),
+            .map(|columns| {
+                Ok(SecondaryIndex {
+                    columns: Columns::new(columns, &stored_at, &table_types)?,
+                    shards: Box::new(std::array::from_fn(|_| RwLock::default())),
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
+        let types: Vec<DataType> = stored.iter().map(|&c| table_types[c]).collect();
+        let positions = stored_positions(&stored, &stored_at, returned)?;
+        let returned = Returned {
+            types: projected_types(&types, &positions)?,
+            positions,
+            columns: returned.to_vec(),
+        };
         Ok(FullCache {
-            key: Columns::new(key, &stored_at, &table_types),
-            types: stored.iter().map(|&c| table_types[c]).collect(),
+            key: Columns::new(key, &stored_at, &table_types)?,
+            types,
+            returned,
             stored,
             stored_at,
             schema,
@@ -291,8 +312,9 @@ impl FullCache {
         &self.schema
     }
 
-    /// Inserts or replaces the row of its primary key (row = all columns in schema order).
-    /// A null key column, a wrong arity or a value of the wrong type is `Error::Data`.
+    /// Inserts or replaces the row of its primary key (row = all columns in schema order;
+    /// only the kept ones are stored). A null key column, a wrong arity or a kept
+    /// column's value of the wrong type is `Error::Data`.
     pub(crate) fn upsert(&self, row: &[Datum]) -> Result<()> {
         check_arity("row", row.len(), self.stored_at.len())?;
         for &k in &self.key.columns {
@@ -400,7 +422,7 @@ impl FullCache {
     /// milliseconds). Allocates only the result.
     pub(crate) fn get(&self, key: &[Datum], projection: &[usize]) -> Result<Option<ProjectedRow>> {
         check_arity("primary key", key.len(), self.key.len())?;
-        let projection = &self.stored_positions(projection)?;
+        let (projection, types) = self.projection(projection)?;
         if key.iter().any(Datum::is_null) {
             return Ok(None);
         }
@@ -419,8 +441,7 @@ impl FullCache {
                 return Ok(None);
             };
             let (body, _) = record(&shard.arena, at).ok_or_else(corrupt)?;
-            let types = projected_types(&self.types, projection)?;
-            ProjectedRow::project(&mut Vec::new(), body, &self.types, projection, &types).map(Some)
+            ProjectedRow::project(&mut Vec::new(), body, &self.types, &projection, &types).map(Some)
         })
     }
 
@@ -434,13 +455,12 @@ impl FullCache {
         keys: &[&[Datum]],
         projection: &[usize],
     ) -> Result<Vec<Option<ProjectedRow>>> {
-        let projection = &self.stored_positions(projection)?;
+        let (projection, types) = self.projection(projection)?;
         let mut out = Vec::with_capacity(keys.len());
         let mut projected = Vec::new();
-        let types = projected_types(&self.types, projection)?;
         with_scratch(|buf| {
             for chunk in keys.chunks(BATCH) {
-                self.get_chunk(chunk, (projection, &types), buf, &mut projected, &mut out)?;
+                self.get_chunk(chunk, (&projection, &types), buf, &mut projected, &mut out)?;
             }
             Ok(out)
         })
@@ -547,12 +567,11 @@ impl FullCache {
             values.len(),
             secondary.columns.len(),
         )?;
-        let projection = &self.stored_positions(projection)?;
+        let (projection, types) = self.projection(projection)?;
         if values.iter().any(Datum::is_null) {
             return Ok(Vec::new());
         }
         let n = self.types.len();
-        let types = projected_types(&self.types, projection)?;
         with_scratch(|buf| {
             binary_row::encode_into(buf, values, &secondary.columns.types)?;
             let probe = secondary.columns.in_probe(buf);
@@ -585,7 +604,7 @@ impl FullCache {
                                 &mut Vec::new(),
                                 body,
                                 &self.types,
-                                projection,
+                                &projection,
                                 &types,
                             )?,
                         ));
@@ -626,8 +645,8 @@ impl FullCache {
                 .sum::<usize>()
     }
 
-    /// Sum over live rows of their BinaryRow size (`binary_row::encode(row).len()`), for
-    /// the memory ratio.
+    /// Sum over live rows of the BinaryRow size of their kept columns (what is stored),
+    /// for the memory ratio.
     pub(crate) fn binary_row_bytes(&self) -> usize {
         self.shards.iter().map(|s| read(s).row_bytes).sum()
     }
@@ -689,23 +708,19 @@ impl FullCache {
             .collect()
     }
 
-    /// Where the table columns of `projection` are among the stored fields; a column out
-    /// of the table's range, or one the cache does not keep, is `Error::Data`.
-    fn stored_positions(&self, projection: &[usize]) -> Result<Vec<usize>> {
-        projection
-            .iter()
-            .map(|&p| match self.stored_at.get(p) {
-                Some(Some(position)) => Ok(*position),
-                Some(None) => Err(Error::Data(format!(
-                    "projection column {p} is not kept by this full cache (it keeps {:?})",
-                    self.stored
-                ))),
-                None => Err(Error::Data(format!(
-                    "projection column {p} is out of range (the table has {} columns)",
-                    self.stored_at.len()
-                ))),
-            })
-            .collect()
+    /// Where the table columns of `projection` are among the stored fields, and their
+    /// types; a column out of the table's range, or one the cache does not keep, is
+    /// `Error::Data`. The join's own projection is mapped once, in [`Self::returning`].
+    fn projection(&self, projection: &[usize]) -> Result<StoredProjection<'_>> {
+        if projection == self.returned.columns {
+            return Ok((
+                Cow::Borrowed(&self.returned.positions),
+                self.returned.types.clone(),
+            ));
+        }
+        let positions = stored_positions(&self.stored, &self.stored_at, projection)?;
+        let types = projected_types(&self.types, &positions)?;
+        Ok((Cow::Owned(positions), types))
     }
 
     fn maybe_compact(&self, shard: &mut Shard) {

@@ -1,5 +1,6 @@
 //! Tests of the `full` cache: lookups by key and by secondary index, updates, removals,
-//! shard compaction and forced fingerprint collisions, against a plain map as oracle.
+//! shard compaction, memory, and keeping only the returned columns (the model test
+//! against a map is in `model_tests`).
 
 use std::collections::BTreeMap;
 
@@ -80,7 +81,7 @@ fn customer_by_id(cache: &FullCache, id: i32) -> Option<Row> {
 }
 
 /// BinaryRow bytes of the fields of table row `row` that `cache` keeps.
-pub(super) fn encoded_len(cache: &FullCache, row: &[Datum]) -> usize {
+fn encoded_len(cache: &FullCache, row: &[Datum]) -> usize {
     let mut out = Vec::new();
     binary_row::encode_columns_into(&mut out, row, &cache.stored, &cache.types).unwrap();
     out.len()
@@ -216,17 +217,28 @@ fn bad_input_is_an_error_not_a_panic() {
 
 #[test]
 fn composite_keys_with_strings() {
-    // Key (tenant STRING, id BIGINT, region STRING): short (inline) and long strings.
+    // Key (tenant STRING, id BIGINT, region STRING), out of schema order: short (inline)
+    // and long strings. Once with every column, once keeping only `value` and the key,
+    // so the key's stored positions are not its table columns.
     let schema = schema(
         &[
             ("value", DataType::Double),
+            ("note", STRING),
             ("region", STRING),
             ("id", DataType::BigInt),
             ("tenant", STRING),
         ],
         &["tenant", "id", "region"],
     );
-    let cache = FullCache::new(schema, vec![]).unwrap();
+    let whole = FullCache::new(schema.clone(), vec![]).unwrap();
+    let pruned = FullCache::returning(schema, vec![], &[0]).unwrap();
+    assert_eq!(pruned.stored, [0, 2, 3, 4]);
+    for cache in [whole, pruned] {
+        composite_keys_with_strings_in(&cache);
+    }
+}
+
+fn composite_keys_with_strings_in(cache: &FullCache) {
     let tenants = ["a", "abcdefg", "abcdefgh", "a much longer tenant name"];
     let regions = ["", "eu", "eu-west-1-long"];
     let mut expected = BTreeMap::new();
@@ -236,7 +248,13 @@ fn composite_keys_with_strings() {
             for r in regions {
                 v += 1.5;
                 cache
-                    .upsert(&[Datum::Double(v), s(r), Datum::BigInt(id), s(t)])
+                    .upsert(&[
+                        Datum::Double(v),
+                        s("a note long enough not to be inline"),
+                        s(r),
+                        Datum::BigInt(id),
+                        s(t),
+                    ])
                     .unwrap();
                 expected.insert((t, id, r), v);
             }
@@ -246,8 +264,8 @@ fn composite_keys_with_strings() {
     for (&(t, id, r), &v) in &expected {
         let key = [s(t), Datum::BigInt(id), s(r)];
         assert_eq!(
-            cache.get_row(&key, &[0, 3]).unwrap(),
-            Some(vec![Datum::Double(v), s(t)])
+            cache.get_row(&key, &[0, 4, 2]).unwrap(),
+            Some(vec![Datum::Double(v), s(t), s(r)])
         );
     }
     // Prefixes and near misses of string key parts do not match.
@@ -267,7 +285,7 @@ fn composite_keys_with_strings() {
     assert_eq!(cache.get_row(&removed, &[0]).unwrap(), None);
     assert_eq!(
         cache
-            .get_row(&[s("abcdefg"), Datum::BigInt(0), s("")], &[3])
+            .get_row(&[s("abcdefg"), Datum::BigInt(0), s("")], &[4])
             .unwrap(),
         Some(vec![s("abcdefg")])
     );

@@ -5,6 +5,7 @@
 
 mod changes;
 pub(crate) mod full;
+mod join_columns;
 mod partial;
 mod partition;
 mod projected;
@@ -19,12 +20,12 @@ use tokio::sync::watch;
 
 pub(crate) use changes::{ChangedKeys, changed_keys};
 pub(crate) use full::FullCache;
+use join_columns::{ColumnsInSchema, JoinColumns};
 pub(crate) use partial::PartialCache;
 pub use partial::PartialOptions;
 pub use partition::PartitionChoice;
 pub(crate) use partition::newest_partition;
 pub use projected::ProjectedRow;
-use projected::projected_types;
 pub use table_lookups::TableLookups;
 
 use crate::error::{Error, Result};
@@ -82,9 +83,9 @@ enum Cache {
 /// One join's lookups: primary-key values in, projected rows out.
 pub struct LookupTable {
     point: Arc<PointLookup>,
-    projection: Vec<usize>,
-    /// Table columns of the join key (a secondary index's columns when not the primary key).
-    key_columns: Vec<usize>,
+    /// The returned columns and the join key's (a secondary index's columns when not the
+    /// primary key), found again by field id in each schema the table is read in.
+    columns: JoinColumns,
     /// Where each primary-key value comes from; empty for secondary-index joins.
     key_parts: Vec<KeyPart>,
     /// `key_parts` is the join key itself, in order (no partition values to add).
@@ -105,7 +106,7 @@ impl std::fmt::Debug for LookupTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LookupTable")
             .field("table", self.point.table().identifier())
-            .field("projection", &self.projection)
+            .field("columns", &self.columns)
             .finish()
     }
 }
@@ -172,13 +173,18 @@ impl LookupTable {
             && table.options().sequence_fields.is_empty())
         .then(|| SequenceOrder::new(schema, table.options()))
         .transpose()?;
+        let columns = JoinColumns::new(
+            &table.identifier().to_string(),
+            schema,
+            &spec.key_columns,
+            &spec.projection,
+        )?;
         let lookup = LookupTable {
             join_key_is_primary_key,
             deduplicate,
             key_types: schema.types_of(&key_indices),
             point,
-            projection: spec.projection,
-            key_columns: spec.key_columns,
+            columns,
             key_parts: if by_primary_key {
                 key_parts
             } else {
@@ -258,11 +264,10 @@ impl LookupTable {
             .map(Cow::Owned)
     }
 
-    /// The types of the projected columns of `table` (the table at the schema a point
-    /// lookup read its rows in).
-    fn projected_types(&self, table: &Table) -> Result<Arc<[DataType]>> {
-        let types: Vec<DataType> = table.schema().fields.iter().map(|f| f.data_type).collect();
-        projected_types(&types, &self.projection)
+    /// Where the join's columns are in `table`'s schema (the schema a point lookup read
+    /// its rows in).
+    fn columns_in(&self, table: &Table) -> Result<Arc<ColumnsInSchema>> {
+        self.columns.in_schema(table.schema())
     }
 
     /// The projected row of the join key (values of the spec's `key_columns`), for joins
@@ -279,16 +284,16 @@ impl LookupTable {
         match &self.cache {
             Cache::None => {
                 let (row, _, table) = self.point.get_pinned(key).await?;
-                let types = self.projected_types(&table)?;
-                row.map(|r| ProjectedRow::from_row(r, &self.projection, &types))
+                let columns = self.columns_in(&table)?;
+                row.map(|r| ProjectedRow::from_row(r, &columns.projection, &columns.types))
                     .transpose()
             }
             // The slot's read guard, not a clone of the Arc: two atomic operations fewer
             // on the hottest path.
-            Cache::Full(full) => Ok(full
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(key, &self.projection)?),
+            Cache::Full(full) => {
+                let full = full.read().unwrap_or_else(|p| p.into_inner());
+                full.get(key, full.returned_columns())
+            }
             Cache::Partial(cache) => {
                 // A hit encodes the key into a per-thread buffer; only a miss allocates it.
                 let hit = KEY_BUFFER.with(|buffer| {
@@ -302,9 +307,9 @@ impl LookupTable {
                 }
                 let cache_key = binary_row::encode(key, &self.key_types)?;
                 let (row, read_at, table) = self.point.get_pinned(key).await?;
-                let types = self.projected_types(&table)?;
+                let columns = self.columns_in(&table)?;
                 let row = row
-                    .map(|r| ProjectedRow::from_row(r, &self.projection, &types))
+                    .map(|r| ProjectedRow::from_row(r, &columns.projection, &columns.types))
                     .transpose()?;
                 cache.insert(&cache_key, row.clone(), read_at, || {
                     self.point.snapshot_id()
@@ -323,10 +328,10 @@ impl LookupTable {
         match &self.cache {
             Cache::Full(full) => {
                 let present: Vec<&[Datum]> = keys.iter().flatten().map(|k| k.as_ref()).collect();
-                let rows = full
-                    .read()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_many(&present, &self.projection)?;
+                let rows = {
+                    let full = full.read().unwrap_or_else(|p| p.into_inner());
+                    full.get_many(&present, full.returned_columns())?
+                };
                 let mut rows = rows.into_iter();
                 Ok(keys
                     .iter()
@@ -337,13 +342,13 @@ impl LookupTable {
                 // One batch of point reads: each file is looked up once for all its keys.
                 let present: Vec<&[Datum]> = keys.iter().flatten().map(|k| k.as_ref()).collect();
                 let (rows, _, table) = self.point.get_many_pinned(&present).await?;
-                let types = self.projected_types(&table)?;
+                let columns = self.columns_in(&table)?;
                 let mut rows = rows.into_iter();
                 keys.iter()
                     .map(|k| {
                         k.as_ref()
                             .and_then(|_| rows.next().flatten())
-                            .map(|r| ProjectedRow::from_row(r, &self.projection, &types))
+                            .map(|r| ProjectedRow::from_row(r, &columns.projection, &columns.types))
                             .transpose()
                     })
                     .collect()
@@ -378,10 +383,10 @@ impl LookupTable {
                     .filter_map(|&i| keys.get(i).and_then(|k| k.as_deref()))
                     .collect();
                 let (rows, read_at, table) = self.point.get_many_pinned(&miss_keys).await?;
-                let types = self.projected_types(&table)?;
+                let columns = self.columns_in(&table)?;
                 for ((&i, key), row) in misses.iter().zip(&miss_keys).zip(rows) {
                     let row = row
-                        .map(|r| ProjectedRow::from_row(r, &self.projection, &types))
+                        .map(|r| ProjectedRow::from_row(r, &columns.projection, &columns.types))
                         .transpose()?;
                     buffer.clear();
                     binary_row::encode_into(&mut buffer, key, &self.key_types)?;
@@ -399,7 +404,10 @@ impl LookupTable {
     /// joins on other columns (`full` caches only).
     pub(crate) fn get_all(&self, join_key: &[Datum]) -> Result<Vec<ProjectedRow>> {
         match &self.cache {
-            Cache::Full(full) => self.full(full).get_by(0, join_key, &self.projection),
+            Cache::Full(full) => {
+                let full = self.full(full);
+                full.get_by(0, join_key, full.returned_columns())
+            }
             _ => Err(Error::Config(
                 "joins on non-primary-key columns need cache = \"full\"".into(),
             )),
@@ -418,14 +426,15 @@ impl LookupTable {
         };
         let started = Instant::now();
         let table = self.point.table();
+        let columns = self.columns_in(&table)?;
         let fresh = FullCache::returning(
             table.schema().clone(),
             if self.by_primary_key() {
                 Vec::new()
             } else {
-                vec![self.key_columns.clone()]
+                vec![columns.key_columns.clone()]
             },
-            &self.projection,
+            &columns.projection,
         )?;
         let partition = self
             .partition

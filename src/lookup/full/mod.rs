@@ -616,6 +616,11 @@ impl FullCache {
         })
     }
 
+    /// The table columns the cache was built to return (in the schema it was loaded in).
+    pub(crate) fn returned_columns(&self) -> &[usize] {
+        &self.returned.columns
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| read(s).rows.len()).sum()
     }

@@ -1,6 +1,7 @@
 //! Tables whose schema Java evolved (`ALTER TABLE` through the oracle's `alter`): lakejoin
 //! reads the files of every schema version in the latest one, looks up the new column,
-//! and keeps writing a table of its own after Java changed it.
+//! keeps writing a table of its own after Java changed it, and lookup joins already
+//! running keep returning the columns they were planned with.
 //!
 //! Why: a user adds a column with Flink or Spark SQL to a table lakejoin maintains or looks
 //! up. Paimon never rewrites old files for that; each data file keeps the schema id it was
@@ -224,4 +225,145 @@ fn lakejoin_evolves_its_table_and_java_and_pypaimon_read_both_schemas() {
         &json!({"id": 6, "name": "c6", "n": 7_000_000_000_i64, "zip": "3000"}),
     ));
     assert_java_and_lakejoin_read(&table, "Java wrote in lakejoin's schema-1", Some(&expected));
+}
+
+/// Each strategy's answer for `id`, decoded (`get` and the pipeline's `get_many` agree).
+async fn join_answers(
+    joins: &[std::sync::Arc<lakejoin::lookup::LookupTable>],
+    id: i32,
+) -> Vec<Option<lakejoin::table::datum::Row>> {
+    use lakejoin::table::datum::Datum;
+    let mut out = Vec::new();
+    for join in joins {
+        let one = join.get(&[Datum::Int(id)]).await.unwrap();
+        let many = join.get_many(&[&[Datum::Int(id)]]).await.unwrap();
+        assert_eq!(many, vec![one.clone()], "get and get_many agree on {id}");
+        out.push(one.map(|r| r.decode().unwrap()));
+    }
+    out
+}
+
+/// Lookup joins running while Java changes their table, as Flink's or Spark's `ALTER
+/// TABLE` would: a column added first, one moved, one widened, then a column the join
+/// reads dropped. The joins, planned before the changes, keep returning the columns they
+/// were planned with (found by field id) from Java's old and new files, in every cache
+/// strategy; the drop is an error naming the column. Positions planned before the move
+/// would have returned other columns' values.
+#[tokio::test]
+async fn running_joins_keep_their_columns_while_java_adds_moves_and_drops_columns() {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use lakejoin::lookup::{
+        LookupSpec, LookupTable, PartialOptions, Strategy as Cache, TableLookups,
+    };
+    use lakejoin::lsm::point_lookup::{LookupOptions, PointLookup};
+    use lakejoin::table::datum::Datum;
+    use lakejoin::table::{TableIdentifier, Warehouse};
+
+    let spec = keyed_spec("db.joined", &["name:STRING", "n:INT", "city:STRING"], false);
+    let mut table = Table::create_with_java(spec);
+    table.java_write(&[
+        json!({"id": 1, "name": "ann", "n": 10, "city": "Bern"}),
+        json!({"id": 2, "name": "bob", "n": 20, "city": "Genf"}),
+    ]);
+    let warehouse = Warehouse::from_uri(&table.warehouse, &BTreeMap::new()).unwrap();
+    let identifier = TableIdentifier::parse(&table.spec.name).unwrap();
+    let opened = lakejoin::table::Table::open(&warehouse, &identifier)
+        .await
+        .unwrap();
+    let point = Arc::new(
+        PointLookup::open(Arc::new(opened), LookupOptions::default())
+            .await
+            .unwrap(),
+    );
+    let partial = PartialOptions {
+        max_rows: 1_000,
+        max_bytes: None,
+        expire_after_write: None,
+        expire_after_access: None,
+        cache_missing_keys: true,
+    };
+    // Joined by id, selecting city, name and n.
+    let joins: Vec<Arc<LookupTable>> = [Cache::Full, Cache::Partial(partial), Cache::None]
+        .into_iter()
+        .map(|strategy| {
+            let spec = LookupSpec {
+                strategy,
+                key_columns: vec![0],
+                projection: vec![3, 1, 2],
+                partition: None,
+            };
+            Arc::new(LookupTable::new(point.clone(), spec).unwrap())
+        })
+        .collect();
+    let lookups = TableLookups::new(point, joins.clone());
+    lookups.load().await.unwrap();
+    let s = |v: &str| Datum::String(v.into());
+    assert_eq!(
+        join_answers(&joins, 1).await,
+        vec![Some(vec![s("Bern"), s("ann"), Datum::Int(10)]); 3]
+    );
+
+    for change in [
+        vec!["add-column-first", "zip", "STRING"],
+        vec!["move-column", "city", "after", "id"],
+        vec!["widen-column", "n", "BIGINT"],
+    ] {
+        let args: Vec<String> = change.iter().map(|s| s.to_string()).collect();
+        crate::support::expect_success("java alter", table.java("alter", &args, ""));
+    }
+    table.spec.columns = [
+        ("zip", "STRING"),
+        ("id", "INT"),
+        ("city", "STRING"),
+        ("name", "STRING"),
+        ("n", "BIGINT"),
+    ]
+    .iter()
+    .map(|(n, t)| (n.to_string(), t.to_string()))
+    .collect();
+    let schema = table.java_schema();
+    assert_eq!(
+        schema["columns"],
+        json!([
+            ["zip", "STRING"],
+            ["id", "INT NOT NULL"],
+            ["city", "STRING"],
+            ["name", "STRING"],
+            ["n", "BIGINT"]
+        ]),
+        "{schema}"
+    );
+    table.java_write(&[
+        json!({"zip": "1200", "id": 2, "city": "Zug", "name": "bob", "n": 5_000_000_000_i64}),
+        json!({"zip": "8000", "id": 3, "city": "Chur", "name": "cy", "n": -1}),
+    ]);
+    assert!(lookups.refresh().await.unwrap(), "the snapshot moved");
+    for (id, want) in [
+        (1, vec![s("Bern"), s("ann"), Datum::BigInt(10)]),
+        (2, vec![s("Zug"), s("bob"), Datum::BigInt(5_000_000_000)]),
+        (3, vec![s("Chur"), s("cy"), Datum::BigInt(-1)]),
+    ] {
+        assert_eq!(
+            join_answers(&joins, id).await,
+            vec![Some(want); 3],
+            "id {id}"
+        );
+    }
+
+    crate::support::expect_success(
+        "java alter",
+        table.java("alter", &["drop-column".into(), "city".into()], ""),
+    );
+    table.spec.columns.retain(|(name, _)| name != "city");
+    table.java_write(&[json!({"zip": "9000", "id": 4, "name": "dee", "n": 4})]);
+    let error = lookups.refresh().await.unwrap_err().to_string();
+    assert!(error.contains("`city` (field id 3)"), "{error}");
+    let error = joins[2]
+        .get(&[Datum::Int(4)])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`city` (field id 3)"), "{error}");
 }

@@ -99,8 +99,10 @@ public final class Oracle {
             "  expire WAREHOUSE DB.TABLE --retain-max N [--retain-min M]",
             "      expires snapshots beyond the newest N (keeping at least M, default 1, and no",
             "      time limit); prints how many were expired",
-            "  alter WAREHOUSE DB.TABLE add-column NAME TYPE | widen-column NAME TYPE |",
-            "        drop-column NAME | rename-column NAME NEW | set-option KEY VALUE | remove-option KEY",
+            "  alter WAREHOUSE DB.TABLE add-column NAME TYPE | add-column-first NAME TYPE |",
+            "        widen-column NAME TYPE | drop-column NAME | rename-column NAME NEW |",
+            "        move-column NAME first | move-column NAME after OTHER |",
+            "        set-option KEY VALUE | remove-option KEY",
             "      one schema change (widen-column keeps the column's nullability)",
             "  snapshots WAREHOUSE DB.TABLE",
             "      one line per snapshot: id, schemaId, commitKind, totalRecordCount,",
@@ -704,8 +706,8 @@ public final class Oracle {
     private void alter(Catalog catalog, Identifier id, Args args) throws Exception {
         List<String> p = args.positional;
         if (p.isEmpty()) {
-            throw new Usage("alter needs a change: add-column, widen-column, drop-column, rename-column, "
-                    + "set-option or remove-option");
+            throw new Usage("alter needs a change: add-column, add-column-first, widen-column, drop-column, "
+                    + "rename-column, move-column, set-option or remove-option");
         }
         String what = p.get(0);
         SchemaChange change;
@@ -713,6 +715,23 @@ public final class Oracle {
             case "add-column":
                 need(p, 3, "alter WAREHOUSE DB.TABLE add-column NAME TYPE");
                 change = SchemaChange.addColumn(p.get(1), parseType(String.join(" ", p.subList(2, p.size()))));
+                break;
+            case "add-column-first":
+                need(p, 3, "alter WAREHOUSE DB.TABLE add-column-first NAME TYPE");
+                change = SchemaChange.addColumn(
+                        p.get(1),
+                        parseType(String.join(" ", p.subList(2, p.size()))),
+                        null,
+                        SchemaChange.Move.first(p.get(1)));
+                break;
+            case "move-column":
+                if (p.size() == 3 && p.get(2).equals("first")) {
+                    change = SchemaChange.updateColumnPosition(SchemaChange.Move.first(p.get(1)));
+                } else if (p.size() == 4 && p.get(2).equals("after")) {
+                    change = SchemaChange.updateColumnPosition(SchemaChange.Move.after(p.get(1), p.get(3)));
+                } else {
+                    throw new Usage("alter WAREHOUSE DB.TABLE move-column NAME first | move-column NAME after OTHER");
+                }
                 break;
             case "widen-column":
                 need(p, 3, "alter WAREHOUSE DB.TABLE widen-column NAME TYPE");

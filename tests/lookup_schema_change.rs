@@ -116,7 +116,20 @@ async fn joins_keep_their_columns_when_another_writer_adds_moves_renames_and_wid
             Arc::new(LookupTable::new(point.clone(), spec).unwrap())
         })
         .collect();
-    let lookups = TableLookups::new(point, joins.clone());
+    // Joins on the same table that select only name, listed first and last: they go on
+    // after the drop below, whichever order the refresh applies the joins in.
+    let name_only = |strategy| {
+        let spec = LookupSpec {
+            strategy,
+            key_columns: vec![0],
+            projection: vec![1],
+            partition: None,
+        };
+        Arc::new(LookupTable::new(point.clone(), spec).unwrap())
+    };
+    let others = vec![name_only(Cache::Full), name_only(Cache::Full)];
+    let every: Vec<Arc<LookupTable>> = [&others[..1], &joins[..], &others[1..]].concat();
+    let lookups = TableLookups::new(point, every);
     lookups.load().await.unwrap();
     let ann = vec![s("Bern"), s("ann"), Datum::Int(10)];
     assert_eq!(answers(&joins, 1).await, vec![Some(ann); 3]);
@@ -166,9 +179,9 @@ async fn joins_keep_their_columns_when_another_writer_adds_moves_renames_and_wid
     assert_eq!(answers(&joins, 2).await, vec![Some(bob); 3]);
     assert_eq!(answers(&joins, 3).await, vec![Some(cy); 3]);
 
-    // ALTER TABLE DROP COLUMN town: the joins read it, so moving to that schema is an
-    // error naming it, and the `none` join's lookups (which read the newest schema) fail
-    // rather than answer with other columns.
+    // ALTER TABLE DROP COLUMN town: the three joins read it, so from that schema on every
+    // lookup of theirs is an error naming it (not the rows before the drop, nor other
+    // columns); the joins that do not read it follow the table as before.
     let mut third = second.clone();
     third.fields.retain(|f| f.name != "town");
     third.id = 2;
@@ -178,15 +191,39 @@ async fn joins_keep_their_columns_when_another_writer_adds_moves_renames_and_wid
         vec![vec![s("9000"), Datum::Int(4), Datum::BigInt(4), s("dee")]],
     )
     .await;
-    let error = lookups.refresh().await.unwrap_err().to_string();
-    assert!(
-        error.contains("dropped") && error.contains("`city` (field id 3)"),
-        "{error}"
-    );
-    let error = joins[2]
-        .get(&[Datum::Int(4)])
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(error.contains("`city` (field id 3)"), "{error}");
+    assert!(lookups.refresh().await.unwrap(), "the snapshot moved");
+    for (join, strategy) in joins.iter().zip(["full", "partial", "none"]) {
+        for id in [1, 4] {
+            let error = join.get(&[Datum::Int(id)]).await.unwrap_err().to_string();
+            assert!(
+                error.contains("dropped") && error.contains("`city` (field id 3)"),
+                "{strategy} {id}: {error}"
+            );
+            let error = join.get_many(&[&[Datum::Int(id)]]).await.unwrap_err();
+            assert!(error.to_string().contains("`city`"), "{strategy} {id}");
+        }
+    }
+    for other in &others {
+        assert_eq!(
+            answers(std::slice::from_ref(other), 4).await,
+            vec![Some(vec![s("dee")])]
+        );
+        assert_eq!(
+            answers(std::slice::from_ref(other), 2).await,
+            vec![Some(vec![s("bob")])]
+        );
+    }
+    // The next commit reaches them too: the broken joins keep no one behind.
+    write(
+        Arc::new(table.at_newest_schema().await.unwrap()),
+        vec![vec![s("9001"), Datum::Int(5), Datum::BigInt(5), s("eve")]],
+    )
+    .await;
+    assert!(lookups.refresh().await.unwrap());
+    for other in &others {
+        assert_eq!(
+            answers(std::slice::from_ref(other), 5).await,
+            vec![Some(vec![s("eve")])]
+        );
+    }
 }

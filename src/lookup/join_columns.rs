@@ -10,10 +10,13 @@
 //! it was planned with and finds their positions again in each schema it reads.
 //!
 //! A column the join reads that a newer schema dropped is an error naming it, not a null:
-//! the join cannot give what the user asked for, so its facts are held (and the error
-//! logged) until the pipeline is restarted with a configuration that no longer reads it.
+//! the join cannot give what the user asked for. The error sticks: from then on every
+//! lookup of the join fails with it (a `full` cache does not go on answering from the
+//! snapshot before the drop), so its facts are held and the error logged on each retry
+//! until the pipeline restarts with a configuration that no longer reads the column. An
+//! ordered pipeline stops there.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use super::projected::projected_types;
 use crate::error::{Error, Result};
@@ -39,7 +42,7 @@ pub(super) struct ColumnsInSchema {
     pub(super) key_columns: Vec<usize>,
 }
 
-/// What a join reads of its table, by field id, and where that was in the schema last
+/// What a join reads of its table, by field id, and where that was in the newest schema
 /// asked about.
 #[derive(Debug)]
 pub(super) struct JoinColumns {
@@ -48,6 +51,8 @@ pub(super) struct JoinColumns {
     key_columns: Vec<PlannedColumn>,
     /// The newest resolution: nearly every lookup reads the schema the previous one did.
     last: RwLock<Arc<ColumnsInSchema>>,
+    /// Set once a schema dropped a column the join reads: the error every lookup gives.
+    dropped: OnceLock<String>,
 }
 
 impl JoinColumns {
@@ -79,66 +84,94 @@ impl JoinColumns {
                 })
                 .collect()
         };
-        let columns = JoinColumns {
+        let projection = planned(projection)?;
+        let key_columns = planned(key_columns)?;
+        let resolved = resolve(table, schema, &projection, &key_columns)?;
+        Ok(JoinColumns {
             table: table.to_owned(),
-            projection: planned(projection)?,
-            key_columns: planned(key_columns)?,
-            last: RwLock::new(Arc::new(ColumnsInSchema {
-                schema_id: schema.id,
-                projection: Vec::new(),
-                types: Arc::from(Vec::new()),
-                key_columns: Vec::new(),
-            })),
-        };
-        let resolved = columns.resolve(schema)?;
-        *columns.last.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(resolved);
-        Ok(columns)
+            projection,
+            key_columns,
+            last: RwLock::new(Arc::new(resolved)),
+            dropped: OnceLock::new(),
+        })
+    }
+
+    /// The error of a schema that dropped a column the join reads, once one did.
+    pub(super) fn check(&self) -> Result<()> {
+        match self.dropped.get() {
+            Some(message) => Err(Error::Config(message.clone())),
+            None => Ok(()),
+        }
     }
 
     /// Where the join's columns are in `schema`.
     pub(super) fn in_schema(&self, schema: &TableSchema) -> Result<Arc<ColumnsInSchema>> {
+        self.check()?;
         let last = self.last.read().unwrap_or_else(|p| p.into_inner()).clone();
         if last.schema_id == schema.id {
             return Ok(last);
         }
-        let resolved = Arc::new(self.resolve(schema)?);
-        *self.last.write().unwrap_or_else(|p| p.into_inner()) = resolved.clone();
+        let resolved = match resolve(&self.table, schema, &self.projection, &self.key_columns) {
+            Ok(resolved) => Arc::new(resolved),
+            Err(e) => {
+                let message = e.to_string();
+                if self.dropped.set(message.clone()).is_ok() {
+                    tracing::error!(error = %message, "a lookup join can no longer read its table");
+                }
+                return Err(Error::Config(message));
+            }
+        };
+        let mut last = self.last.write().unwrap_or_else(|p| p.into_inner());
+        // A lookup still pinned to an older schema does not move the newest back.
+        if resolved.schema_id > last.schema_id {
+            *last = resolved.clone();
+        }
         Ok(resolved)
     }
+}
 
-    fn resolve(&self, schema: &TableSchema) -> Result<ColumnsInSchema> {
-        let mut dropped = Vec::new();
-        let mut positions = |planned: &[PlannedColumn]| -> Vec<usize> {
-            planned
-                .iter()
-                .filter_map(|c| {
-                    let position = schema.fields.iter().position(|f| f.id == c.id);
-                    if position.is_none() {
-                        dropped.push(format!("`{}` (field id {})", c.name, c.id));
-                    }
-                    position
-                })
-                .collect()
-        };
-        let projection = positions(&self.projection);
-        let key_columns = positions(&self.key_columns);
-        if !dropped.is_empty() {
-            return Err(Error::Config(format!(
-                "join on {}: schema {} of the table dropped column(s) the join reads: {}; \
-                 restart the pipeline with a configuration that does not read them",
-                self.table,
-                schema.id,
-                dropped.join(", ")
-            )));
-        }
-        let types: Vec<DataType> = schema.fields.iter().map(|f| f.data_type).collect();
-        Ok(ColumnsInSchema {
-            schema_id: schema.id,
-            types: projected_types(&types, &projection)?,
-            projection,
-            key_columns,
-        })
+/// Where the `projection` and `key_columns` of a join on `table` are in `schema`; a
+/// column `schema` lacks (dropped) is an error naming each such column once.
+fn resolve(
+    table: &str,
+    schema: &TableSchema,
+    projection: &[PlannedColumn],
+    key_columns: &[PlannedColumn],
+) -> Result<ColumnsInSchema> {
+    let mut dropped: Vec<PlannedColumn> = Vec::new();
+    let mut positions = |planned: &[PlannedColumn]| -> Vec<usize> {
+        planned
+            .iter()
+            .filter_map(|c| {
+                let position = schema.fields.iter().position(|f| f.id == c.id);
+                if position.is_none() && !dropped.iter().any(|d| d.id == c.id) {
+                    dropped.push(c.clone());
+                }
+                position
+            })
+            .collect()
+    };
+    let projection_at = positions(projection);
+    let key_columns_at = positions(key_columns);
+    if !dropped.is_empty() {
+        let names: Vec<String> = dropped
+            .iter()
+            .map(|c| format!("`{}` (field id {})", c.name, c.id))
+            .collect();
+        return Err(Error::Config(format!(
+            "join on {table}: schema {} of the table dropped column(s) the join reads: {}; \
+             restart the pipeline with a configuration that does not read them",
+            schema.id,
+            names.join(", ")
+        )));
     }
+    let types: Vec<DataType> = schema.fields.iter().map(|f| f.data_type).collect();
+    Ok(ColumnsInSchema {
+        schema_id: schema.id,
+        types: projected_types(&types, &projection_at)?,
+        projection: projection_at,
+        key_columns: key_columns_at,
+    })
 }
 
 #[cfg(test)]
@@ -209,25 +242,39 @@ mod tests {
             &evolved,
             &columns.in_schema(&evolved_schema()).unwrap()
         ));
+        // A lookup still pinned to the planned schema is answered, and does not move the
+        // newest resolution back.
+        assert_eq!(
+            columns.in_schema(&planned_schema()).unwrap().projection,
+            vec![1, 2, 3]
+        );
+        assert!(Arc::ptr_eq(
+            &evolved,
+            &columns.in_schema(&evolved_schema()).unwrap()
+        ));
     }
 
     #[test]
     fn a_dropped_column_the_join_reads_is_an_error_naming_it() {
-        let columns = JoinColumns::new("db.t", &planned_schema(), &[0], &[1, 3]).unwrap();
+        // `city` is both a key column and a returned one: named once.
+        let columns = JoinColumns::new("db.t", &planned_schema(), &[3], &[1, 3]).unwrap();
+        assert!(columns.check().is_ok());
         let mut dropped = evolved_schema();
         dropped.id = 2;
         dropped.fields.retain(|f| f.name != "town" && f.name != "n");
         let error = columns.in_schema(&dropped).unwrap_err().to_string();
         assert!(error.contains("join on db.t"), "{error}");
         assert!(error.contains("schema 2"), "{error}");
-        assert!(error.contains("`city` (field id 3)"), "{error}");
+        assert_eq!(error.matches("`city` (field id 3)").count(), 1, "{error}");
         // A dropped column the join does not read (`n`) is no concern.
         assert!(!error.contains("`n`"), "{error}");
-        // The schema it could read is still answered.
-        assert_eq!(
-            columns.in_schema(&planned_schema()).unwrap().projection,
-            vec![1, 3]
-        );
+        // The error sticks, also for the schema it could read: the join cannot go on.
+        assert!(columns.check().is_err());
+        let again = columns
+            .in_schema(&planned_schema())
+            .unwrap_err()
+            .to_string();
+        assert!(again.contains("`city` (field id 3)"), "{again}");
     }
 
     #[test]

@@ -224,6 +224,11 @@ impl LookupTable {
 
     /// Whether the join key is the primary key (else: a `full` cache's secondary index,
     /// which may match several rows).
+    /// Whether the table dropped a column this join reads: every lookup then fails.
+    pub(crate) fn columns_dropped(&self) -> bool {
+        self.columns.check().is_err()
+    }
+
     pub(crate) fn by_primary_key(&self) -> bool {
         !self.key_parts.is_empty()
     }
@@ -273,6 +278,7 @@ impl LookupTable {
     /// The projected row of the join key (values of the spec's `key_columns`), for joins
     /// by primary key.
     pub async fn get(&self, join_key: &[Datum]) -> Result<Option<ProjectedRow>> {
+        self.columns.check()?;
         match self.primary_key(join_key) {
             Some(key) => self.get_primary(&key).await,
             None => Ok(None),
@@ -323,6 +329,7 @@ impl LookupTable {
     /// calls once per poll batch. A `full` cache overlaps the batch's memory reads; a
     /// `partial` cache answers its hits and then reads only the misses.
     pub async fn get_many(&self, join_keys: &[&[Datum]]) -> Result<Vec<Option<ProjectedRow>>> {
+        self.columns.check()?;
         let keys: Vec<Option<Cow<'_, [Datum]>>> =
             join_keys.iter().map(|k| self.primary_key(k)).collect();
         match &self.cache {
@@ -403,6 +410,7 @@ impl LookupTable {
     /// Every projected row whose join columns equal `join_key`, in primary-key order, for
     /// joins on other columns (`full` caches only).
     pub(crate) fn get_all(&self, join_key: &[Datum]) -> Result<Vec<ProjectedRow>> {
+        self.columns.check()?;
         match &self.cache {
             Cache::Full(full) => {
                 let full = self.full(full);
@@ -571,12 +579,22 @@ impl LookupTable {
         Ok(true)
     }
 
-    /// Brings the cache in step with a refresh of the point lookups.
-    async fn apply(&self, delta: &SnapshotDelta, changed: &ChangedKeys) -> Result<()> {
+    /// Brings the cache in step with a refresh of the point lookups; `reload` drops what
+    /// the cache holds (the delta asks for it, or this join missed an earlier one).
+    async fn apply(
+        &self,
+        delta: &SnapshotDelta,
+        changed: &ChangedKeys,
+        reload: bool,
+    ) -> Result<()> {
+        if reload {
+            // A new schema: the join's columns must still be there, for every strategy.
+            self.columns_in(&self.point.table())?;
+        }
         match &self.cache {
             Cache::None => {}
             Cache::Partial(cache) => {
-                if delta.reload {
+                if reload {
                     cache.invalidate_all();
                 } else {
                     cache.invalidate(changed.keys.iter().map(|(bytes, _)| bytes.as_slice()));
@@ -589,7 +607,7 @@ impl LookupTable {
                     .store(cache.weighted_size(), Ordering::Relaxed);
             }
             Cache::Full(slot) => {
-                if delta.reload {
+                if reload {
                     self.load_full().await?;
                 } else if let Some(order) = &self.deduplicate {
                     self.apply_deduplicate(slot, order, changed)?;

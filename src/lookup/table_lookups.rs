@@ -22,19 +22,19 @@ pub struct TableLookups {
     point: Arc<PointLookup>,
     joins: Vec<Arc<LookupTable>>,
     /// One refresh at a time: each applies the delta from where the previous one ended.
-    /// Holds whether the caches are behind the point lookups: a refresh moved those to a
-    /// newer snapshot, then failed before every cache applied the change (a read of the
-    /// new files failed). The next refresh then reloads the caches, since that delta is
-    /// gone.
-    refreshing: tokio::sync::Mutex<bool>,
+    /// Holds, for each join, whether its cache is behind the point lookups: a refresh
+    /// moved those to a newer snapshot, then failed before that cache applied the change
+    /// (a read of the new files failed). The next refresh then reloads that cache, since
+    /// the delta is gone; the joins that applied it are not reloaded.
+    refreshing: tokio::sync::Mutex<Vec<bool>>,
 }
 
 impl TableLookups {
     pub fn new(point: Arc<PointLookup>, joins: Vec<Arc<LookupTable>>) -> Self {
         TableLookups {
             point,
+            refreshing: tokio::sync::Mutex::new(vec![false; joins.len()]),
             joins,
-            refreshing: tokio::sync::Mutex::new(false),
         }
     }
 
@@ -55,11 +55,12 @@ impl TableLookups {
     /// Moves to the table's latest snapshot and updates every join's cache from the
     /// rows that changed. Returns whether the snapshot moved.
     pub async fn refresh(&self) -> Result<bool> {
-        let mut caches_behind = self.refreshing.lock().await;
+        let mut behind = self.refreshing.lock().await;
         let started = Instant::now();
-        let mut delta = match self.point.refresh().await? {
+        let delta = match self.point.refresh().await? {
             Some(delta) => delta,
-            None if *caches_behind => {
+            // Nothing new, but a cache missed the last move: it reloads below.
+            None if behind.contains(&true) => {
                 let at = self.point.snapshot_id();
                 SnapshotDelta {
                     from: at,
@@ -67,23 +68,37 @@ impl TableLookups {
                     commit_time_millis: None,
                     changed_files: Vec::new(),
                     deletions: Default::default(),
-                    reload: true,
+                    reload: false,
                 }
             }
             None => return Ok(false),
         };
-        // Cleared once every cache applied this delta; an error below leaves it set.
-        delta.reload |= *caches_behind;
-        *caches_behind = true;
+        // The point lookups moved: every cache is behind until it applied this delta.
+        let was_behind = std::mem::replace(&mut *behind, vec![true; self.joins.len()]);
         let changed = if delta.reload || delta.changed_files.is_empty() {
             ChangedKeys::default()
         } else {
             changed_keys(&self.point.table(), &delta.changed_files, &delta.deletions).await?
         };
-        for join in &self.joins {
-            join.apply(&delta, &changed).await?;
+        let mut failed = None;
+        for ((join, behind), was_behind) in self.joins.iter().zip(behind.iter_mut()).zip(was_behind)
+        {
+            match join
+                .apply(&delta, &changed, delta.reload || was_behind)
+                .await
+            {
+                Ok(()) => *behind = false,
+                // Its lookups fail with that error from now on (the facts are held), so
+                // it neither keeps the others behind nor fails their refreshes.
+                Err(_) if join.columns_dropped() => *behind = false,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
         }
-        *caches_behind = false;
+        if let Some(e) = failed {
+            return Err(e);
+        }
         tracing::debug!(
             table = %self.point.table().identifier(),
             snapshot = ?delta.to,
@@ -100,17 +115,16 @@ impl TableLookups {
     /// that just appeared is usually still filling, and joining against it early would
     /// miss.
     pub(crate) async fn refresh_partitions(&self) -> Result<()> {
-        let mut caches_behind = self.refreshing.lock().await;
-        let was_behind = *caches_behind;
-        for join in &self.joins {
+        let mut behind = self.refreshing.lock().await;
+        for (join, behind) in self.joins.iter().zip(behind.iter_mut()) {
             if join.select_newest_partition()? {
                 // Until the reload succeeds the cache holds the old partition's rows:
-                // a failed one is redone by the next refresh, which reloads the caches.
-                *caches_behind = true;
+                // a failed one is redone by the next refresh, which reloads it.
+                *behind = true;
                 join.load_full().await?;
+                *behind = false;
             }
         }
-        *caches_behind = was_behind;
         Ok(())
     }
 

@@ -345,7 +345,9 @@ pub(crate) async fn lookups(
                         }),
                 );
             }
-            let plan = JoinPlan::new(j, t.schema())?;
+            // Planned in the schema the lookups read (opening them moves to the newest
+            // one), so the field ids the join keeps are those of the planned positions.
+            let plan = JoinPlan::new(j, entry.point.table().schema())?;
             let spec = LookupSpec {
                 strategy: lookup_strategy(j),
                 key_columns: plan.key_columns.clone(),

@@ -79,6 +79,9 @@ pub struct TableOptions {
     pub(crate) commit_max_retries: u32,
     /// `target-file-size` in bytes (rolling is by estimated size).
     pub(crate) target_file_size: u64,
+    /// `lookup.cache-max-memory-size` in bytes (256 mb): pages of the local lookup files
+    /// that point lookups hold in memory.
+    pub(crate) lookup_cache_max_memory_size: u64,
     /// LSM compaction and snapshot retention.
     pub maintenance: MaintenanceOptions,
     /// Changelog producer and changelog retention.
@@ -206,6 +209,7 @@ impl TableOptions {
             }
         };
         let target_file_size = parse_num("target-file-size", 128 * 1024 * 1024);
+        let lookup_cache_max_memory_size = parse_num("lookup.cache-max-memory-size", 256 << 20);
         // Java ints: a larger value is an error, never taken modulo 2^32.
         let mut java_int = |k: &str, default: i32| -> i32 {
             match get(k) {
@@ -263,6 +267,7 @@ impl TableOptions {
                 .to_ascii_lowercase(),
             commit_max_retries,
             target_file_size,
+            lookup_cache_max_memory_size,
             maintenance,
             changelog,
         };
@@ -576,6 +581,7 @@ mod tests {
         assert_eq!(o.merge_engine, MergeEngineKind::Deduplicate);
         assert_eq!(o.partition_default_name, "__DEFAULT_PARTITION__");
         assert_eq!(o.target_file_size, 128 << 20);
+        assert_eq!(o.lookup_cache_max_memory_size, 256 << 20);
         assert_eq!(o.commit_max_retries, 10);
     }
 
@@ -586,10 +592,18 @@ mod tests {
                 ("bucket", "x"),
                 ("merge-engine", "newest"),
                 ("partial-update.ignore-delete", "maybe"),
+                ("lookup.cache-max-memory-size", "lots"),
             ],
-            &["`bucket`", "`merge-engine`", "ignore-delete"],
+            &[
+                "`bucket`",
+                "`merge-engine`",
+                "ignore-delete",
+                "`lookup.cache-max-memory-size`",
+            ],
         );
         assert_eq!(parse_size("128 mb"), Some(128 << 20));
+        let o = TableOptions::from_map(&map(&[("lookup.cache-max-memory-size", "64 mb")]));
+        assert_eq!(o.unwrap().lookup_cache_max_memory_size, 64 << 20);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use moka::future::Cache;
 
 use super::file::{BuiltFile, LookupFile};
+use super::pages::PageBudget;
 use crate::error::{Error, Result};
 
 /// A built local file, weighed by its size on disk plus its index in memory.
@@ -25,6 +26,8 @@ pub(crate) struct LocalFileCache {
     dir: PathBuf,
     files: Cache<String, Arc<LocalFile>>,
     open: moka::sync::Cache<String, Arc<LookupFile>>,
+    /// Bytes the open files' pages may hold in memory.
+    pages: Arc<PageBudget>,
 }
 
 impl std::fmt::Debug for LocalFileCache {
@@ -37,8 +40,14 @@ impl std::fmt::Debug for LocalFileCache {
 
 impl LocalFileCache {
     /// A cache in `dir` (created if missing) holding at most `max_bytes` of files and
-    /// indexes, with at most `max_open` files open.
-    pub(crate) fn new(dir: PathBuf, max_bytes: u64, max_open: u64) -> Result<Self> {
+    /// indexes, with at most `max_open` files open, whose pages hold at most
+    /// `max_page_bytes` in memory.
+    pub(crate) fn new(
+        dir: PathBuf,
+        max_bytes: u64,
+        max_open: u64,
+        max_page_bytes: u64,
+    ) -> Result<Self> {
         std::fs::create_dir_all(&dir).map_err(|e| Error::Io {
             context: format!("creating lookup cache directory {}", dir.display()),
             source: e,
@@ -57,7 +66,12 @@ impl LocalFileCache {
                 let _ = std::fs::remove_file(&file.path);
             })
             .build();
-        Ok(LocalFileCache { dir, files, open })
+        Ok(LocalFileCache {
+            dir,
+            files,
+            open,
+            pages: PageBudget::new(max_page_bytes),
+        })
     }
 
     /// The open local file for `key`, written by `build` on first use into the path it is
@@ -85,7 +99,7 @@ impl LocalFileCache {
             .files
             .try_get_with(key.to_string(), async {
                 let built = build(target.clone()).await?;
-                let file = LookupFile::open(&target).inspect_err(|_| {
+                let file = LookupFile::open(&target, &self.pages).inspect_err(|_| {
                     let _ = std::fs::remove_file(&target);
                 })?;
                 fresh = Some(Arc::new(file));
@@ -101,7 +115,7 @@ impl LocalFileCache {
             })?;
         let opened = match fresh {
             Some(file) => Ok(file),
-            None => LookupFile::open(&local.path).map(Arc::new),
+            None => LookupFile::open(&local.path, &self.pages).map(Arc::new),
         };
         Ok(opened.inspect(|file| self.open.insert(key.to_string(), file.clone())))
     }

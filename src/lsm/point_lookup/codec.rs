@@ -144,7 +144,11 @@ mod tests {
             .collect();
         let path = dir.path().join("f.lkp");
         codec.write_file(&path, &rows).unwrap();
-        let file = super::super::file::LookupFile::open(&path).unwrap();
+        let file = super::super::file::LookupFile::open(
+            &path,
+            &super::super::pages::PageBudget::new(1 << 20),
+        )
+        .unwrap();
         for kv in &rows {
             let mut found = Vec::new();
             let key = key_bytes(&codec, kv.row[0].clone());

@@ -24,8 +24,11 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use twox_hash::XxHash64;
 
+use super::pages::{FilePages, PageBudget};
 use crate::error::{Error, Result};
 use crate::table::row_kind::RowKind;
 
@@ -201,7 +204,8 @@ pub(crate) struct Record<'a> {
     pub(crate) value: &'a [u8],
 }
 
-/// An open lookup file: its descriptor and its index.
+/// An open lookup file: its descriptor, its index, and the pages of its records held in
+/// memory.
 #[derive(Debug)]
 pub(crate) struct LookupFile {
     file: File,
@@ -211,15 +215,17 @@ pub(crate) struct LookupFile {
     /// Where the records end (the index offset).
     data_end: u64,
     hash: KeyHash,
+    pages: FilePages,
 }
 
 impl LookupFile {
-    /// Opens and checks the file at `path` and loads its index.
-    pub(crate) fn open(path: &Path) -> Result<Self> {
-        Self::open_with(path, key_hash)
+    /// Opens and checks the file at `path` and loads its index; its pages are held
+    /// within `budget`.
+    pub(crate) fn open(path: &Path, budget: &Arc<PageBudget>) -> Result<Self> {
+        Self::open_with(path, key_hash, budget)
     }
 
-    fn open_with(path: &Path, hash: KeyHash) -> Result<Self> {
+    fn open_with(path: &Path, hash: KeyHash, budget: &Arc<PageBudget>) -> Result<Self> {
         let file = File::open(path).map_err(|e| io_error(path, "opening", e))?;
         let len = file
             .metadata()
@@ -291,6 +297,7 @@ impl LookupFile {
             offsets,
             data_end,
             hash,
+            pages: FilePages::new(data_end, budget.clone()),
         })
     }
 
@@ -333,36 +340,62 @@ impl LookupFile {
         Ok(())
     }
 
-    /// The checked body of the record at `offset` (without its checksum).
-    fn read_body<'b>(&self, offset: u64, buf: &'b mut Vec<u8>) -> Result<&'b [u8]> {
+    /// The checked body of the record at `offset` (without its checksum): from a held
+    /// page when the record lies in one, else read into `buf`.
+    fn read_body<'a>(&'a self, offset: u64, buf: &'a mut Vec<u8>) -> Result<&'a [u8]> {
         let available = self.data_end.saturating_sub(offset);
-        let first = available.min(FIRST_READ) as usize;
-        if first < 4 {
+        if available < 4 {
             return Err(corrupt(
                 &self.path,
                 format!("record at offset {offset} is cut off"),
             ));
         }
+        let read_error = |e| io_error(&self.path, "reading", e);
+        if let Some(prefix) = self.pages.read(&self.file, offset, 4).map_err(read_error)? {
+            let body_len = u64::from(u32::from_le_bytes([
+                prefix[0], prefix[1], prefix[2], prefix[3],
+            ]));
+            self.check_length(offset, body_len, available)?;
+            if let Some(record) = self
+                .pages
+                .read(&self.file, offset, 4 + body_len)
+                .map_err(read_error)?
+            {
+                return self.checked(offset, &record[4..]);
+            }
+        }
+        let first = available.min(FIRST_READ) as usize;
         buf.resize(first, 0);
         self.file
             .read_exact_at(buf, offset)
             .map_err(|e| io_error(&self.path, "reading", e))?;
-        let body_len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]) as u64;
-        let total = 4 + body_len;
-        if total > available || (body_len as usize) < MIN_BODY {
+        let body_len = u64::from(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]));
+        self.check_length(offset, body_len, available)?;
+        let total = (4 + body_len) as usize;
+        if total > first {
+            buf.resize(total, 0);
+            self.file
+                .read_exact_at(&mut buf[first..], offset + first as u64)
+                .map_err(read_error)?;
+        }
+        self.checked(offset, &buf[4..total])
+    }
+
+    /// Whether a record of `body_len` bytes after its length fits the `available` bytes
+    /// from its offset to the index, and is long enough to be one.
+    fn check_length(&self, offset: u64, body_len: u64, available: u64) -> Result<()> {
+        if 4 + body_len > available || body_len < MIN_BODY as u64 {
             return Err(corrupt(
                 &self.path,
                 format!("record at offset {offset} has a bad length {body_len}"),
             ));
         }
-        let total = total as usize;
-        if total > first {
-            buf.resize(total, 0);
-            self.file
-                .read_exact_at(&mut buf[first..], offset + first as u64)
-                .map_err(|e| io_error(&self.path, "reading", e))?;
-        }
-        let (body, sum) = buf[4..total].split_at(total - 4 - 8);
+        Ok(())
+    }
+
+    /// A record's body and checksum, checked: the body.
+    fn checked<'a>(&self, offset: u64, record: &'a [u8]) -> Result<&'a [u8]> {
+        let (body, sum) = record.split_at(record.len().saturating_sub(8));
         let sum = u64::from_le_bytes(sum.try_into().unwrap_or_default());
         if checksum(body) != sum {
             return Err(corrupt(

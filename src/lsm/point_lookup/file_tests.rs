@@ -1,4 +1,19 @@
+use super::super::pages::PAGE_BYTES;
 use super::*;
+
+fn no_pages() -> Arc<PageBudget> {
+    PageBudget::new(0)
+}
+
+/// Page budgets a file is read with: none (every record read from the file), two pages
+/// (the first records from pages, the others from the file) and room for every page.
+fn budgets() -> [Arc<PageBudget>; 3] {
+    [
+        no_pages(),
+        PageBudget::new(2 * PAGE_BYTES),
+        PageBudget::new(1 << 30),
+    ]
+}
 
 /// Key, sequence number, row kind, value.
 type Record = (Vec<u8>, i64, RowKind, Vec<u8>);
@@ -52,20 +67,53 @@ fn sample(n: usize) -> Vec<Record> {
 fn round_trip() {
     let (dir, records, path) = sample_file(300);
     assert!(!dir.path().join("file.lookup.tmp").exists());
-    let file = LookupFile::open(&path).unwrap();
-    assert_eq!(file.len(), 300);
-    for (k, s, kind, v) in &records {
-        assert_eq!(get(&file, k).unwrap(), vec![(*s, *kind, v.clone())]);
+    for budget in budgets() {
+        let file = LookupFile::open(&path, &budget).unwrap();
+        assert_eq!(file.len(), 300);
+        // Twice: the second pass reads the pages the first one kept.
+        for _ in 0..2 {
+            for (k, s, kind, v) in &records {
+                assert_eq!(get(&file, k).unwrap(), vec![(*s, *kind, v.clone())]);
+            }
+        }
+        assert!(get(&file, b"key-300").unwrap().is_empty());
+        assert!(get(&file, b"").unwrap().is_empty());
     }
-    assert!(get(&file, b"key-300").unwrap().is_empty());
-    assert!(get(&file, b"").unwrap().is_empty());
+}
+
+#[test]
+fn records_are_read_from_held_pages_once_kept() {
+    let (_dir, records, path) = sample_file(300);
+    let budget = PageBudget::new(1 << 30);
+    let file = LookupFile::open(&path, &budget).unwrap();
+    for (k, ..) in &records {
+        get(&file, k).unwrap();
+    }
+    let held = budget.held_bytes();
+    assert_eq!(held, file.data_end, "every page of the records is held");
+    // The file changes under the open lookup file: its records come from memory.
+    std::fs::write(&path, b"").unwrap();
+    for (k, s, kind, v) in &records {
+        let found = get(&file, k);
+        // A record across two pages is still read from the file (now empty): an error.
+        if let Ok(found) = found {
+            assert_eq!(found, vec![(*s, *kind, v.clone())]);
+        }
+    }
+    let from_pages = records
+        .iter()
+        .filter(|(k, ..)| get(&file, k).is_ok())
+        .count();
+    assert!(from_pages > records.len() * 9 / 10, "{from_pages}");
+    drop(file);
+    assert_eq!(budget.held_bytes(), 0);
 }
 
 #[test]
 fn empty_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), key_hash, &[]);
-    let file = LookupFile::open(&path).unwrap();
+    let file = LookupFile::open(&path, &no_pages()).unwrap();
     assert!(file.is_empty());
     assert!(get(&file, b"x").unwrap().is_empty());
 }
@@ -77,16 +125,18 @@ fn hash_collisions_compare_key_bytes() {
     // Every key has the same hash, and a prefix of keys a quarter of another.
     let constant: KeyHash = |_| 42;
     let path = write(dir.path(), constant, &records);
-    let file = LookupFile::open_with(&path, constant).unwrap();
-    for (k, s, kind, v) in &records {
-        assert_eq!(get(&file, k).unwrap(), vec![(*s, *kind, v.clone())]);
+    for budget in budgets() {
+        let file = LookupFile::open_with(&path, constant, &budget).unwrap();
+        for (k, s, kind, v) in &records {
+            assert_eq!(get(&file, k).unwrap(), vec![(*s, *kind, v.clone())]);
+        }
+        assert!(get(&file, b"key-").unwrap().is_empty());
+        assert!(get(&file, b"missing").unwrap().is_empty());
     }
-    assert!(get(&file, b"key-").unwrap().is_empty());
-    assert!(get(&file, b"missing").unwrap().is_empty());
     // A few buckets of collisions.
     let few: KeyHash = |k| k.len() as u64 % 3;
     let path = write(dir.path(), few, &records);
-    let file = LookupFile::open_with(&path, few).unwrap();
+    let file = LookupFile::open_with(&path, few, &no_pages()).unwrap();
     for (k, s, kind, v) in &records {
         assert_eq!(get(&file, k).unwrap(), vec![(*s, *kind, v.clone())]);
     }
@@ -98,11 +148,11 @@ fn truncated_files_are_errors() {
     let bytes = std::fs::read(&path).unwrap();
     for len in [0, 1, 31, 32, bytes.len() / 2, bytes.len() - 1] {
         std::fs::write(&path, &bytes[..len]).unwrap();
-        let err = LookupFile::open(&path).expect_err("truncated");
+        let err = LookupFile::open(&path, &no_pages()).expect_err("truncated");
         assert!(err.to_string().contains("file.lookup"), "{err}");
     }
     std::fs::remove_file(&path).unwrap();
-    assert!(LookupFile::open(&path).is_err());
+    assert!(LookupFile::open(&path, &no_pages()).is_err());
 }
 
 #[test]
@@ -115,13 +165,15 @@ fn corrupt_bytes_are_errors_or_misses_never_wrong_records() {
         let mut bytes = pristine.clone();
         bytes[at] ^= 0x5a;
         std::fs::write(&path, &bytes).unwrap();
-        let Ok(file) = LookupFile::open(&path) else {
-            continue;
-        };
-        for (k, s, kind, v) in &records {
-            match get(&file, k) {
-                Ok(found) => assert_eq!(found, vec![(*s, *kind, v.clone())], "byte {at}"),
-                Err(e) => assert!(e.to_string().contains("corrupt"), "{e}"),
+        for budget in budgets() {
+            let Ok(file) = LookupFile::open(&path, &budget) else {
+                continue;
+            };
+            for (k, s, kind, v) in &records {
+                match get(&file, k) {
+                    Ok(found) => assert_eq!(found, vec![(*s, *kind, v.clone())], "byte {at}"),
+                    Err(e) => assert!(e.to_string().contains("corrupt"), "{e}"),
+                }
             }
         }
     }
@@ -132,7 +184,7 @@ fn a_file_that_is_not_a_lookup_file_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x");
     std::fs::write(&path, vec![7u8; 100]).unwrap();
-    assert!(LookupFile::open(&path).is_err());
+    assert!(LookupFile::open(&path, &no_pages()).is_err());
 }
 
 #[test]

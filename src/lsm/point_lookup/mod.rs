@@ -7,6 +7,7 @@ mod cache;
 mod codec;
 mod file;
 mod key;
+mod pages;
 mod read;
 
 use std::collections::HashMap;
@@ -36,6 +37,9 @@ pub struct LookupOptions {
     pub(crate) local_cache_max_bytes: u64,
     /// Open local lookup files (descriptor plus index in memory).
     pub(crate) max_open_files: u64,
+    /// Bytes of the local lookup files' pages held in memory; `None`: the table's
+    /// `lookup.cache-max-memory-size` (256 mb unless set), as in Paimon.
+    pub(crate) page_cache_max_bytes: Option<u64>,
 }
 
 impl Default for LookupOptions {
@@ -44,6 +48,7 @@ impl Default for LookupOptions {
             local_cache_dir: None,
             local_cache_max_bytes: 10 << 30,
             max_open_files: 4096,
+            page_cache_max_bytes: None,
         }
     }
 }
@@ -149,8 +154,14 @@ impl PointLookup {
                 (t.path().to_path_buf(), Some(t))
             }
         };
-        let lookup_files =
-            LocalFileCache::new(dir, options.local_cache_max_bytes, options.max_open_files)?;
+        let lookup_files = LocalFileCache::new(
+            dir,
+            options.local_cache_max_bytes,
+            options.max_open_files,
+            options
+                .page_cache_max_bytes
+                .unwrap_or(table.options().lookup_cache_max_memory_size),
+        )?;
         let layout = KeyLayout::new(&table);
         let key_indices = table.schema().trimmed_key_indices();
         let lookup = PointLookup {

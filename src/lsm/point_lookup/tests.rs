@@ -219,12 +219,24 @@ async fn assert_all_found(lookup: &PointLookup) {
     }
 }
 
+/// Page budgets the damage tests run with: every record read from the file, and pages
+/// held (the default).
+const PAGE_BUDGETS: [Option<u64>; 2] = [Some(0), None];
+
 #[tokio::test]
 async fn damaged_local_files_are_built_again() {
+    for pages in PAGE_BUDGETS {
+        damaged_local_files_are_built_again_with(pages).await;
+    }
+}
+
+async fn damaged_local_files_are_built_again_with(page_cache_max_bytes: Option<u64>) {
     let dir = tempfile::tempdir().unwrap();
     let options = LookupOptions {
-        // Files are opened again for every lookup in another file.
+        // Files are opened again for every lookup in another file (and their held pages
+        // let go).
         max_open_files: 1,
+        page_cache_max_bytes,
         ..LookupOptions::default()
     };
     let lookup = three_commits_cached_in(dir.path(), options).await;
@@ -258,8 +270,18 @@ async fn damaged_local_files_are_built_again() {
 
 #[tokio::test]
 async fn bytes_flipped_in_open_files_are_rebuilt_not_returned() {
+    for page_cache_max_bytes in PAGE_BUDGETS {
+        let options = LookupOptions {
+            page_cache_max_bytes,
+            ..LookupOptions::default()
+        };
+        bytes_flipped_in_open_files_are_rebuilt_not_returned_with(options).await;
+    }
+}
+
+async fn bytes_flipped_in_open_files_are_rebuilt_not_returned_with(options: LookupOptions) {
     let dir = tempfile::tempdir().unwrap();
-    let lookup = three_commits_cached_in(dir.path(), LookupOptions::default()).await;
+    let lookup = three_commits_cached_in(dir.path(), options).await;
     assert_all_found(&lookup).await;
     // Every record region corrupted in place while the files are open.
     for file in local_files(dir.path()) {

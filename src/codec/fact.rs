@@ -113,22 +113,42 @@ impl<'a> Fact<'a> {
         Ok(lookup_path(&tree, path).cloned().map(Cow::Owned))
     }
 
-    /// The bytes of the value at `path` as a record key: a string's text, any other
-    /// value's JSON; `None` when there is no such value. A raw fact's own string without
-    /// escapes, or integer, already is those bytes in the payload, and is copied without
-    /// parsing it into a `Value` and writing it out again.
-    pub(crate) fn record_key(&self, path: &str) -> Result<Option<Vec<u8>>, FactValueError> {
+    /// Appends to `out` the bytes of the value at `path` as a record key: a string's
+    /// text, any other value's JSON; `false` (nothing appended) when there is no such
+    /// value. A raw fact's own string without escapes, or integer, already is those bytes
+    /// in the payload, and is copied without parsing it into a `Value` and writing it out
+    /// again.
+    pub(crate) fn write_record_key(
+        &self,
+        path: &str,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, FactValueError> {
         if let Fact::Raw(raw) = self
             && !raw.added.iter().any(|(name, _)| *name == path)
             && let Some(value) = raw.fields.get(path)
             && let Some(text) = key_text_as_written(value)
         {
-            return Ok(Some(text.to_vec()));
+            out.extend_from_slice(text);
+            return Ok(true);
         }
-        Ok(self.get(path)?.map(|value| match value.as_ref() {
-            Value::String(s) => s.clone().into_bytes(),
-            other => other.to_string().into_bytes(),
-        }))
+        let Some(value) = self.get(path)? else {
+            return Ok(false);
+        };
+        match value.as_ref() {
+            Value::String(s) => out.extend_from_slice(s.as_bytes()),
+            // Writing a `Value` into a Vec cannot fail.
+            other => {
+                let _ = serde_json::to_writer(&mut *out, other);
+            }
+        }
+        Ok(true)
+    }
+
+    /// [`Fact::write_record_key`] into a buffer of its own.
+    #[cfg(test)]
+    pub(crate) fn record_key(&self, path: &str) -> Result<Option<Vec<u8>>, FactValueError> {
+        let mut out = Vec::new();
+        Ok(self.write_record_key(path, &mut out)?.then_some(out))
     }
 
     /// Sets a field, as inserting into the fact's tree would: a new name is appended, an
@@ -198,16 +218,44 @@ impl<'a> Fact<'a> {
         }
     }
 
-    /// The output record's bytes.
-    pub(crate) fn encode(&self, encoder: &OutputEncoder) -> Result<Vec<u8>, EncodeError> {
+    /// Appends the output record's bytes to `out` (which may already hold its key).
+    pub(crate) fn encode_into(
+        &self,
+        encoder: &OutputEncoder,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
         match (self, encoder) {
-            (Fact::Raw(raw), OutputEncoder::Json) => Ok(raw.splice()),
-            (Fact::Raw(raw), _) => encoder.encode(&raw.to_tree().map_err(|e| EncodeError {
-                path: String::new(),
-                expected: "a JSON object".into(),
-                got: e.to_string(),
-            })?),
-            (Fact::Tree(map), _) => encoder.encode(map),
+            (Fact::Raw(raw), OutputEncoder::Json) => {
+                raw.splice_into(out);
+                Ok(())
+            }
+            (Fact::Raw(raw), _) => encoder.encode_into(
+                &raw.to_tree().map_err(|e| EncodeError {
+                    path: String::new(),
+                    expected: "a JSON object".into(),
+                    got: e.to_string(),
+                })?,
+                out,
+            ),
+            (Fact::Tree(map), _) => encoder.encode_into(map, out),
+        }
+    }
+
+    /// [`Fact::encode_into`] a buffer of its own.
+    #[cfg(test)]
+    pub(crate) fn encode(&self, encoder: &OutputEncoder) -> Result<Vec<u8>, EncodeError> {
+        let mut out = Vec::new();
+        self.encode_into(encoder, &mut out)?;
+        Ok(out)
+    }
+
+    /// About the size of the fact's JSON output (exact for a raw fact whose names need
+    /// no escape), to size the buffer it is written into.
+    pub(crate) fn encoded_len_hint(&self) -> usize {
+        match self {
+            Fact::Raw(raw) => raw.spliced_len(),
+            // A tree's size is not known without writing it.
+            Fact::Tree(_) => 256,
         }
     }
 
@@ -291,28 +339,32 @@ impl<'a> RawFact<'a> {
         self.added_json = json;
     }
 
-    /// The payload with the added fields written before its closing brace.
-    fn splice(&self) -> Vec<u8> {
+    /// Length of [`RawFact::splice_into`]'s output when no added name needs an escape.
+    fn spliced_len(&self) -> usize {
+        // Each added field: a comma, its quoted name, a colon, its value.
+        let names: usize = self.added.iter().map(|(name, _)| name.len() + 4).sum();
+        self.payload.len() + self.added_json.len() + names
+    }
+
+    /// Appends the payload with the added fields written before its closing brace.
+    fn splice_into(&self, out: &mut Vec<u8>) {
         let close = self
             .payload
             .iter()
             .rposition(|&b| b == b'}')
             .unwrap_or(self.payload.len());
         let (head, tail) = self.payload.split_at(close);
-        // Each added field: a comma, its quoted name (escapes aside), a colon, its value.
-        let names: usize = self.added.iter().map(|(name, _)| name.len() + 4).sum();
-        let mut out = Vec::with_capacity(self.payload.len() + self.added_json.len() + names);
+        out.reserve(self.spliced_len());
         out.extend_from_slice(head);
         for (i, (name, range)) in self.added.iter().enumerate() {
             if i > 0 || !self.fields.is_empty() {
                 out.push(b',');
             }
-            write_json_str(&mut out, name);
+            write_json_str(out, name);
             out.push(b':');
             out.extend_from_slice(self.added_json.get(range.clone()).unwrap_or_default());
         }
         out.extend_from_slice(tail);
-        out
     }
 }
 

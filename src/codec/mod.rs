@@ -495,24 +495,36 @@ pub(crate) enum OutputEncoder {
 impl OutputEncoder {
     /// Encodes one record. JSON never fails; Avro fails when a value does not fit the
     /// schema, naming the field.
+    #[cfg(test)]
     pub(crate) fn encode(&self, record: &Map<String, Value>) -> Result<Vec<u8>, EncodeError> {
+        let mut out = Vec::with_capacity(64);
+        self.encode_into(record, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`OutputEncoder::encode`], appended to `out`.
+    pub(crate) fn encode_into(
+        &self,
+        record: &Map<String, Value>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
         match self {
-            OutputEncoder::Json => serde_json::to_vec(record).map_err(|e| EncodeError {
-                path: String::new(),
-                expected: "JSON-serialisable value".into(),
-                got: e.to_string(),
-            }),
+            OutputEncoder::Json => {
+                serde_json::to_writer(&mut *out, record).map_err(|e| EncodeError {
+                    path: String::new(),
+                    expected: "JSON-serialisable value".into(),
+                    got: e.to_string(),
+                })
+            }
             OutputEncoder::Avro {
                 schema,
                 confluent_id,
             } => {
-                let mut out = Vec::with_capacity(64);
                 if let Some(id) = confluent_id {
                     out.push(CONFLUENT_MAGIC);
                     out.extend_from_slice(&id.to_be_bytes());
                 }
-                schema.encode_object(record, &mut out)?;
-                Ok(out)
+                schema.encode_object(record, out)
             }
         }
     }

@@ -27,8 +27,28 @@ use crate::kafka::Consumed;
 use crate::observe::PipelineMetrics;
 use crate::table::datum::Datum;
 
-/// An output record: key (`None`: the fact's own) and payload.
-pub(crate) type Output = (Option<Vec<u8>>, Vec<u8>);
+/// An output record: its key (`None`: the fact's own) and payload, in one buffer (one
+/// allocation per record, not one for each).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Output {
+    /// The key's bytes, if any, then the payload's.
+    bytes: Vec<u8>,
+    key_len: Option<usize>,
+}
+
+impl Output {
+    /// The key set by `output.key` (`None`: the fact's own key is kept).
+    pub(crate) fn key(&self) -> Option<&[u8]> {
+        self.bytes.get(..self.key_len?)
+    }
+
+    pub(crate) fn payload(&self) -> &[u8] {
+        self.bytes
+            .get(self.key_len.unwrap_or(0)..)
+            .unwrap_or_default()
+    }
+}
+
 /// A fact's output records: nearly always one (inline).
 pub(crate) type Outputs = SmallVec<[Output; 1]>;
 
@@ -385,16 +405,17 @@ fn encode_all(
     facts
         .iter()
         .map(|fact| {
-            let key = match &config.output.key {
+            let mut bytes = Vec::with_capacity(fact.encoded_len_hint() + 16);
+            let key_len = match &config.output.key {
                 Some(path) => fact
-                    .record_key(path)
-                    .map_err(|e| FactError::Bad(e.to_string()))?,
+                    .write_record_key(path, &mut bytes)
+                    .map_err(|e| FactError::Bad(e.to_string()))?
+                    .then_some(bytes.len()),
                 None => None,
             };
-            let payload = fact
-                .encode(encoder)
+            fact.encode_into(encoder, &mut bytes)
                 .map_err(|e| FactError::Bad(e.to_string()))?;
-            Ok((key, payload))
+            Ok(Output { bytes, key_len })
         })
         .collect()
 }
@@ -576,7 +597,7 @@ mod tests {
                 r.map(|records| {
                     records
                         .iter()
-                        .map(|(_, payload)| serde_json::from_slice(payload).unwrap())
+                        .map(|output| serde_json::from_slice(output.payload()).unwrap())
                         .collect()
                 })
             })
@@ -594,6 +615,31 @@ mod tests {
             "{:?}",
             outputs[4]
         );
+    }
+
+    /// An output record's key (`output.key`) and payload share one buffer and read back
+    /// apart: a string key as its text, a number as its JSON, no key field as the fact's
+    /// own key (`None`), and no `output.key` as no key of its own either.
+    #[test]
+    fn output_records_read_back_their_key_and_payload() {
+        let mut config = crate::config::from_toml("test", CONFIG).unwrap().enrich[0].clone();
+        let payloads: [(&str, Option<&[u8]>); 3] = [
+            (r#"{"order_id": "o-1", "n": 1}"#, Some(b"o-1")),
+            (r#"{"order_id": 42}"#, Some(b"42")),
+            (r#"{"n": 2}"#, None),
+        ];
+        for (payload, key) in payloads {
+            let fact = Fact::raw(payload.as_bytes()).unwrap();
+            let outputs = encode_all(&[fact.clone()], &OutputEncoder::Json, &config).unwrap();
+            assert_eq!(outputs.len(), 1);
+            assert_eq!(outputs[0].key(), key, "{payload}");
+            assert_eq!(outputs[0].payload(), payload.as_bytes());
+        }
+        config.output.key = None;
+        let fact = Fact::raw(payloads[0].0.as_bytes()).unwrap();
+        let outputs = encode_all(&[fact], &OutputEncoder::Json, &config).unwrap();
+        assert_eq!(outputs[0].key(), None);
+        assert_eq!(outputs[0].payload(), payloads[0].0.as_bytes());
     }
 
     proptest! {

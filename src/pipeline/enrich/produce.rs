@@ -63,10 +63,11 @@ pub(crate) async fn send_all(
     outputs: Outputs,
 ) -> Result<u64, Refused> {
     let mut sent = 0;
-    for (key, payload) in &outputs {
+    for output in &outputs {
+        let payload = output.payload();
         let record = OutRecord {
             topic,
-            key: key.as_deref().or(message.key()),
+            key: output.key().or(message.key()),
             payload: Some(payload),
         };
         // Most facts carry no headers: then no (empty) header list is made for each.

@@ -630,7 +630,7 @@ mod tests {
         ];
         for (payload, key) in payloads {
             let fact = Fact::raw(payload.as_bytes()).unwrap();
-            let outputs = encode_all(&[fact.clone()], &OutputEncoder::Json, &config).unwrap();
+            let outputs = encode_all(&[fact], &OutputEncoder::Json, &config).unwrap();
             assert_eq!(outputs.len(), 1);
             assert_eq!(outputs[0].key(), key, "{payload}");
             assert_eq!(outputs[0].payload(), payload.as_bytes());

@@ -26,6 +26,7 @@ pub use partial::PartialOptions;
 pub use partition::PartitionChoice;
 pub(crate) use partition::newest_partition;
 pub use projected::ProjectedRow;
+pub(crate) use projected::RowFields;
 pub use table_lookups::TableLookups;
 
 use crate::error::{Error, Result};
@@ -405,6 +406,48 @@ impl LookupTable {
                 Ok(out)
             }
         }
+    }
+
+    /// [`get_many`](Self::get_many), handing each key's row (`None`: no row) to `visit`
+    /// in the keys' order instead of returning them: a `full` cache's rows are read in
+    /// place, under its read locks, without a copy of their own. An error from `visit`
+    /// ends the lookup.
+    pub(crate) async fn visit_many(
+        &self,
+        join_keys: &[Option<&[Datum]>],
+        mut visit: impl FnMut(Option<RowFields<'_>>) -> Result<()>,
+    ) -> Result<()> {
+        let Cache::Full(full) = &self.cache else {
+            let present: Vec<&[Datum]> = join_keys.iter().flatten().copied().collect();
+            let mut rows = self.get_many(&present).await?.into_iter();
+            for key in join_keys {
+                let row = key.and_then(|_| rows.next().flatten());
+                visit(row.as_ref().map(ProjectedRow::fields))?;
+            }
+            return Ok(());
+        };
+        self.columns.check()?;
+        // `None`: no join key, or no primary key for it (its partition is not known yet);
+        // it finds nothing, in its place among the others.
+        let keys: Vec<Option<Cow<'_, [Datum]>>> = join_keys
+            .iter()
+            .map(|k| k.and_then(|k| self.primary_key(k)))
+            .collect();
+        let present: Vec<&[Datum]> = keys.iter().flatten().map(|k| k.as_ref()).collect();
+        let full = full.read().unwrap_or_else(|p| p.into_inner());
+        let mut next = 0;
+        full.get_many_with(&present, full.returned_columns(), |row| {
+            while keys.get(next).is_some_and(Option::is_none) {
+                visit(None)?;
+                next += 1;
+            }
+            next += 1;
+            visit(row)
+        })?;
+        for _ in next..keys.len() {
+            visit(None)?;
+        }
+        Ok(())
     }
 
     /// Every projected row whose join columns equal `join_key`, in primary-key order, for

@@ -103,15 +103,13 @@ impl ProjectedRow {
         Self::from_row(row, &all, &Arc::from(types)).expect("a row of its types")
     }
 
-    /// Field `i` and its type, a string borrowed.
-    pub(crate) fn field(&self, i: usize) -> Result<(FieldValue<'_>, DataType)> {
-        let ty = self.types.get(i).ok_or_else(|| {
-            Error::format(format!("column {i} is out of range of a projected row"))
-        })?;
-        Ok((
-            binary_row::field_value(&self.bytes, self.types.len(), i, ty)?,
-            *ty,
-        ))
+    /// The row's fields, read in place.
+    pub(crate) fn fields(&self) -> RowFields<'_> {
+        RowFields {
+            body: &self.bytes,
+            types: &self.types,
+            positions: None,
+        }
     }
 
     /// The row decoded.
@@ -122,6 +120,70 @@ impl ProjectedRow {
     /// Size of the BinaryRow in bytes (an estimate of its columns' JSON too).
     pub(crate) fn len(&self) -> usize {
         self.bytes.len()
+    }
+}
+
+/// The columns a join reads of a looked-up row, read in place: a projected row's, or
+/// a stored row's (a `full` cache hit, read from the cache's memory without copying the
+/// columns out first).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowFields<'a> {
+    /// A BinaryRow.
+    body: &'a [u8],
+    /// The types of all of its fields.
+    types: &'a [DataType],
+    /// The fields read, in order (`None`: all of them).
+    positions: Option<&'a [usize]>,
+}
+
+impl<'a> RowFields<'a> {
+    /// Fields `positions` of the BinaryRow `body`, whose fields have `types`.
+    pub(crate) fn of(body: &'a [u8], types: &'a [DataType], positions: &'a [usize]) -> Self {
+        RowFields {
+            body,
+            types,
+            positions: Some(positions),
+        }
+    }
+
+    /// Column `i` (of those read) and its type, a string borrowed.
+    pub(crate) fn field(&self, i: usize) -> Result<(FieldValue<'a>, DataType)> {
+        let at = match self.positions {
+            None => i,
+            Some(positions) => *positions.get(i).ok_or_else(|| {
+                Error::format(format!("column {i} is out of range of a projected row"))
+            })?,
+        };
+        let ty = self.types.get(at).ok_or_else(|| {
+            Error::format(format!("column {at} is out of range of a looked-up row"))
+        })?;
+        Ok((
+            binary_row::field_value(self.body, self.types.len(), at, ty)?,
+            *ty,
+        ))
+    }
+
+    /// An estimate of the columns' size as JSON: the BinaryRow's size.
+    pub(crate) fn len_hint(&self) -> usize {
+        self.body.len()
+    }
+
+    /// The columns copied out into a row of their own; `projected` are their types.
+    /// `scratch` is reused between calls.
+    pub(crate) fn to_projected(
+        self,
+        scratch: &mut Vec<u8>,
+        projected: &Arc<[DataType]>,
+    ) -> Result<ProjectedRow> {
+        match self.positions {
+            Some(positions) => {
+                ProjectedRow::project(scratch, self.body, self.types, positions, projected)
+            }
+            None => Ok(ProjectedRow {
+                bytes: Arc::from(self.body),
+                types: projected.clone(),
+            }),
+        }
     }
 }
 
@@ -154,6 +216,18 @@ mod tests {
             assert_eq!(projected, decoded, "{positions:?}");
             let want: Row = positions.iter().map(|&p| row()[p].clone()).collect();
             assert_eq!(projected.decode().unwrap(), want);
+            // Read in place from the stored row, the fields are the projected row's, and
+            // copying them out gives the projected row.
+            let in_place = RowFields::of(&body, &types, &positions);
+            for i in 0..=positions.len() {
+                let (a, b) = (in_place.field(i), projected.fields().field(i));
+                assert_eq!(a.is_err(), b.is_err(), "{positions:?} field {i}");
+                if let (Ok(a), Ok(b)) = (a, b) {
+                    assert_eq!(a, b, "{positions:?} field {i}");
+                }
+            }
+            let copied = in_place.to_projected(&mut Vec::new(), &wanted).unwrap();
+            assert_eq!(copied, projected, "{positions:?}");
         }
     }
 
@@ -163,15 +237,18 @@ mod tests {
         let wanted = projected_types(&types, &[1, 2, 0]).unwrap();
         let projected = ProjectedRow::from_row(row(), &[1, 2, 0], &wanted).unwrap();
         assert_eq!(
-            projected.field(0).unwrap(),
+            projected.fields().field(0).unwrap(),
             (FieldValue::Text("a string longer than a slot"), types[1])
         );
-        assert_eq!(projected.field(1).unwrap(), (FieldValue::Null, types[2]));
         assert_eq!(
-            projected.field(2).unwrap(),
+            projected.fields().field(1).unwrap(),
+            (FieldValue::Null, types[2])
+        );
+        assert_eq!(
+            projected.fields().field(2).unwrap(),
             (FieldValue::Datum(Datum::Int(7)), types[0])
         );
-        assert!(projected.field(3).is_err());
+        assert!(projected.fields().field(3).is_err());
         assert!(projected_types(&types, &[3]).is_err());
     }
 
@@ -186,7 +263,7 @@ mod tests {
             vec![Datum::BigInt(-5_000_000_000)]
         );
         assert_eq!(
-            widened.field(0).unwrap(),
+            widened.fields().field(0).unwrap(),
             (
                 FieldValue::Datum(Datum::BigInt(-5_000_000_000)),
                 DataType::BigInt

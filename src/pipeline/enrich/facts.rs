@@ -24,6 +24,7 @@ use crate::codec::{Fact, FactDecoder, KafkaRecord, OutputEncoder};
 use crate::config::EnrichConfig;
 use crate::error::Error;
 use crate::kafka::Consumed;
+use crate::lookup::RowFields;
 use crate::observe::PipelineMetrics;
 use crate::table::datum::Datum;
 
@@ -254,8 +255,8 @@ impl Enricher {
         }
     }
 
-    /// Join `j` for every fact of the batch still joining; returns the lookup's time per
-    /// key (each fact's share of it).
+    /// Join `j` for every fact of the batch still joining; returns the time per key of
+    /// the lookup and of adding its columns (each fact's share of it).
     async fn join_batch<'a>(
         &self,
         j: usize,
@@ -288,59 +289,116 @@ impl Enricher {
         }
         let started = Instant::now();
         let key_refs: Vec<Option<&[Datum]>> = keys.iter().map(|(_, k)| k.as_deref()).collect();
-        let rows = match join.find_many(&key_refs).await {
-            Ok(rows) => rows,
-            // The lookup failed, not the facts: each is held on its own path.
-            Err(_) => {
-                for &(i, _) in &keys {
-                    progress[i] = Progress::Held;
-                }
-                return Duration::ZERO;
-            }
-        };
-        let share = started.elapsed() / u32::try_from(keys.len().max(1)).unwrap_or(u32::MAX);
-        // Keys and rows are in fact order: regroup them per fact.
-        let mut rows = keys.iter().zip(rows).peekable();
-        while let Some(&(&(i, _), _)) = rows.peek() {
-            let state = std::mem::replace(&mut progress[i], Progress::OnItsOwn);
-            let Progress::Joining(facts) = state else {
-                // Only joining facts have keys; keep the loop moving regardless.
-                progress[i] = state;
-                while rows.next_if(|((k, _), _)| *k == i).is_some() {}
-                continue;
-            };
-            let mut joined = Facts::new();
-            let mut any_miss_to_retry = false;
-            let mut failed = None;
-            for fact in facts {
-                let Some(((_, key), found)) = rows.next_if(|((k, _), _)| *k == i) else {
-                    break;
+        // Keys are in fact order, a fact's keys one per form of it: each fact is taken out
+        // of `progress` at its first key, joined form by form, and put back after its last.
+        let mut current: Option<Joined<'a>> = None;
+        let found = join
+            .visit_many(&key_refs, |k, rows| {
+                let Some(&(i, ref key)) = keys.get(k) else {
+                    return Ok(());
                 };
-                if found.is_empty() && key.is_some() && join.retries() {
-                    any_miss_to_retry = true;
-                }
-                match join.emit(fact, &found, &mut joined) {
-                    Ok(hit) => matches.push((i, j, hit)),
-                    Err(reason) => {
-                        failed = Some(reason);
-                        break;
+                if current.as_ref().is_none_or(|c| c.fact != i) {
+                    if let Some(done) = current.take() {
+                        done.finish(progress);
                     }
+                    current = progress.get_mut(i).map(|state| Joined::take(i, state));
+                }
+                if let Some(joined) = current.as_mut() {
+                    joined.join_form(j, join, key.is_some(), rows, matches);
+                }
+                Ok(())
+            })
+            .await;
+        if let Some(done) = current.take() {
+            done.finish(progress);
+        }
+        if found.is_err() {
+            // The lookup failed, not the facts: each is held on its own path (and counts
+            // no join here).
+            for &(i, _) in &keys {
+                if let Some(state) = progress.get_mut(i) {
+                    *state = Progress::Held;
                 }
             }
-            // Skip what is left of this fact's keys (none unless it failed above).
-            while rows.next_if(|((k, _), _)| *k == i).is_some() {}
-            progress[i] = if let Some(FactError::Held(_)) = failed {
-                // A looked-up row that did not read back: held on its own path.
-                Progress::Held
-            } else if let Some(reason) = failed {
-                Progress::Failed(reason)
-            } else if any_miss_to_retry {
-                Progress::OnItsOwn
-            } else {
-                Progress::Joining(joined)
-            };
+            return Duration::ZERO;
         }
-        share
+        started.elapsed() / u32::try_from(keys.len().max(1)).unwrap_or(u32::MAX)
+    }
+}
+
+/// A fact of a batch while one join adds its columns to each of its forms.
+struct Joined<'a> {
+    /// Its index in the batch.
+    fact: usize,
+    /// Its forms not joined yet (empty unless it was still joining).
+    forms: smallvec::IntoIter<[Fact<'a>; 1]>,
+    /// What it becomes.
+    joined: Facts<'a>,
+    /// A form missed and the join retries misses: the fact leaves the batch.
+    miss_to_retry: bool,
+    /// How it ended if not joining: the state it had (not joining), or a failure here.
+    ended: Option<Progress<'a>>,
+}
+
+impl<'a> Joined<'a> {
+    /// Takes fact `fact`'s forms out of its `state`.
+    fn take(fact: usize, state: &mut Progress<'a>) -> Self {
+        match std::mem::replace(state, Progress::OnItsOwn) {
+            Progress::Joining(forms) => Joined {
+                fact,
+                forms: forms.into_iter(),
+                joined: Facts::new(),
+                miss_to_retry: false,
+                ended: None,
+            },
+            // Only joining facts have keys; keep whatever else it was.
+            other => Joined {
+                fact,
+                forms: Facts::new().into_iter(),
+                joined: Facts::new(),
+                miss_to_retry: false,
+                ended: Some(other),
+            },
+        }
+    }
+
+    /// Joins the next form with `rows`, the rows of its key (`has_key`: not a missing
+    /// or null key field).
+    fn join_form(
+        &mut self,
+        j: usize,
+        join: &'a Join,
+        has_key: bool,
+        rows: &[RowFields<'_>],
+        matches: &mut Vec<JoinOutcome>,
+    ) {
+        if self.ended.is_some() {
+            return;
+        }
+        let Some(form) = self.forms.next() else {
+            return;
+        };
+        if rows.is_empty() && has_key && join.retries() {
+            self.miss_to_retry = true;
+        }
+        match join.emit(form, rows, &mut self.joined) {
+            Ok(hit) => matches.push((self.fact, j, hit)),
+            // A looked-up row that did not read back: held on its own path.
+            Err(FactError::Held(_)) => self.ended = Some(Progress::Held),
+            Err(reason) => self.ended = Some(Progress::Failed(reason)),
+        }
+    }
+
+    /// Puts the fact back in `progress`, as what it became.
+    fn finish(self, progress: &mut [Progress<'a>]) {
+        let state = match self.ended {
+            Some(ended) => ended,
+            None if self.miss_to_retry => Progress::OnItsOwn,
+            None => Progress::Joining(self.joined),
+        };
+        if let Some(slot) = progress.get_mut(self.fact) {
+            *slot = state;
+        }
     }
 }
 
@@ -471,7 +529,9 @@ mod tests {
         cache = "full"
     "#;
 
-    async fn enricher(ordered: bool) -> Arc<Enricher> {
+    /// The pipeline of `CONFIG`, its customers joined through a `customers` cache (the
+    /// stores join, on a non-key column, needs `full`).
+    async fn enricher(ordered: bool, customers: Cache) -> Arc<Enricher> {
         let mut config = crate::config::from_toml("test", CONFIG).unwrap();
         config.enrich[0].ordered = ordered;
         let warehouse = Warehouse::from_uri("memory://", &BTreeMap::new()).unwrap();
@@ -521,7 +581,11 @@ mod tests {
             );
             let plan = JoinPlan::new(join_config, table.schema()).unwrap();
             let spec = LookupSpec {
-                strategy: Cache::Full,
+                strategy: if table_config.name == "shop.customers" {
+                    customers.clone()
+                } else {
+                    Cache::Full
+                },
                 key_columns: plan.key_columns.clone(),
                 projection: plan.projection.clone(),
                 partition: None,
@@ -580,7 +644,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_batch_joins_hits_misses_and_bad_records() {
-        let enricher = enricher(true).await;
+        let enricher = enricher(true, Cache::Full).await;
         // Customers 0 (ch: two stores), 1 (de: one), 2 (fr: none, INNER drops it), 7
         // (unknown: LEFT gives nulls, then INNER on a null country drops it); bad JSON.
         let messages = vec![
@@ -646,13 +710,25 @@ mod tests {
         #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
         /// A batch gives exactly what enriching each fact on its own gives, in order,
-        /// and counts each fact's hits and misses once.
+        /// and counts each fact's hits and misses once, whatever the cache (a batch reads
+        /// a `full` cache's rows in place, a fact on its own copies them out).
         #[test]
-        fn a_batch_equals_its_facts_enriched_one_by_one(kinds in prop::collection::vec(0u8..6, 1..40)) {
+        fn a_batch_equals_its_facts_enriched_one_by_one(
+            kinds in prop::collection::vec(0u8..6, 1..40),
+            customers in prop::sample::select(vec![0usize, 1, 2]),
+        ) {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async {
-                let batched = enricher(true).await;
-                let single = enricher(true).await;
+                let partial = crate::lookup::PartialOptions {
+                    max_rows: 4,
+                    max_bytes: None,
+                    expire_after_write: None,
+                    expire_after_access: None,
+                    cache_missing_keys: true,
+                };
+                let cache = || [Cache::Full, Cache::Partial(partial.clone()), Cache::None][customers].clone();
+                let batched = enricher(true, cache()).await;
+                let single = enricher(true, cache()).await;
                 let messages: Vec<Consumed> = kinds
                     .iter()
                     .enumerate()

@@ -11,7 +11,7 @@ use super::facts::FactError;
 use crate::codec::Fact;
 use crate::config::{JoinConfig, JoinKind};
 use crate::error::{Error, Result};
-use crate::lookup::{LookupTable, ProjectedRow};
+use crate::lookup::{LookupTable, ProjectedRow, RowFields};
 use crate::observe::LookupMetrics;
 use crate::observe::PipelineMetrics;
 use crate::pipeline::cdc_progress::CdcProgress;
@@ -197,6 +197,7 @@ impl Join {
                 rows
             }
         };
+        let rows: SmallVec<[RowFields<'_>; 1]> = rows.iter().map(ProjectedRow::fields).collect();
         self.emit(fact, &rows, out)
     }
 
@@ -207,7 +208,7 @@ impl Join {
     pub(crate) fn emit<'a>(
         &'a self,
         fact: Fact<'a>,
-        rows: &[ProjectedRow],
+        rows: &[RowFields<'_>],
         out: &mut Facts<'a>,
     ) -> std::result::Result<bool, FactError> {
         let Some((last, others)) = rows.split_last() else {
@@ -223,53 +224,60 @@ impl Join {
         Ok(true)
     }
 
-    /// The matching rows (projected) of each key, in order: at most one by primary key,
-    /// any number otherwise; none for a `None` key (a missing or null key field). The one
-    /// lookup of a join, for a poll batch of facts and for a fact on its own alike. An
-    /// error is the lookup's (the table's store, a local file), never the facts'.
-    pub(crate) async fn find_many(&self, keys: &[Option<&[Datum]>]) -> Result<Vec<Matches>> {
+    /// Looks up each key and hands its matching rows to `visit` with the key's index, in
+    /// the keys' order: at most one row by primary key, any number otherwise; none for a
+    /// `None` key (a missing or null key field). The lookup of a join for a poll batch of
+    /// facts; a `full` cache's rows are read in place, under its read locks (see
+    /// [`LookupTable::visit_many`]). An error is the lookup's (the table's store, a local
+    /// file) or `visit`'s.
+    pub(crate) async fn visit_many(
+        &self,
+        keys: &[Option<&[Datum]>],
+        mut visit: impl FnMut(usize, &[RowFields<'_>]) -> Result<()>,
+    ) -> Result<()> {
         if !self.lookup.by_primary_key() {
-            return keys
-                .iter()
-                .map(|key| match key {
-                    Some(key) => self.lookup.get_all(key).map(Matches::from_vec),
-                    None => Ok(Matches::new()),
-                })
-                .collect();
+            for (k, key) in keys.iter().enumerate() {
+                let rows = match key {
+                    Some(key) => self.lookup.get_all(key)?,
+                    None => Vec::new(),
+                };
+                let fields: Vec<RowFields<'_>> = rows.iter().map(ProjectedRow::fields).collect();
+                visit(k, &fields)?;
+            }
+            return Ok(());
         }
-        if let [Some(key)] = keys {
-            // A fact on its own: no batch to build.
-            return Ok(vec![self.lookup.get(key).await?.into_iter().collect()]);
-        }
-        let present: Vec<&[Datum]> = keys.iter().flatten().copied().collect();
-        let mut found = self.lookup.get_many(&present).await?.into_iter();
-        Ok(keys
-            .iter()
-            .map(|key| match key {
-                Some(_) => found.next().flatten().into_iter().collect(),
-                None => Matches::new(),
+        let mut k = 0;
+        self.lookup
+            .visit_many(keys, |row| {
+                let at = k;
+                k += 1;
+                match row {
+                    Some(row) => visit(at, std::slice::from_ref(&row)),
+                    None => visit(at, &[]),
+                }
             })
-            .collect())
+            .await
     }
 
-    /// [`Self::find_many`] of one key.
+    /// The matching rows (projected) of a key, as [`Self::visit_many`] finds them, for a
+    /// fact on its own.
     async fn find(&self, key: &[Datum]) -> Result<Matches> {
-        Ok(self
-            .find_many(&[Some(key)])
-            .await?
-            .pop()
-            .unwrap_or_default())
+        if self.lookup.by_primary_key() {
+            Ok(self.lookup.get(key).await?.into_iter().collect())
+        } else {
+            self.lookup.get_all(key).map(Matches::from_vec)
+        }
     }
 
     /// The fact with the joined columns added (nulls without a row).
     fn with_columns<'a>(
         &'a self,
         mut fact: Fact<'a>,
-        row: Option<&ProjectedRow>,
+        row: Option<&RowFields<'_>>,
     ) -> std::result::Result<Fact<'a>, FactError> {
         // Room for the columns' JSON: about the size of their BinaryRow (8 bytes a
         // column plus the strings that do not fit one).
-        let json_bytes = row.map_or(self.outputs.len() * 4, ProjectedRow::len);
+        let json_bytes = row.map_or(self.outputs.len() * 4, RowFields::len_hint);
         fact.reserve(self.outputs.len(), json_bytes);
         for (i, (name, planned)) in self.outputs.iter().enumerate() {
             // The row's own type: the table may have widened the column since the plan.

@@ -362,43 +362,29 @@ impl LookupTable {
                     .collect()
             }
             Cache::Partial(cache) => {
-                // The hits first, with one clock read and one key buffer for the batch;
-                // then the misses in one batch of point reads.
+                // The hits first, with one clock read for the batch; then the misses in
+                // one batch of point reads.
+                let cache_keys = self.cache_keys(&keys)?;
+                let encoded = cache_keys.keys();
                 let now = cache.now_ms();
-                let mut buffer = Vec::new();
                 let mut out: Vec<Option<ProjectedRow>> = Vec::with_capacity(keys.len());
                 let mut misses: Vec<usize> = Vec::new();
-                for (i, key) in keys.iter().enumerate() {
-                    let Some(key) = key else {
-                        out.push(None);
-                        continue;
-                    };
-                    buffer.clear();
-                    binary_row::encode_into(&mut buffer, key, &self.key_types)?;
-                    match cache.get_at(&buffer, now) {
+                for (i, key) in encoded.iter().enumerate() {
+                    match key.and_then(|key| cache.get_at(key, now)) {
                         Some(hit) => out.push(hit),
                         None => {
                             out.push(None);
-                            misses.push(i);
+                            if key.is_some() {
+                                misses.push(i);
+                            }
                         }
                     }
                 }
                 if misses.is_empty() {
                     return Ok(out);
                 }
-                let miss_keys: Vec<&[Datum]> = misses
-                    .iter()
-                    .filter_map(|&i| keys.get(i).and_then(|k| k.as_deref()))
-                    .collect();
-                let (rows, read_at, table) = self.point.get_many_pinned(&miss_keys).await?;
-                let columns = self.columns_in(&table)?;
-                for ((&i, key), row) in misses.iter().zip(&miss_keys).zip(rows) {
-                    let row = row
-                        .map(|r| ProjectedRow::from_row(r, &columns.projection, &columns.types))
-                        .transpose()?;
-                    buffer.clear();
-                    binary_row::encode_into(&mut buffer, key, &self.key_types)?;
-                    cache.insert(&buffer, row.clone(), read_at, || self.point.snapshot_id());
+                let rows = self.read_and_cache(cache, &keys, &encoded, &misses).await?;
+                for (&i, row) in misses.iter().zip(rows) {
                     if let Some(slot) = out.get_mut(i) {
                         *slot = row;
                     }
@@ -406,6 +392,56 @@ impl LookupTable {
                 Ok(out)
             }
         }
+    }
+
+    /// The `partial` cache keys of primary keys (`None`: no key), encoded into one
+    /// buffer.
+    fn cache_keys(&self, keys: &[Option<Cow<'_, [Datum]>>]) -> Result<CacheKeys> {
+        let mut encoded = CacheKeys {
+            buffer: Vec::with_capacity(keys.len() * 16),
+            ranges: Vec::with_capacity(keys.len()),
+        };
+        for key in keys {
+            encoded.ranges.push(match key {
+                Some(key) => {
+                    let start = encoded.buffer.len();
+                    binary_row::encode_into(&mut encoded.buffer, key, &self.key_types)?;
+                    Some(start..encoded.buffer.len())
+                }
+                None => None,
+            });
+        }
+        Ok(encoded)
+    }
+
+    /// Reads the rows of `keys` at `misses` from the table's files, in one batch of point
+    /// reads, and caches them under their `encoded` keys (a missing row too).
+    async fn read_and_cache(
+        &self,
+        cache: &PartialCache,
+        keys: &[Option<Cow<'_, [Datum]>>],
+        encoded: &[Option<&[u8]>],
+        misses: &[usize],
+    ) -> Result<Vec<Option<ProjectedRow>>> {
+        let miss_keys: Vec<&[Datum]> = misses
+            .iter()
+            .filter_map(|&i| keys.get(i).and_then(|k| k.as_deref()))
+            .collect();
+        let (rows, read_at, table) = self.point.get_many_pinned(&miss_keys).await?;
+        let columns = self.columns_in(&table)?;
+        let cache_keys = misses
+            .iter()
+            .filter_map(|&i| encoded.get(i).copied().flatten());
+        cache_keys
+            .zip(rows)
+            .map(|(key, row)| {
+                let row = row
+                    .map(|r| ProjectedRow::from_row(r, &columns.projection, &columns.types))
+                    .transpose()?;
+                cache.insert(key, row.clone(), read_at, || self.point.snapshot_id());
+                Ok(row)
+            })
+            .collect()
     }
 
     /// [`get_many`](Self::get_many), handing each key's row (`None`: no row) to `visit`
@@ -417,14 +453,18 @@ impl LookupTable {
         join_keys: &[Option<&[Datum]>],
         mut visit: impl FnMut(Option<RowFields<'_>>) -> Result<()>,
     ) -> Result<()> {
-        let Cache::Full(full) = &self.cache else {
-            let present: Vec<&[Datum]> = join_keys.iter().flatten().copied().collect();
-            let mut rows = self.get_many(&present).await?.into_iter();
-            for key in join_keys {
-                let row = key.and_then(|_| rows.next().flatten());
-                visit(row.as_ref().map(ProjectedRow::fields))?;
+        let full = match &self.cache {
+            Cache::Full(full) => full,
+            Cache::Partial(cache) => return self.visit_partial(cache, join_keys, visit).await,
+            Cache::None => {
+                let present: Vec<&[Datum]> = join_keys.iter().flatten().copied().collect();
+                let mut rows = self.get_many(&present).await?.into_iter();
+                for key in join_keys {
+                    let row = key.and_then(|_| rows.next().flatten());
+                    visit(row.as_ref().map(ProjectedRow::fields))?;
+                }
+                return Ok(());
             }
-            return Ok(());
         };
         self.columns.check()?;
         // `None`: no join key, or no primary key for it (its partition is not known yet);
@@ -448,6 +488,40 @@ impl LookupTable {
             visit(None)?;
         }
         Ok(())
+    }
+
+    /// [`visit_many`](Self::visit_many) through a `partial` cache: the hits read in
+    /// place, after the misses are read from the table's files and cached.
+    async fn visit_partial(
+        &self,
+        cache: &PartialCache,
+        join_keys: &[Option<&[Datum]>],
+        mut visit: impl FnMut(Option<RowFields<'_>>) -> Result<()>,
+    ) -> Result<()> {
+        self.columns.check()?;
+        let keys: Vec<Option<Cow<'_, [Datum]>>> = join_keys
+            .iter()
+            .map(|k| k.and_then(|k| self.primary_key(k)))
+            .collect();
+        let cache_keys = self.cache_keys(&keys)?;
+        let encoded = cache_keys.keys();
+        let now = cache.now_ms();
+        // Rows read from the files, by key. A round that meets a key neither cached nor
+        // read visits nothing; each round reads every key it missed, so at most one
+        // more round follows unless a hit of this one is evicted before the next.
+        let mut read: Vec<Option<Option<ProjectedRow>>> = vec![None; keys.len()];
+        loop {
+            let misses = cache.visit_many(&encoded, &read, now, &mut visit)?;
+            if misses.is_empty() {
+                return Ok(());
+            }
+            let rows = self.read_and_cache(cache, &keys, &encoded, &misses).await?;
+            for (&i, row) in misses.iter().zip(rows) {
+                if let Some(slot) = read.get_mut(i) {
+                    *slot = Some(row);
+                }
+            }
+        }
     }
 
     /// Every projected row whose join columns equal `join_key`, in primary-key order, for
@@ -686,5 +760,21 @@ impl LookupTable {
                 .store(u64::try_from(lag).unwrap_or(0), Ordering::Relaxed);
         }
         Ok(())
+    }
+}
+
+/// A batch's `partial` cache keys in one buffer (one allocation, not one per key).
+struct CacheKeys {
+    buffer: Vec<u8>,
+    /// Each key's bytes in `buffer` (`None`: no key).
+    ranges: Vec<Option<std::ops::Range<usize>>>,
+}
+
+impl CacheKeys {
+    fn keys(&self) -> Vec<Option<&[u8]>> {
+        self.ranges
+            .iter()
+            .map(|r| r.clone().and_then(|r| self.buffer.get(r)))
+            .collect()
     }
 }

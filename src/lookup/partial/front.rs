@@ -27,6 +27,12 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     lock.write().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The shard of a hash: bits the table itself does not use for its slot index (low
+/// bits) or its control byte (top seven).
+fn shard_index(hash: u64) -> usize {
+    (hash >> 40) as usize % SHARDS
+}
+
 /// One cached key. Times are milliseconds since the cache was made.
 struct FrontEntry {
     key: CacheKey,
@@ -53,6 +59,23 @@ pub(crate) struct FrontHit {
     pub(crate) touch: bool,
 }
 
+/// The front read-locked whole: a batch's hits are read in place, with no lock or
+/// reference count taken per key (each is an atomic read-modify-write, which also keeps
+/// the next key's memory reads from starting early).
+pub(crate) struct FrontRead<'a> {
+    front: &'a Front,
+    shards: Vec<RwLockReadGuard<'a, HashTable<FrontEntry>>>,
+}
+
+impl FrontRead<'_> {
+    /// `Some((row, touch))` for a live entry, as [`Front::get`], the row borrowed.
+    pub(crate) fn get(&self, key: &[u8], now_ms: u64) -> Option<(Option<&ProjectedRow>, bool)> {
+        let hash = self.front.hash(key);
+        let shard = self.shards.get(shard_index(hash))?;
+        self.front.live(shard, hash, key, now_ms)
+    }
+}
+
 pub(crate) struct Front {
     shards: Box<[RwLock<HashTable<FrontEntry>>]>,
     hasher: foldhash::fast::RandomState,
@@ -73,10 +96,8 @@ impl Front {
         self.hasher.hash_one(key)
     }
 
-    /// The shard of a hash: bits the table itself does not use for its slot index (low
-    /// bits) or its control byte (top seven).
     fn shard(&self, hash: u64) -> &RwLock<HashTable<FrontEntry>> {
-        &self.shards[(hash >> 40) as usize % SHARDS]
+        &self.shards[shard_index(hash)]
     }
 
     /// The live entry of `key` at `now_ms`; an expired entry is a miss (the insert that
@@ -84,6 +105,31 @@ impl Front {
     pub(crate) fn get(&self, key: &[u8], now_ms: u64) -> Option<FrontHit> {
         let hash = self.hash(key);
         let shard = read(self.shard(hash));
+        let (row, touch) = self.live(&shard, hash, key, now_ms)?;
+        Some(FrontHit {
+            row: row.cloned(),
+            touch,
+        })
+    }
+
+    /// Every shard read-locked, for probing a batch of keys (in shard order, as every
+    /// batch takes them: no lock-order cycles; writers take one shard at a time).
+    pub(crate) fn read_all(&self) -> FrontRead<'_> {
+        FrontRead {
+            front: self,
+            shards: self.shards.iter().map(read).collect(),
+        }
+    }
+
+    /// The row of `key`'s live entry in `shard` and whether moka must now hear of the
+    /// read; records the read.
+    fn live<'s>(
+        &self,
+        shard: &'s HashTable<FrontEntry>,
+        hash: u64,
+        key: &[u8],
+        now_ms: u64,
+    ) -> Option<(Option<&'s ProjectedRow>, bool)> {
         let entry = shard.find(hash, |e| e.key.as_bytes() == key)?;
         if let Some(ttl) = self.times.expire_after_write_ms
             && now_ms.saturating_sub(entry.inserted_ms) >= ttl
@@ -101,10 +147,7 @@ impl Front {
         if touch {
             entry.touched_ms.store(now_ms, Ordering::Relaxed);
         }
-        Some(FrontHit {
-            row: entry.row.clone(),
-            touch,
-        })
+        Some((entry.row.as_ref(), touch))
     }
 
     /// Adds or replaces the entry of `key`.

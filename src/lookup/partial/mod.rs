@@ -13,7 +13,8 @@ use moka::sync::Cache;
 
 use front::{Front, FrontTimes};
 
-use super::ProjectedRow;
+use super::{ProjectedRow, RowFields};
+use crate::error::Result;
 
 /// Settings of a partial cache.
 #[derive(Debug, Clone)]
@@ -176,15 +177,76 @@ impl PartialCache {
     /// [`PartialCache::get`] at a time read once for a whole batch of keys.
     pub(crate) fn get_at(&self, key: &[u8], now_ms: u64) -> Option<Option<ProjectedRow>> {
         let hit = self.front.get(key, now_ms)?;
-        // Outside the front's lock: moka may run its housekeeping here, whose eviction
-        // listener locks the front.
-        if hit.touch && self.cache.get(key).is_none() {
-            // moka let it go (idle expiry by its older view of the reads); the front
-            // follows.
-            self.front.remove(key, None);
+        if hit.touch && !self.touch(key) {
             return None;
         }
         Some(hit.row)
+    }
+
+    /// Tells moka of a read of `key`; `false` if moka had let the entry go (idle expiry
+    /// by its older view of the reads), and so the front now does too. Never called
+    /// under the front's locks: moka may run its housekeeping here, whose eviction
+    /// listener locks the front.
+    fn touch(&self, key: &[u8]) -> bool {
+        let kept = self.cache.get(key).is_some();
+        if !kept {
+            self.front.remove(key, None);
+        }
+        kept
+    }
+
+    /// Hands the row of each of `keys` to `visit`, in order (`None`: no key, or no row):
+    /// a key with `Some` in `looked_up` (read from the table's files) that one, any other
+    /// its cached row, read in place under the front's read locks. If a key is neither
+    /// cached nor looked up, nothing is visited and the misses' indexes are returned, to
+    /// be looked up and passed again; an empty list means every key was visited.
+    ///
+    /// A hit that moka is told of here is visited even if moka has just let it go (its
+    /// idle expiry runs on an older view of the reads than the front's own); the front
+    /// drops it afterwards, as for [`PartialCache::get_at`].
+    pub(crate) fn visit_many(
+        &self,
+        keys: &[Option<&[u8]>],
+        looked_up: &[Option<Option<ProjectedRow>>],
+        now_ms: u64,
+        visit: &mut impl FnMut(Option<RowFields<'_>>) -> Result<()>,
+    ) -> Result<Vec<usize>> {
+        let mut touched = Vec::new();
+        let visited = {
+            let front = self.front.read_all();
+            let mut rows: Vec<Option<&ProjectedRow>> = Vec::with_capacity(keys.len());
+            let mut misses = Vec::new();
+            for (i, key) in keys.iter().enumerate() {
+                let row = match (key, looked_up.get(i)) {
+                    (_, Some(Some(read))) => read.as_ref(),
+                    (None, _) => None,
+                    (Some(key), _) => match front.get(key, now_ms) {
+                        Some((row, touch)) => {
+                            if touch {
+                                touched.push(*key);
+                            }
+                            row
+                        }
+                        None => {
+                            misses.push(i);
+                            None
+                        }
+                    },
+                };
+                rows.push(row);
+            }
+            if misses.is_empty() {
+                rows.into_iter()
+                    .try_for_each(|row| visit(row.map(ProjectedRow::fields)))
+                    .map(|()| misses)
+            } else {
+                Ok(misses)
+            }
+        };
+        for key in touched {
+            self.touch(key);
+        }
+        visited
     }
 
     /// Caches what a lookup read at `read_snapshot`, unless the table moved on since
@@ -273,6 +335,45 @@ mod tests {
         assert_eq!(cache.get(b"b"), Some(None));
         cache.invalidate_all();
         assert_eq!(cache.get(b"b"), None);
+    }
+
+    /// A batch is visited only once every key is cached or read, and then in the keys'
+    /// order: a hit, no key, a row read from the files, a remembered miss.
+    #[test]
+    fn a_batch_is_visited_in_order_once_no_key_is_missing() {
+        let cache = PartialCache::new(&options());
+        let types: std::sync::Arc<[DataType]> = [DataType::Int].into();
+        let row = |v| Some(ProjectedRow::of(vec![Datum::Int(v)], &types));
+        cache.insert(b"a", row(1), None, || None);
+        cache.insert(b"m", None, None, || None);
+        let keys: [Option<&[u8]>; 4] = [Some(b"a"), None, Some(b"b"), Some(b"m")];
+        let mut seen = Vec::new();
+        let mut scratch = Vec::new();
+        let mut visit = |r: Option<RowFields<'_>>| {
+            seen.push(match r {
+                Some(fields) => Some(fields.to_projected(&mut scratch, &types)?.decode()?),
+                None => None,
+            });
+            Ok(())
+        };
+        let mut read = vec![None; keys.len()];
+        assert_eq!(cache.visit_many(&keys, &read, 0, &mut visit).unwrap(), [2]);
+        read[2] = Some(row(2));
+        assert!(
+            cache
+                .visit_many(&keys, &read, 0, &mut visit)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            seen,
+            [
+                Some(vec![Datum::Int(1)]),
+                None,
+                Some(vec![Datum::Int(2)]),
+                None
+            ]
+        );
     }
 
     #[test]

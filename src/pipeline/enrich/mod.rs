@@ -164,8 +164,11 @@ pub(crate) async fn run(
                 let room = FACT_BATCH.min(max_in_flight - in_flight);
                 let mut batch = Vec::with_capacity(room);
                 batch.push(first);
+                // One stream for the batch: each `recv` makes and drops a stream, which
+                // registers and unregisters a waker under a mutex, per record.
+                let mut fetched = consumer.stream();
                 while batch.len() < room {
-                    match consumer.recv().now_or_never() {
+                    match fetched.next().now_or_never().flatten() {
                         Some(Ok(m)) => batch.push(Consumed::of(&m)),
                         Some(Err(e)) => {
                             consumer.context().consumer_error(&e);

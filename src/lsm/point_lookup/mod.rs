@@ -9,6 +9,7 @@ mod file;
 mod key;
 mod pages;
 mod read;
+mod scratch_dir;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -18,9 +19,10 @@ pub(crate) use cache::LocalFileCache;
 
 use codec::RowCodec;
 use key::KeyLayout;
+use scratch_dir::ScratchDir;
 
 use super::merge::{MergeEngine, SequenceOrder};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::table::data_file::KeyValue;
 use crate::table::datum::{Datum, Row};
 use crate::table::deletion_vector::{DeletionFile, DeletionFiles};
@@ -126,7 +128,7 @@ pub struct PointLookup {
     key_indices: Vec<usize>,
     lookup_files: LocalFileCache,
     /// Keeps a temporary cache directory alive as long as the lookup.
-    _temp_dir: Option<tempfile::TempDir>,
+    _temp_dir: Option<ScratchDir>,
 }
 
 impl std::fmt::Debug for PointLookup {
@@ -144,13 +146,7 @@ impl PointLookup {
         let (dir, temp_dir) = match &options.local_cache_dir {
             Some(d) => (d.clone(), None),
             None => {
-                let t = tempfile::Builder::new()
-                    .prefix("lakejoin-lookup-")
-                    .tempdir()
-                    .map_err(|e| Error::Io {
-                        context: "creating lookup cache directory".into(),
-                        source: e,
-                    })?;
+                let t = ScratchDir::create()?;
                 (t.path().to_path_buf(), Some(t))
             }
         };

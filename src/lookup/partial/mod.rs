@@ -236,6 +236,7 @@ impl PartialCache {
                 rows.push(row);
             }
             if misses.is_empty() {
+                rows.iter().flatten().for_each(|row| row.prefetch());
                 rows.into_iter()
                     .try_for_each(|row| visit(row.map(ProjectedRow::fields)))
                     .map(|()| misses)

@@ -2,7 +2,7 @@
 # The side-by-side throughput benchmark (benches/throughput/): passthrough, the Redis
 # design, lakejoin enrich with each cache strategy (one and three chained joins), lakejoin
 # CDC ingest, and the RSS of a 1,000,000-row full cache. Prints a table and writes
-# BENCHMARKS.md.
+# BENCHMARKS.md (a run of only some cases, CASES, writes its own into BENCH_DIR).
 #
 # Installs what it needs once: Apache Kafka's jars (into ~/.cache/lakejoin, as
 # scripts/test.sh does) and Debian's redis-server (unpacked into ~/.cache/lakejoin/debian/redis

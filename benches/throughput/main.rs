@@ -10,7 +10,8 @@
 //!
 //! plus the RSS of a `lakejoin run` holding a 1,000,000-row `full` cache. Enrich
 //! throughput is counted from the output records' Kafka timestamps (producer CreateTime):
-//! records / (last − first output timestamp). Prints a table and writes BENCHMARKS.md.
+//! records / (last − first output timestamp). Prints a table and writes BENCHMARKS.md (a
+//! run of only some cases, CASES, writes its own into BENCH_DIR instead).
 //!
 //! `scripts/bench.sh` (installs Apache Kafka and redis-server, builds, runs this), or
 //! `cargo bench --bench throughput`. Scale with ORDERS, CUSTOMERS, RSS_ROWS; run a subset
@@ -754,7 +755,7 @@ fn run() -> Result<()> {
         }
     }
 
-    let failed = report.finish(&bench.dir)?;
+    let failed = report.finish(&bench.dir, bench.settings.cases.is_none())?;
     if failed > 0 {
         bail!(
             "{failed} case(s) failed (see above and the logs in {})",

@@ -359,10 +359,17 @@ impl Report {
         out
     }
 
-    /// Prints the table and writes BENCHMARKS.md; the number of failed cases.
-    pub fn finish(&self, work_dir: &Path) -> Result<usize> {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
-        let old = std::fs::read_to_string(&path).unwrap_or_default();
+    /// Prints the table and writes BENCHMARKS.md; the number of failed cases. A run of
+    /// every case writes the repository's; a run of some (CASES) writes one in `work_dir`,
+    /// so that trying a case leaves the committed results alone.
+    pub fn finish(&self, work_dir: &Path, every_case: bool) -> Result<usize> {
+        let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md");
+        let old = std::fs::read_to_string(&committed).unwrap_or_default();
+        let path = if every_case {
+            committed
+        } else {
+            work_dir.join("BENCHMARKS.md")
+        };
         let table = self.table(&Previous::parse(&old));
         let rss = match &self.rss {
             Some(Ok(rss)) => rss.line(),

@@ -423,16 +423,31 @@ impl LookupTable {
         encoded: &[Option<&[u8]>],
         misses: &[usize],
     ) -> Result<Vec<Option<ProjectedRow>>> {
-        let miss_keys: Vec<&[Datum]> = misses
-            .iter()
-            .filter_map(|&i| keys.get(i).and_then(|k| k.as_deref()))
-            .collect();
+        // One row per miss, or an error: a miss left without its row would be missed
+        // again by every round of `visit_partial`.
+        let mut miss_keys = Vec::with_capacity(misses.len());
+        let mut cache_keys = Vec::with_capacity(misses.len());
+        for &i in misses {
+            let key = keys.get(i).and_then(|k| k.as_deref());
+            match (key, encoded.get(i).copied().flatten()) {
+                (Some(key), Some(cache_key)) => {
+                    miss_keys.push(key);
+                    cache_keys.push(cache_key);
+                }
+                _ => return Err(Error::format(format!("lookup miss {i} has no key"))),
+            }
+        }
         let (rows, read_at, table) = self.point.get_many_pinned(&miss_keys).await?;
+        if rows.len() != miss_keys.len() {
+            return Err(Error::format(format!(
+                "{} rows read for {} keys",
+                rows.len(),
+                miss_keys.len()
+            )));
+        }
         let columns = self.columns_in(&table)?;
-        let cache_keys = misses
-            .iter()
-            .filter_map(|&i| encoded.get(i).copied().flatten());
         cache_keys
+            .into_iter()
             .zip(rows)
             .map(|(key, row)| {
                 let row = row

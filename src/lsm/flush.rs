@@ -233,6 +233,8 @@ pub(crate) type RowStream = Box<dyn Iterator<Item = Result<KeyValue>> + Send>;
 /// Rows encoded at a time by [`FileTarget::write_stream`]: how often it checks a file's
 /// size, as Java's rolling writer checks every 1,000 records.
 const STREAM_CHUNK_ROWS: usize = 1024;
+// A file's first chunk holds the rows that choose its columns' encodings.
+const _: () = assert!(STREAM_CHUNK_ROWS >= crate::table::dictionary_choice::SAMPLE_ROWS);
 
 /// One data file being filled until its encoded size reaches the target: what both
 /// ways of writing files roll by.
@@ -243,14 +245,17 @@ struct RollingFile {
 }
 
 impl RollingFile {
+    /// `first_rows`: the rows the file starts with (their first page decides its
+    /// columns' encodings).
     fn new(
         schema: &TableSchema,
         options: DataFileWriteOptions,
         target: u64,
         expected_rows: usize,
+        first_rows: &[KeyValue],
     ) -> Result<Self> {
         Ok(RollingFile {
-            encoder: DataFileEncoder::new(schema, options, expected_rows)?,
+            encoder: DataFileEncoder::new(schema, options, expected_rows, first_rows)?,
             stats: FileStats::new(schema),
             target,
         })
@@ -289,7 +294,13 @@ fn encode_next_file(
         }
         let open = match &mut file {
             Some(open) => open,
-            None => file.insert(RollingFile::new(schema, options, target, expected_rows)?),
+            None => file.insert(RollingFile::new(
+                schema,
+                options,
+                target,
+                expected_rows,
+                &chunk,
+            )?),
         };
         if open.add(&chunk)? {
             break;
@@ -309,7 +320,7 @@ fn encode_file_from(
     target: u64,
 ) -> Result<(Bytes, FileStats, usize)> {
     let rest = rows.get(start..).unwrap_or_default();
-    let mut file = RollingFile::new(schema, options, target, rest.len())?;
+    let mut file = RollingFile::new(schema, options, target, rest.len(), rest)?;
     let mut end = start;
     for chunk in rest.chunks(STREAM_CHUNK_ROWS) {
         end += chunk.len();

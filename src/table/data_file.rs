@@ -254,7 +254,7 @@ pub(crate) fn encode_data_file(
     rows: &[KeyValue],
     options: DataFileWriteOptions,
 ) -> Result<Bytes> {
-    let mut encoder = DataFileEncoder::new(schema, options, rows.len())?;
+    let mut encoder = DataFileEncoder::new(schema, options, rows.len(), rows)?;
     encoder.write(rows)?;
     encoder.finish()
 }
@@ -270,10 +270,15 @@ pub(crate) struct DataFileEncoder {
 
 impl DataFileEncoder {
     /// `expected_rows` (an upper bound is fine) sizes the key columns' bloom filters.
+    /// `first_rows` are the rows the file starts with (its first
+    /// [`SAMPLE_ROWS`](super::dictionary_choice::SAMPLE_ROWS) decide which value columns
+    /// get a dictionary; see [`super::dictionary_choice`]): the same rows give the same
+    /// file however they are then added.
     pub(crate) fn new(
         schema: &TableSchema,
         options: DataFileWriteOptions,
         expected_rows: usize,
+        first_rows: &[KeyValue],
     ) -> Result<Self> {
         let arrow_schema = Arc::new(data_file_arrow_schema(schema));
         let mut props = WriterProperties::builder()
@@ -287,6 +292,16 @@ impl DataFileEncoder {
             // Every row of a file has its own sequence number: a dictionary would only be
             // built to be abandoned (interning took ~9% of a CDC ingest profile).
             .set_column_dictionary_enabled(ColumnPath::from(SEQUENCE_NUMBER_COLUMN), false);
+        if options.dictionary {
+            for (i, field) in schema.fields.iter().enumerate() {
+                if !super::dictionary_choice::dictionary_pays(first_rows, i) {
+                    props = props.set_column_dictionary_enabled(
+                        ColumnPath::from(field.name.as_str()),
+                        false,
+                    );
+                }
+            }
+        }
         for i in schema.trimmed_key_indices() {
             let name = &schema.fields[i].name;
             // Keys are unique per file: a dictionary on the key (its `_KEY_` copy and its
@@ -467,7 +482,7 @@ mod tests {
                 .collect();
             let options = DataFileWriteOptions::from_table_options("zstd", 1).unwrap();
             let whole = encode_data_file(&schema, &rows, options).unwrap();
-            let mut encoder = DataFileEncoder::new(&schema, options, rows.len()).unwrap();
+            let mut encoder = DataFileEncoder::new(&schema, options, rows.len(), &rows).unwrap();
             let mut rest = rows.as_slice();
             for size in chunks.iter().cycle() {
                 if rest.is_empty() {
@@ -485,20 +500,29 @@ mod tests {
     }
 
     /// Neither the key (`_KEY_id` and `id`) nor the sequence number repeats within a
-    /// file, so none gets a dictionary; the row kind and a value column still do.
+    /// file, so none gets a dictionary; nor does a value column whose values hardly
+    /// repeat (`created`). The row kind and a repeating value column (`city`) do.
     #[test]
-    fn only_value_columns_are_dictionary_encoded() {
+    fn only_repeating_value_columns_are_dictionary_encoded() {
         use parquet::file::reader::{FileReader, SerializedFileReader};
         let schema = keyed_schema(
-            &[("id", DataType::Int), ("city", DataType::Varchar(16))],
+            &[
+                ("id", DataType::Int),
+                ("city", DataType::Varchar(16)),
+                ("created", DataType::BigInt),
+            ],
             &["id"],
             &[],
         );
-        let rows: Vec<KeyValue> = (0..1000)
+        let rows: Vec<KeyValue> = (0..3000)
             .map(|i| KeyValue {
                 sequence_number: i64::from(i),
                 kind: RowKind::Insert,
-                row: vec![Datum::Int(i), Datum::String(format!("city{}", i % 3))],
+                row: vec![
+                    Datum::Int(i),
+                    Datum::String(format!("city{}", i % 3)),
+                    Datum::BigInt(1_780_000_000_000 + i64::from(i)),
+                ],
             })
             .collect();
         let options = DataFileWriteOptions::from_table_options("zstd", 1).unwrap();

@@ -11,6 +11,7 @@ pub mod data_file;
 mod data_file_read;
 pub mod datum;
 pub(crate) mod deletion_vector;
+pub(crate) mod dictionary_choice;
 pub mod fence;
 mod long_lived_changelog;
 pub mod manifest;

@@ -19,12 +19,13 @@ use crate::util::wait_for;
 
 /// The producer settings lakejoin uses for its output (src/kafka/mod.rs), used by the
 /// harness's own loops too so every case produces the same way.
-pub const PRODUCER_SETTINGS: [(&str, &str); 5] = [
+pub const PRODUCER_SETTINGS: [(&str, &str); 6] = [
     ("enable.idempotence", "true"),
     ("message.timeout.ms", "0"),
     ("acks", "all"),
     ("linger.ms", "5"),
     ("compression.type", "lz4"),
+    ("partitioner", "murmur2_random"),
 ];
 
 /// The lean producer of the fastest passthrough: librdkafka's defaults (no idempotence)

@@ -498,7 +498,8 @@ const METHOD: &str = "## Method
   per order; the fields are merged into the order (parsed and re-serialised with serde_json)
   and produced.
 - **Every producer but the lean passthrough's uses lakejoin's output settings**
-  (`enable.idempotence`, `acks=all`, `linger.ms=5`, `compression.type=lz4`), and every
+  (`enable.idempotence`, `acks=all`, `linger.ms=5`, `compression.type=lz4`,
+  `partitioner=murmur2_random`), and every
   consumer librdkafka's defaults.
 - **lakejoin enrich**: `target/release/lakejoin run` with one `[[enrich]]` pipeline. One join:
   `shop.customers` on `customer_id`, five columns. Three chained joins: that, then

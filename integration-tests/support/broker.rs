@@ -252,6 +252,45 @@ pub fn topic_exists(topic: &str) -> bool {
         })
 }
 
+/// Runs a class of Apache Kafka's own Java tools (`org.apache.kafka.tools.…`) from the
+/// jars `scripts/kafka/broker.sh` installs, with `stdin` as its input; panics unless it
+/// succeeds, and returns its standard output.
+pub fn kafka_java_tool(class: &str, args: &[&str], stdin: &str) -> String {
+    let install = Command::new("bash")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/kafka/broker.sh"
+        ))
+        .arg("install")
+        .output()
+        .expect("broker.sh install");
+    assert!(install.status.success(), "broker.sh install failed");
+    let libs = String::from_utf8_lossy(&install.stdout).trim().to_owned();
+    let mut child = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{libs}/*"))
+        .arg(class)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting java {class}: {e}"));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("writing the tool's input");
+    let output = child.wait_with_output().expect("java tool");
+    assert!(
+        output.status.success(),
+        "java {class} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// A producer whose every `send` is acknowledged before `flush` returns.
 pub struct TestProducer {
     producer: ThreadedProducer<DefaultProducerContext>,

@@ -155,7 +155,12 @@ pub(crate) fn producer(kafka: &KafkaConfig) -> Result<(Producer, ClientLog)> {
         .set("message.timeout.ms", "0")
         .set("acks", "all")
         .set("linger.ms", "5")
-        .set("compression.type", "lz4");
+        .set("compression.type", "lz4")
+        // The Java client's partitioner (murmur2 of the key), not librdkafka's CRC32: a
+        // keyed output record lands where a Java producer puts the same key, so Kafka
+        // Streams, Flink or ksqlDB can join the output with other topics partition by
+        // partition (integration-tests/kafka_partitioning.rs).
+        .set("partitioner", "murmur2_random");
     apply_properties(&mut config, kafka);
     let log = ClientLog::new("producer", kafka);
     let producer = Producer::create(&config, log.clone())

@@ -1,5 +1,6 @@
 //! The throughput benchmark's own logic, tested with the suite: the check every output
-//! record of a case must pass, and the history column read back from BENCHMARKS.md.
+//! record of a case must pass, the history column read back from BENCHMARKS.md, and the
+//! CPU readings of a case's process and of its librdkafka threads.
 //!
 //! Why here: the benchmark (benches/throughput/) has no test harness of its own (it is a
 //! `harness = false` binary that runs the whole benchmark), so its unit tests would never
@@ -10,6 +11,8 @@
 
 #[path = "../benches/throughput/check.rs"]
 mod check;
+#[path = "../benches/throughput/cpu.rs"]
+mod cpu;
 #[path = "../benches/throughput/data.rs"]
 mod data;
 #[path = "../benches/throughput/previous.rs"]
@@ -87,4 +90,55 @@ fn the_passthrough_expects_the_orders_unchanged() {
     assert!(check.record(&order, none));
     assert!(!check.record(&enriched(3, 3, ONE), none));
     assert_eq!(check.wrong, 1, "{:?}", check.examples);
+}
+
+/// A stat line's command name may hold spaces and parentheses; the times after it are
+/// read in clock ticks.
+#[test]
+fn a_stat_line_gives_its_name_and_cpu_seconds() {
+    let ticks: f64 = std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0);
+    let stat = "4242 (producer pollin) S 1 2 3 0 -1 4194368 10 0 0 0 250 50 0 0 20 0 1 0";
+    let (name, seconds) = cpu::parse_stat(stat).unwrap();
+    assert_eq!(name, "producer pollin");
+    assert!((seconds - 300.0 / ticks).abs() < 1e-9, "{seconds}");
+    let odd = "7 (a (b) c) R 1 2 3 0 -1 0 0 0 0 0 7 3 0 0";
+    assert_eq!(cpu::parse_stat(odd).unwrap().0, "a (b) c");
+    assert!(cpu::parse_stat("7 no name 1 2").is_err());
+    assert!(cpu::parse_stat("7 (x) R 1").is_err(), "too few fields");
+    assert!(cpu::is_client_thread("rdk:broker1"));
+    assert!(cpu::is_client_thread("rdk:main"));
+    assert!(!cpu::is_client_thread("tokio-rt-worker"));
+}
+
+/// A live librdkafka client's threads are found among this process's threads, and a
+/// meter reports them under their own label beside the whole process.
+#[test]
+fn a_clients_threads_are_found_and_metered() {
+    use rdkafka::producer::{BaseProducer, Producer as _};
+    let producer: BaseProducer = rdkafka::ClientConfig::new()
+        // Nothing listens there: the client still starts its threads.
+        .set("bootstrap.servers", "127.0.0.1:9")
+        .create()
+        .unwrap();
+    let pid = std::process::id();
+    let threads = cpu::client_threads(pid).unwrap();
+    assert!(
+        threads.len() >= 2,
+        "rdk:main and a broker thread expected, found {threads:?}"
+    );
+    let meter = cpu::CpuMeter::start(&[("case", pid)])
+        .unwrap()
+        .with_client_threads("client", pid)
+        .unwrap();
+    producer.flush(std::time::Duration::from_millis(10)).ok();
+    let used = meter.stop().unwrap();
+    let (whole, client) = (used.of("case").unwrap(), used.of("client").unwrap());
+    // Each thread's time is read in whole ticks: a few ticks of slack.
+    assert!((0.0..=whole + 0.1).contains(&client), "{client} of {whole}");
 }

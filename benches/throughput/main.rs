@@ -39,7 +39,7 @@ use anyhow::{Context, Result, bail};
 use cpu::CpuMeter;
 use kafka::{BulkProducer, OutputScan, create_topics, scan_output};
 use lakejoin::{Lakejoin, config_head, covers, metric, snapshots, table};
-use report::{BROKER_PROCESS, CASE_PROCESS, CaseResult, Report};
+use report::{BROKER_PROCESS, CASE_PROCESS, CLIENT_THREADS, CaseResult, Report};
 use util::{proc_status_kib, wait_for};
 
 const REDIS_CASE: &str = "redis 1 join";
@@ -182,13 +182,13 @@ impl Bench {
         format!("{base}-{}", self.run_id)
     }
 
-    /// Starts counting the CPU of a case's own process `pid`, of the broker, and of
-    /// `others` (label, pid).
+    /// Starts counting the CPU of a case's own process `pid` (and of its librdkafka
+    /// threads), of the broker, and of `others` (label, pid).
     fn meter(&self, pid: u32, others: &[(&'static str, u32)]) -> Result<CpuMeter> {
         let mut processes = vec![(CASE_PROCESS, pid)];
         processes.extend(self.broker_pid.map(|p| (BROKER_PROCESS, p)));
         processes.extend_from_slice(others);
-        CpuMeter::start(&processes)
+        CpuMeter::start(&processes)?.with_client_threads(CLIENT_THREADS, pid)
     }
 
     fn new_output(&self, case: &str) -> Result<String> {

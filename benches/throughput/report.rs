@@ -85,6 +85,8 @@ impl Rss {
 pub const CASE_PROCESS: &str = "case";
 /// The CPU label of the Kafka broker's JVM.
 pub const BROKER_PROCESS: &str = "broker";
+/// Label of the case process's librdkafka threads (part of its own CPU).
+pub const CLIENT_THREADS: &str = "of which librdkafka's own threads";
 
 /// What a case must reach (issue 18), and how that reads.
 #[derive(Debug, Clone, Copy)]

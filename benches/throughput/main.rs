@@ -182,13 +182,19 @@ impl Bench {
         format!("{base}-{}", self.run_id)
     }
 
-    /// Starts counting the CPU of a case's own process `pid` (and of its librdkafka
-    /// threads), of the broker, and of `others` (label, pid).
+    /// Starts counting the CPU of a case's own process `pid` (and of a lakejoin
+    /// process's librdkafka threads), of the broker, and of `others` (label, pid).
     fn meter(&self, pid: u32, others: &[(&'static str, u32)]) -> Result<CpuMeter> {
         let mut processes = vec![(CASE_PROCESS, pid)];
         processes.extend(self.broker_pid.map(|p| (BROKER_PROCESS, p)));
         processes.extend_from_slice(others);
-        CpuMeter::start(&processes)?.with_client_threads(CLIENT_THREADS, pid)
+        let meter = CpuMeter::start(&processes)?;
+        // The harness's own loops make and drop their clients inside the measured
+        // window: their threads are gone when it ends, and cannot be read then.
+        if pid == std::process::id() {
+            return Ok(meter);
+        }
+        meter.with_client_threads(CLIENT_THREADS, pid)
     }
 
     fn new_output(&self, case: &str) -> Result<String> {

@@ -492,7 +492,11 @@ const METHOD: &str = "## Method
   records, for the case's own process (lakejoin from `/health/ready` to the last output
   acknowledged; the harness process for its own loops, which run alone in it) and,
   separately, for the broker's JVM and for redis-server. The CDC ingest counts lakejoin from
-  its start to the covering commit.
+  its start to the covering commit. Of a lakejoin process, the details also give its
+  librdkafka threads' part (`/proc/<pid>/task/*/stat` of the threads named `rdk:*` and of
+  the producer's delivery-report thread): the Kafka client's own work, fetching, building
+  and compressing batches, a floor under what lakejoin's code can reach; the client's calls
+  on lakejoin's threads (consuming and producing each record) are not in it.
 - **redis**: the design lakejoin replaces. redis-server (Debian package, persistence off) is
   started by the benchmark, the customers are loaded into the hash `customers` (field = id,
   value = the five selected columns as JSON). Per poll batch (one blocking poll, then whatever

@@ -18,6 +18,11 @@
 #                       "lakejoin full", "lakejoin CDC", "rss" (see the printed case names)
 #   LAKEJOIN_KAFKA_PROPERTIES  librdkafka properties for lakejoin's clients, e.g.
 #                       "linger.ms=20,compression.type=none" (the harness's loops keep theirs)
+#   LAKEJOIN_BIN        the lakejoin binary to run instead of the one built here
+#   COMPARE_BIN, COMPARE_KAFKA_PROPERTIES, ROUNDS=3   compare a second lakejoin (another
+#                       binary and/or librdkafka properties) with the first: the chosen
+#                       lakejoin cases run ROUNDS times each, alternating, and the median
+#                       B/A ratios go to BENCH_DIR/COMPARISON.md (BENCHMARKS.md is left alone)
 #   LAKEJOIN_ENRICH_OPTIONS  TOML lines added to the enrich cases' [[enrich]], e.g.
 #                       "max_in_flight = 4000"
 #   KAFKA_BOOTSTRAP     benchmark against this broker instead of a local Apache Kafka

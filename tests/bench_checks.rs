@@ -1,6 +1,7 @@
 //! The throughput benchmark's own logic, tested with the suite: the check every output
-//! record of a case must pass, the history column read back from BENCHMARKS.md, and the
-//! CPU readings of a case's process and of its librdkafka threads.
+//! record of a case must pass, the history column read back from BENCHMARKS.md, the
+//! CPU readings of a case's process and of its librdkafka threads, and the arithmetic of
+//! a comparison of two lakejoins.
 //!
 //! Why here: the benchmark (benches/throughput/) has no test harness of its own (it is a
 //! `harness = false` binary that runs the whole benchmark), so its unit tests would never
@@ -17,6 +18,8 @@ mod cpu;
 mod data;
 #[path = "../benches/throughput/previous.rs"]
 mod previous;
+#[path = "../benches/throughput/ratios.rs"]
+mod ratios;
 
 use serde_json::{Map, Value};
 
@@ -141,4 +144,47 @@ fn a_clients_threads_are_found_and_metered() {
     let (whole, client) = (used.of("case").unwrap(), used.of("client").unwrap());
     // Each thread's time is read in whole ticks: a few ticks of slack.
     assert!((0.0..=whole + 0.1).contains(&client), "{client} of {whole}");
+}
+
+#[test]
+fn a_comparison_pairs_rounds_and_takes_the_median_ratio() {
+    use ratios::{Figures, case_summary, median, paired_ratios};
+    assert_eq!(median(&[]), None);
+    assert_eq!(median(&[3.0]), Some(3.0));
+    assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+    assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    assert_eq!(median(&[f64::NAN, 2.0]), Some(2.0));
+    // A round counts only when both variants have the figure and A's is not zero.
+    assert_eq!(
+        paired_ratios(
+            &[Some(2.0), None, Some(4.0), Some(0.0)],
+            &[Some(1.0), Some(9.0), Some(5.0), Some(1.0)]
+        ),
+        vec![0.5, 1.25]
+    );
+    let run = |rate: f64, cpu: f64| Figures {
+        rate,
+        cpu_per_million: Some(cpu),
+        peak_rss_mib: None,
+    };
+    // Round by round B is 10% cheaper while the machine slows down by half: pairing
+    // finds the 10% that comparing the variants' own medians would blur.
+    let a = [run(100.0, 2.0), run(80.0, 3.0), run(50.0, 4.0)];
+    let b = [run(110.0, 1.8), run(88.0, 2.7), run(55.0, 3.6)];
+    let summary = case_summary("lakejoin full 1 join", &a, &b);
+    assert!(summary.contains("## lakejoin full 1 join"), "{summary}");
+    assert!(
+        summary.contains("| 2 | 80 | 88 | 3.00 | 2.70 | ? | ? |"),
+        "{summary}"
+    );
+    assert!(
+        summary
+            .contains("- CPU-s per M records: B/A median 0.900 over 3 rounds (range 0.900–0.900)"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("- records/s: B/A median 1.100 over 3 rounds"),
+        "{summary}"
+    );
+    assert!(summary.contains("- peak RSS: not measured"), "{summary}");
 }

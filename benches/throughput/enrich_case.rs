@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use crate::lakejoin::{Lakejoin, config_head, metric, table};
+use crate::lakejoin::{Lakejoin, Variant, config_head, metric, table};
 use crate::report::CaseResult;
 use crate::util::proc_status_kib;
 use crate::{Bench, Orders, STALL, data};
@@ -25,9 +25,15 @@ impl Bench {
         cache: &str,
         joins: usize,
         orders: &Orders,
+        lakejoin: &Variant,
     ) -> Result<CaseResult> {
         let output = self.new_output(case)?;
-        let mut config = config_head(&self.bootstrap, &self.topic(case), &self.warehouse);
+        let mut config = config_head(
+            &self.bootstrap,
+            &self.topic(case),
+            &self.warehouse,
+            &lakejoin.kafka_properties,
+        );
         config.push_str(table("shop.customers"));
         if joins == 3 {
             config.push_str(table("shop.customer_profile"));
@@ -76,7 +82,7 @@ prefix = "region_"
                 region_select = quoted(&data::REGION_SELECT),
             ));
         }
-        let mut process = Lakejoin::start(&self.dir, case, &config)?;
+        let mut process = Lakejoin::start(&self.dir, case, &config, &lakejoin.binary)?;
         let pid = process.pid();
         // CPU from ready (caches loaded) to the last output acknowledged, over the orders
         // not yet consumed when it started, scaled to all of them (as for Flink below).

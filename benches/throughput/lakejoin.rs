@@ -20,6 +20,26 @@ pub fn binary() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_lakejoin")))
 }
 
+/// A lakejoin under test: its binary and the librdkafka properties its clients get
+/// (`key=value,key=value`). Every lakejoin process of a run is the one of
+/// [`Variant::from_env`], except in a comparison (benches/throughput/compare.rs), where the
+/// measured cases alternate between two.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    pub binary: PathBuf,
+    pub kafka_properties: String,
+}
+
+impl Variant {
+    /// [`binary`] with `LAKEJOIN_KAFKA_PROPERTIES`.
+    pub fn from_env() -> Self {
+        Variant {
+            binary: binary(),
+            kafka_properties: std::env::var("LAKEJOIN_KAFKA_PROPERTIES").unwrap_or_default(),
+        }
+    }
+}
+
 /// The `[[table]]` definitions, by name.
 pub fn table(name: &str) -> &'static str {
     match name {
@@ -99,11 +119,10 @@ buckets = 4
 }
 
 /// The head of every config: broker, warehouse, endpoint on a free port, and the
-/// librdkafka properties of `LAKEJOIN_KAFKA_PROPERTIES` (`key=value,key=value`), to measure
-/// client settings against lakejoin's defaults (the harness's own loops keep theirs).
-pub fn config_head(bootstrap: &str, group: &str, warehouse: &Path) -> String {
-    let properties: String = std::env::var("LAKEJOIN_KAFKA_PROPERTIES")
-        .unwrap_or_default()
+/// librdkafka `properties` (`key=value,key=value`), to measure client settings against
+/// lakejoin's defaults (the harness's own loops keep theirs).
+pub fn config_head(bootstrap: &str, group: &str, warehouse: &Path, properties: &str) -> String {
+    let properties: String = properties
         .split(',')
         .filter_map(|pair| pair.split_once('='))
         .map(|(k, v)| format!("{k:?} = {v:?}\n"))
@@ -133,16 +152,15 @@ pub struct Lakejoin {
 }
 
 impl Lakejoin {
-    /// Writes `config` to `<dir>/<name>.toml`, starts `lakejoin run` on it (log in
+    /// Writes `config` to `<dir>/<name>.toml`, starts `bin run` on it (log in
     /// `<dir>/<name>.log`) and waits for its endpoint.
-    pub fn start(dir: &Path, name: &str, config: &str) -> Result<Self> {
+    pub fn start(dir: &Path, name: &str, config: &str, bin: &Path) -> Result<Self> {
         let config_path = dir.join(format!("{name}.toml"));
         std::fs::write(&config_path, config)
             .with_context(|| format!("writing {}", config_path.display()))?;
         let log = dir.join(format!("{name}.log"));
         let log_file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let bin = binary();
-        let child = Command::new(&bin)
+        let child = Command::new(bin)
             .args(["run", "-c"])
             .arg(&config_path)
             .stdin(Stdio::null())

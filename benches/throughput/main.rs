@@ -18,6 +18,7 @@
 //! with CASES (comma-separated case names, or prefixes such as `lakejoin`).
 
 mod check;
+mod compare;
 mod cpu;
 mod data;
 mod enrich_case;
@@ -26,6 +27,7 @@ mod kafka;
 mod lakejoin;
 mod loops;
 mod previous;
+mod ratios;
 mod redis;
 mod report;
 mod setup;
@@ -38,7 +40,7 @@ use anyhow::{Context, Result, bail};
 
 use cpu::CpuMeter;
 use kafka::{BulkProducer, OutputScan, create_topics, scan_output};
-use lakejoin::{Lakejoin, config_head, covers, metric, snapshots, table};
+use lakejoin::{Lakejoin, Variant, config_head, covers, metric, snapshots, table};
 use report::{BROKER_PROCESS, CASE_PROCESS, CLIENT_THREADS, CaseResult, Report};
 use util::{proc_status_kib, wait_for};
 
@@ -169,6 +171,8 @@ struct Bench {
     regions_topic: String,
     /// The broker's JVM when the harness started it (its CPU is reported per case).
     broker_pid: Option<u32>,
+    /// The lakejoin of every case but the second one of a comparison.
+    lakejoin: Variant,
 }
 
 fn now_ms() -> i64 {
@@ -405,9 +409,9 @@ impl Bench {
 
     /// CDC ingest of the orders as upsert-json into a 4-bucket table: rows / (commit time
     /// of the snapshot covering every order − the moment the first order was consumed).
-    fn ingest(&self, case: &str) -> Result<CaseResult> {
+    fn ingest(&self, case: &str, lakejoin: &Variant) -> Result<CaseResult> {
         let n = self.settings.orders;
-        let warehouse = self.dir.join("ingest-warehouse");
+        let warehouse = self.dir.join(format!("{case}-warehouse"));
         // Commits by row count only, the last one exactly at the last order: the largest
         // divisor of the order count that is at most the default (100,000) and gives at
         // least 3 commits. (A remainder would wait for the 5 s commit_interval, which
@@ -415,14 +419,19 @@ impl Bench {
         let commit_max_rows = (3..=n)
             .find(|k| n.is_multiple_of(*k) && n / k <= 100_000)
             .map_or(n, |k| n / k);
-        let mut config = config_head(&self.bootstrap, &self.topic(case), &warehouse);
+        let mut config = config_head(
+            &self.bootstrap,
+            &self.topic(case),
+            &warehouse,
+            &lakejoin.kafka_properties,
+        );
         config.push_str(table("shop.orders"));
         config.push_str(&format!(
             "\n[[cdc]]\nname = \"orders-cdc\"\ntopics = [\"{}\"]\nformat = \"upsert-json\"\ntable = \"shop.orders\"\ncommit_max_rows = {commit_max_rows}\n",
             self.orders.topic
         ));
         let spawned_ms = now_ms();
-        let mut process = Lakejoin::start(&self.dir, case, &config)?;
+        let mut process = Lakejoin::start(&self.dir, case, &config, &lakejoin.binary)?;
         let pid = process.pid();
         // CPU from the endpoint's start to the covering commit (start-up included).
         let meter = self.meter(pid, &[])?;
@@ -516,12 +525,17 @@ impl Bench {
         }
         producer.flush()?;
         let warehouse = self.dir.join("rss-warehouse");
-        let mut config = config_head(&self.bootstrap, &self.topic("rss-load"), &warehouse);
+        let mut config = config_head(
+            &self.bootstrap,
+            &self.topic("rss-load"),
+            &warehouse,
+            &self.lakejoin.kafka_properties,
+        );
         config.push_str(table("shop.customers"));
         config.push_str(&format!(
             "\n[[cdc]]\nname = \"customers-cdc\"\ntopics = [\"{topic}\"]\nformat = \"upsert-json\"\ntable = \"shop.customers\"\n"
         ));
-        let mut process = Lakejoin::start(&self.dir, "rss-load", &config)?;
+        let mut process = Lakejoin::start(&self.dir, "rss-load", &config, &self.lakejoin.binary)?;
         wait_for(
             &format!("{rows} customers committed"),
             Duration::from_secs(900),
@@ -536,6 +550,7 @@ impl Bench {
                 &self.bootstrap,
                 &self.topic(&format!("rss-{cache}")),
                 &warehouse,
+                &self.lakejoin.kafka_properties,
             );
             config.push_str(table("shop.customers"));
             config.push_str(&format!(
@@ -552,7 +567,12 @@ select = ["name", "email", "country", "region", "segment"]
 cache = "{cache}"
 "#
             ));
-            let mut process = Lakejoin::start(&self.dir, &format!("rss-{cache}"), &config)?;
+            let mut process = Lakejoin::start(
+                &self.dir,
+                &format!("rss-{cache}"),
+                &config,
+                &self.lakejoin.binary,
+            )?;
             process.wait_ready(Duration::from_secs(300))?;
             let pid = process.pid();
             let rss = proc_status_kib(pid, "VmRSS")? as f64 / 1024.0;
@@ -649,6 +669,7 @@ fn run() -> Result<()> {
         dir,
         run_id,
         broker_pid: kafka_broker.as_ref().map(|k| k.pid()).transpose()?,
+        lakejoin: Variant::from_env(),
     };
     bench.produce_data()?;
 
@@ -691,6 +712,10 @@ fn run() -> Result<()> {
         bench.load_dimensions()?;
     }
 
+    if let Some(comparison) = compare::Comparison::from_env(&bench.lakejoin)? {
+        return comparison.run(&bench, &enrich_cases);
+    }
+
     let cases_filter = bench.settings.cases.clone();
     let mut run_case = |name: &str, f: &mut dyn FnMut() -> Result<CaseResult>| {
         if !matches(&cases_filter, name) {
@@ -725,13 +750,15 @@ fn run() -> Result<()> {
     }
     for (name, case, cache, joins) in &enrich_cases {
         run_case(name, &mut || {
-            bench.enrich(case, cache, *joins, &bench.orders)
+            bench.enrich(case, cache, *joins, &bench.orders, &bench.lakejoin)
         });
     }
     run_case(STORM_CASE, &mut || {
-        bench.enrich("storm", "partial", 1, &bench.storm)
+        bench.enrich("storm", "partial", 1, &bench.storm, &bench.lakejoin)
     });
-    run_case("lakejoin CDC ingest", &mut || bench.ingest("ingest"));
+    run_case("lakejoin CDC ingest", &mut || {
+        bench.ingest("ingest", &bench.lakejoin)
+    });
     if let Some(install) = &flink_install {
         for (name, case, cache, parallelism, async_lookup) in FLINK_CASES {
             run_case(name, &mut || {
@@ -771,7 +798,7 @@ fn run() -> Result<()> {
     Ok(())
 }
 
-fn settings_line(s: &Settings) -> String {
+pub(crate) fn settings_line(s: &Settings) -> String {
     format!(
         "{} orders ({} partitions), {} customers, {} regions, RSS table {} rows",
         s.orders,

@@ -48,7 +48,7 @@ impl CaseResult {
     }
 
     /// CPU seconds per million records of the process labelled `label`.
-    fn cpu_per_million(&self, label: &str) -> Option<f64> {
+    pub fn cpu_per_million(&self, label: &str) -> Option<f64> {
         self.cpu
             .of(label)
             .map(|s| s * 1e6 / self.records.max(1) as f64)

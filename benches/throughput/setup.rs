@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::kafka::{BulkProducer, create_topics};
-use crate::lakejoin::{self, Lakejoin, config_head, covers, table};
+use crate::lakejoin::{Lakejoin, config_head, covers, table};
 use crate::util::wait_for;
 use crate::{Bench, STORM_CASE, data};
 
@@ -70,7 +70,12 @@ impl Bench {
     /// Loads the three dimension tables with one `lakejoin run` of three CDC pipelines,
     /// stops it once every record is committed, then compacts each table fully.
     pub(crate) fn load_dimensions(&self) -> Result<()> {
-        let mut config = config_head(&self.bootstrap, &self.topic("load"), &self.warehouse);
+        let mut config = config_head(
+            &self.bootstrap,
+            &self.topic("load"),
+            &self.warehouse,
+            &self.lakejoin.kafka_properties,
+        );
         let customers = self.settings.customers;
         let loads = [
             (
@@ -99,7 +104,8 @@ impl Bench {
             ));
         }
         let started = Instant::now();
-        let mut process = Lakejoin::start(&self.dir, "load-dimensions", &config)?;
+        let mut process =
+            Lakejoin::start(&self.dir, "load-dimensions", &config, &self.lakejoin.binary)?;
         for (pipeline, topic, name, records) in loads {
             wait_for(
                 &format!("{name} to commit every record of {topic}"),
@@ -112,7 +118,7 @@ impl Bench {
         }
         process.stop()?;
         for (_, _, name, _) in loads {
-            let output = std::process::Command::new(lakejoin::binary())
+            let output = std::process::Command::new(&self.lakejoin.binary)
                 .args(["table", "compact", "--full", "--table", name, "--warehouse"])
                 .arg(format!("file://{}", self.warehouse.display()))
                 .output()

@@ -1,6 +1,8 @@
 //! Comparing two lakejoins on one broker and one data set: `COMPARE_BIN` (another build)
 //! and/or `COMPARE_KAFKA_PROPERTIES` (other client settings) against the usual one. Each
-//! chosen lakejoin case runs `ROUNDS` times per variant, A and B alternating, and the
+//! chosen lakejoin case runs `ROUNDS` times per variant, A and B alternating (A first in
+//! odd rounds, B first in even ones, so neither always runs on a broker the other just
+//! warmed), and the
 //! summary (ratios.rs) gives, per case, the median of the rounds' B/A ratios and their
 //! range. It is written to `COMPARISON.md` in BENCH_DIR; BENCHMARKS.md is left alone.
 //!
@@ -15,11 +17,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
-use crate::report;
-
 use crate::lakejoin::Variant;
 use crate::ratios::{Figures, case_summary, shown};
-use crate::report::{CASE_PROCESS, CaseResult};
+use crate::report::{self, CASE_PROCESS, CaseResult};
 use crate::{Bench, STORM_CASE};
 
 /// The two lakejoins compared and how many rounds each case gets.
@@ -84,7 +84,7 @@ impl Comparison {
             format!("`{}`, {properties}", v.binary.display())
         };
         format!(
-            "# Comparison\n\n- A: {}\n- B: {}\n- {} rounds per case, A then B in each\n",
+            "# Comparison\n\n- A: {}\n- B: {}\n- {} rounds per case, A first in odd rounds, B first in even ones\n",
             describe(&self.a),
             describe(&self.b),
             self.rounds
@@ -102,7 +102,11 @@ impl Comparison {
         let mut a = Vec::new();
         let mut b = Vec::new();
         for round in 1..=self.rounds {
-            for (label, variant, runs) in [("A", &self.a, &mut a), ("B", &self.b, &mut b)] {
+            let mut order = [("A", &self.a, &mut a), ("B", &self.b, &mut b)];
+            if round % 2 == 0 {
+                order.reverse();
+            }
+            for (label, variant, runs) in order {
                 let tag = format!("{label}{round}");
                 let result = run(variant, &tag).with_context(|| format!("{name}, {tag}"))?;
                 let f = figures(&result);
@@ -150,6 +154,9 @@ impl Comparison {
             summary.push_str(&self.run_case("lakejoin CDC ingest", &mut |lakejoin, tag| {
                 bench.ingest(&format!("ingest-{tag}"), lakejoin)
             })?);
+        }
+        if !summary.contains("\n## ") {
+            bail!("CASES selects no lakejoin case (enrich, storm or CDC ingest) to compare");
         }
         summary.push_str(&format!(
             "\n- load average at the end: {}\n",

@@ -23,6 +23,13 @@
 #                       binary and/or librdkafka properties) with the first: the chosen
 #                       lakejoin cases run ROUNDS times each, alternating, and the median
 #                       B/A ratios go to BENCH_DIR/COMPARISON.md (BENCHMARKS.md is left alone)
+#   INSTRUCTIONS=1      count instructions instead of timing: every measured lakejoin runs
+#                       under valgrind's callgrind (unpacked once from Debian's packages into
+#                       ~/.cache/lakejoin/debian/valgrind) and COMPARISON.md gets its
+#                       instructions per record and the median B − A; always a comparison
+#                       (B is A itself when COMPARE_* are unset), ROUNDS defaults to 1.
+#                       About 50× slower: use ORDERS=100000 CUSTOMERS=20000 or so.
+#   VALGRIND            the valgrind to use for INSTRUCTIONS instead of the unpacked one
 #   LAKEJOIN_ENRICH_OPTIONS  TOML lines added to the enrich cases' [[enrich]], e.g.
 #                       "max_in_flight = 4000"
 #   KAFKA_BOOTSTRAP     benchmark against this broker instead of a local Apache Kafka
@@ -54,12 +61,35 @@ ensure_redis() {
     log "redis-server: ${REDIS_SERVER} ($("${REDIS_SERVER}" --version | cut -d' ' -f3))"
 }
 
+# With INSTRUCTIONS: unpacks Debian's valgrind once into ~/.cache/lakejoin/debian/valgrind
+# (libc6-dbg too: valgrind needs the dynamic loader's symbols) and exports a wrapper that
+# points valgrind at its tools and those symbols as VALGRIND.
+ensure_valgrind() {
+    [[ -n "${INSTRUCTIONS:-}" && "${INSTRUCTIONS}" != 0 ]] || return 0
+    if [[ -n "${VALGRIND:-}" ]]; then
+        [[ -x "${VALGRIND}" ]] || fail "VALGRIND=${VALGRIND} is not an executable"
+        return
+    fi
+    local dir
+    dir="$(bash "${REPO_ROOT}/scripts/debian.sh" valgrind valgrind libc6-dbg)" \
+        || fail "scripts/debian.sh could not unpack Debian's valgrind; set VALGRIND"
+    VALGRIND="${dir}/valgrind"
+    printf '#!/bin/sh\nVALGRIND_LIB="%s/usr/libexec/valgrind" exec "%s/usr/bin/valgrind" --extra-debuginfo-path="%s/usr/lib/debug" "$@"\n' \
+        "${dir}" "${dir}" "${dir}" > "${VALGRIND}"
+    chmod +x "${VALGRIND}"
+    "${VALGRIND}" --tool=callgrind --callgrind-out-file=/dev/null /bin/true 2>/dev/null \
+        || fail "${VALGRIND} does not run"
+    export VALGRIND
+    log "valgrind: ${VALGRIND} ($("${VALGRIND}" --version))"
+}
+
 main() {
     cd "${REPO_ROOT}"
     if [[ -z "${KAFKA_BOOTSTRAP:-}" ]]; then
         bash "${KAFKA_BROKER_SCRIPT}" install >/dev/null
     fi
     ensure_redis
+    ensure_valgrind
     # `cargo bench` builds the lakejoin binary the benchmark runs (CARGO_BIN_EXE_lakejoin)
     # in its own profile; a separate `cargo build --release` only compiled everything twice.
     log "Building and running the benchmark (cargo bench --bench throughput)"

@@ -1,7 +1,7 @@
 //! The throughput benchmark's own logic, tested with the suite: the check every output
 //! record of a case must pass, the history column read back from BENCHMARKS.md, the
-//! CPU readings of a case's process and of its librdkafka threads, and the arithmetic of
-//! a comparison of two lakejoins.
+//! CPU readings of a case's process and of its librdkafka threads, the arithmetic of a
+//! comparison of two lakejoins, and the instruction count read from callgrind.
 //!
 //! Why here: the benchmark (benches/throughput/) has no test harness of its own (it is a
 //! `harness = false` binary that runs the whole benchmark), so its unit tests would never
@@ -10,6 +10,8 @@
 // The data module serves the benchmark's other cases too.
 #![allow(dead_code)]
 
+#[path = "../benches/throughput/callgrind.rs"]
+mod callgrind;
 #[path = "../benches/throughput/check.rs"]
 mod check;
 #[path = "../benches/throughput/cpu.rs"]
@@ -166,6 +168,7 @@ fn a_comparison_pairs_rounds_and_takes_the_median_ratio() {
         rate,
         cpu_per_million: Some(cpu),
         peak_rss_mib: None,
+        instructions_per_record: None,
     };
     // Round by round B is 10% cheaper while the machine slows down by half: pairing
     // finds the 10% that comparing the variants' own medians would blur.
@@ -174,7 +177,7 @@ fn a_comparison_pairs_rounds_and_takes_the_median_ratio() {
     let summary = case_summary("lakejoin full 1 join", &a, &b);
     assert!(summary.contains("## lakejoin full 1 join"), "{summary}");
     assert!(
-        summary.contains("| 2 | 80 | 88 | 3.00 | 2.70 | ? | ? |"),
+        summary.contains("| 2 | 80 | 88 | 3.00 | 2.70 | ? | ? | ? | ? |"),
         "{summary}"
     );
     assert!(
@@ -187,4 +190,50 @@ fn a_comparison_pairs_rounds_and_takes_the_median_ratio() {
         "{summary}"
     );
     assert!(summary.contains("- peak RSS: not measured"), "{summary}");
+    assert!(
+        summary.contains("- instructions per record: not measured"),
+        "{summary}"
+    );
+    assert!(!summary.contains("B − A"), "{summary}");
+}
+
+/// Counted instructions: the total read from callgrind's file, and a comparison that
+/// gives the median saving per record as well as the ratio.
+#[test]
+fn a_comparison_of_counted_instructions_gives_what_b_saves_per_record() {
+    use callgrind::total_instructions;
+    use ratios::{Figures, case_summary, paired_differences};
+    let file = "# callgrind format\nversion: 1\ncreator: callgrind-3.19.0\nevents: Ir\nfn=(1) main\n16 3\n\nsummary: 127517\n\n\ntotals: 127517\n";
+    assert_eq!(total_instructions(file), Some(127_517));
+    assert_eq!(total_instructions("summary: 42\n"), Some(42));
+    assert_eq!(total_instructions("events: Ir\n"), None);
+    assert_eq!(total_instructions("totals: many\n"), None);
+    assert_eq!(
+        paired_differences(
+            &[Some(10.0), None, Some(7.0)],
+            &[Some(8.0), Some(1.0), Some(7.5)]
+        ),
+        vec![-2.0, 0.5]
+    );
+    let run = |instructions: f64| Figures {
+        rate: 5_000.0,
+        cpu_per_million: None,
+        peak_rss_mib: None,
+        instructions_per_record: Some(instructions),
+    };
+    let a = [run(25_000.0), run(25_200.0)];
+    let b = [run(24_000.0), run(24_400.0)];
+    let summary = case_summary("lakejoin full 1 join", &a, &b);
+    assert!(
+        summary.contains("| 1 | 5000 | 5000 | ? | ? | ? | ? | 25000 | 24000 |"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("- instructions per record: B/A median 0.964 over 2 rounds"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("- instructions per record, B − A: median -900 over 2 rounds"),
+        "{summary}"
+    );
 }

@@ -11,7 +11,8 @@
 //! the record path, so separate runs of `scripts/bench.sh` cannot tell a 5% change from
 //! noise. Rounds that alternate on the same warm broker and the same topics, compared
 //! pair by pair, cancel the machine's slow drift; the range of the ratios says how far to
-//! trust their median.
+//! trust their median. With `INSTRUCTIONS=1` the measured processes run under callgrind
+//! and the summary adds their instructions per record (callgrind.rs).
 
 use std::path::PathBuf;
 
@@ -36,26 +37,32 @@ fn figures(result: &CaseResult) -> Figures {
         rate: result.rate,
         cpu_per_million: result.cpu_per_million(CASE_PROCESS),
         peak_rss_mib: result.peak_rss_mib,
+        instructions_per_record: result.instructions_per_record,
     }
 }
 
 impl Comparison {
     /// The comparison `COMPARE_BIN` / `COMPARE_KAFKA_PROPERTIES` ask for, against `a`
     /// (`None`: neither is set, a normal run). B takes from A what it does not set.
+    /// Counting instructions (`INSTRUCTIONS=1`) is always a comparison, since the other
+    /// figures of a run under callgrind must not reach BENCHMARKS.md; without either
+    /// variable B is A itself, and the two counts show how repeatable they are.
     pub fn from_env(a: &Variant) -> Result<Option<Self>> {
         let binary = std::env::var_os("COMPARE_BIN").map(PathBuf::from);
         let properties = std::env::var("COMPARE_KAFKA_PROPERTIES").ok();
-        if binary.is_none() && properties.is_none() {
+        let counting = a.callgrind.is_some();
+        if binary.is_none() && properties.is_none() && !counting {
             return Ok(None);
         }
         let b = Variant {
             binary: binary.unwrap_or_else(|| a.binary.clone()),
             kafka_properties: properties.unwrap_or_else(|| a.kafka_properties.clone()),
+            callgrind: a.callgrind.clone(),
         };
         if !b.binary.is_file() {
             bail!("COMPARE_BIN={} is not a file", b.binary.display());
         }
-        if b == *a {
+        if b == *a && !counting {
             bail!("COMPARE_BIN and COMPARE_KAFKA_PROPERTIES give the same lakejoin as A");
         }
         let rounds = match std::env::var("ROUNDS") {
@@ -64,6 +71,8 @@ impl Comparison {
                 .ok()
                 .filter(|&n| n >= 1)
                 .with_context(|| format!("ROUNDS={v}: a whole number ≥ 1, please"))?,
+            // Counts hardly vary from round to round; times do.
+            Err(_) if counting => 1,
             Err(_) => 3,
         };
         Ok(Some(Comparison {
@@ -83,8 +92,15 @@ impl Comparison {
             };
             format!("`{}`, {properties}", v.binary.display())
         };
+        let counting = match &self.a.callgrind {
+            Some(valgrind) => format!(
+                "- every measured lakejoin ran under callgrind (`{}`): its instructions per record are the figure to read; its records/s, CPU and RSS mean nothing\n",
+                valgrind.display()
+            ),
+            None => String::new(),
+        };
         format!(
-            "# Comparison\n\n- A: {}\n- B: {}\n- {} rounds per case, A first in odd rounds, B first in even ones\n",
+            "# Comparison\n\n- A: {}\n- B: {}\n- {} rounds per case, A first in odd rounds, B first in even ones\n{counting}",
             describe(&self.a),
             describe(&self.b),
             self.rounds
@@ -111,10 +127,11 @@ impl Comparison {
                 let result = run(variant, &tag).with_context(|| format!("{name}, {tag}"))?;
                 let f = figures(&result);
                 println!(
-                    "{name} [{tag}]: {:.0} records/s, {} CPU-s per M, peak RSS {} MiB",
+                    "{name} [{tag}]: {:.0} records/s, {} CPU-s per M, peak RSS {} MiB, {} instructions per record",
                     f.rate,
                     shown(f.cpu_per_million, 2),
-                    shown(f.peak_rss_mib, 0)
+                    shown(f.peak_rss_mib, 0),
+                    shown(f.instructions_per_record, 0)
                 );
                 runs.push(f);
             }

@@ -82,7 +82,7 @@ prefix = "region_"
                 region_select = quoted(&data::REGION_SELECT),
             ));
         }
-        let mut process = Lakejoin::start(&self.dir, case, &config, &lakejoin.binary)?;
+        let mut process = Lakejoin::start_variant(&self.dir, case, &config, lakejoin)?;
         let pid = process.pid();
         // CPU from ready (caches loaded) to the last output acknowledged, over the orders
         // not yet consumed when it started, scaled to all of them (as for Flink below).
@@ -103,7 +103,7 @@ prefix = "region_"
             .scaled(n as f64 / (n - at_start.min(n - 1)) as f64);
         let rss_mib = proc_status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0;
         let metrics = process.metrics().unwrap_or_default();
-        process.stop()?;
+        let instructions = process.stop_counting()?;
         let scan = self.scan(&output, joins, orders)?;
         let matched_kind = if joins == 1 {
             "customer"
@@ -130,6 +130,10 @@ prefix = "region_"
                 self.settings.orders.saturating_sub(at_start),
             ),
         )
-        .map(|r| r.with_cpu(cpu).with_peak_rss(rss_mib))
+        .map(|r| {
+            r.with_cpu(cpu)
+                .with_peak_rss(rss_mib)
+                .with_instructions(instructions)
+        })
     }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::Value;
 
+use crate::callgrind;
 use crate::util::{tail, wait_for};
 
 /// The binary under test: `LAKEJOIN_BIN`, or the one cargo built for this bench (release).
@@ -28,14 +29,23 @@ pub fn binary() -> PathBuf {
 pub struct Variant {
     pub binary: PathBuf,
     pub kafka_properties: String,
+    /// The valgrind that counts the instructions of the measured processes
+    /// (callgrind.rs), with `INSTRUCTIONS=1`.
+    pub callgrind: Option<PathBuf>,
 }
 
 impl Variant {
-    /// [`binary`] with `LAKEJOIN_KAFKA_PROPERTIES`.
+    /// [`binary`] with `LAKEJOIN_KAFKA_PROPERTIES`; under callgrind with `INSTRUCTIONS=1`
+    /// (`VALGRIND`, or `valgrind` on the PATH).
     pub fn from_env() -> Self {
+        let counting = std::env::var("INSTRUCTIONS").is_ok_and(|v| !v.is_empty() && v != "0");
         Variant {
             binary: binary(),
             kafka_properties: std::env::var("LAKEJOIN_KAFKA_PROPERTIES").unwrap_or_default(),
+            callgrind: counting.then(|| {
+                std::env::var_os("VALGRIND")
+                    .map_or_else(|| PathBuf::from("valgrind"), PathBuf::from)
+            }),
         }
     }
 }
@@ -149,18 +159,56 @@ pub struct Lakejoin {
     child: Option<Child>,
     log: PathBuf,
     pub endpoint: SocketAddr,
+    /// Where callgrind writes its counts, when the process runs under it.
+    callgrind_out: Option<PathBuf>,
 }
 
 impl Lakejoin {
     /// Writes `config` to `<dir>/<name>.toml`, starts `bin run` on it (log in
     /// `<dir>/<name>.log`) and waits for its endpoint.
     pub fn start(dir: &Path, name: &str, config: &str, bin: &Path) -> Result<Self> {
+        Self::spawn(dir, name, config, bin, None)
+    }
+
+    /// [`Lakejoin::start`] of a variant under test: under callgrind when it counts
+    /// instructions (into `<dir>/<name>.callgrind`).
+    pub fn start_variant(dir: &Path, name: &str, config: &str, variant: &Variant) -> Result<Self> {
+        Self::spawn(
+            dir,
+            name,
+            config,
+            &variant.binary,
+            variant.callgrind.as_deref(),
+        )
+    }
+
+    /// How many times longer than natively a step of this process may take.
+    fn slowdown(&self) -> u32 {
+        if self.callgrind_out.is_some() {
+            callgrind::SLOWDOWN
+        } else {
+            1
+        }
+    }
+
+    fn spawn(
+        dir: &Path,
+        name: &str,
+        config: &str,
+        bin: &Path,
+        valgrind: Option<&Path>,
+    ) -> Result<Self> {
         let config_path = dir.join(format!("{name}.toml"));
         std::fs::write(&config_path, config)
             .with_context(|| format!("writing {}", config_path.display()))?;
         let log = dir.join(format!("{name}.log"));
         let log_file = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let child = Command::new(bin)
+        let callgrind_out = valgrind.map(|_| dir.join(format!("{name}.callgrind")));
+        let mut command = match (valgrind, &callgrind_out) {
+            (Some(valgrind), Some(out)) => callgrind::command(valgrind, out, bin),
+            _ => Command::new(bin),
+        };
+        let child = command
             .args(["run", "-c"])
             .arg(&config_path)
             .stdin(Stdio::null())
@@ -172,12 +220,13 @@ impl Lakejoin {
             child: Some(child),
             log,
             endpoint: SocketAddr::from(([127, 0, 0, 1], 0)),
+            callgrind_out,
         };
         let mut line = String::new();
         let needle = "metrics on http://";
         wait_for(
             &format!("{name}: the endpoint's log line"),
-            Duration::from_secs(60),
+            Duration::from_secs(60) * process.slowdown(),
             || {
                 process.check_alive()?;
                 if let Some(l) = process.log_text().lines().find(|l| l.contains(needle)) {
@@ -233,8 +282,22 @@ impl Lakejoin {
         })
     }
 
+    /// [`Lakejoin::stop`], then the instructions callgrind counted (`None`: the process
+    /// did not run under it).
+    pub fn stop_counting(self) -> Result<Option<u64>> {
+        let out = self.callgrind_out.clone();
+        self.stop()?;
+        let Some(out) = out else { return Ok(None) };
+        let text = std::fs::read_to_string(&out)
+            .with_context(|| format!("reading callgrind's counts {}", out.display()))?;
+        callgrind::total_instructions(&text)
+            .map(Some)
+            .with_context(|| format!("no total in {}", out.display()))
+    }
+
     /// SIGTERM and a clean exit (a graceful stop commits tables and offsets).
     pub fn stop(mut self) -> Result<()> {
+        let stop_within = Duration::from_secs(90) * self.slowdown();
         let mut child = self.child.take().context("process already stopped")?;
         let status = Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
@@ -243,7 +306,7 @@ impl Lakejoin {
         if !status.success() {
             bail!("kill -TERM {} failed", child.id());
         }
-        let deadline = Instant::now() + Duration::from_secs(90);
+        let deadline = Instant::now() + stop_within;
         loop {
             if let Some(status) = child.try_wait()? {
                 if !status.success() {
@@ -257,7 +320,7 @@ impl Lakejoin {
             if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!("lakejoin run did not stop within 90 s of SIGTERM");
+                bail!("lakejoin run did not stop within {stop_within:?} of SIGTERM");
             }
             std::thread::sleep(Duration::from_millis(20));
         }

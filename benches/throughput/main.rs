@@ -17,6 +17,7 @@
 //! `cargo bench --bench throughput`. Scale with ORDERS, CUSTOMERS, RSS_ROWS; run a subset
 //! with CASES (comma-separated case names, or prefixes such as `lakejoin`).
 
+mod callgrind;
 mod check;
 mod compare;
 mod cpu;
@@ -430,8 +431,14 @@ impl Bench {
             "\n[[cdc]]\nname = \"orders-cdc\"\ntopics = [\"{}\"]\nformat = \"upsert-json\"\ntable = \"shop.orders\"\ncommit_max_rows = {commit_max_rows}\n",
             self.orders.topic
         ));
+        if lakejoin.callgrind.is_some() {
+            // Natively the ingest ends before the 5 s timer commits; ~50× slower it would
+            // not, and each extra commit (and the compaction it may start) would make the
+            // count depend on the run's speed.
+            config.push_str("commit_interval = \"1h\"\n");
+        }
         let spawned_ms = now_ms();
-        let mut process = Lakejoin::start(&self.dir, case, &config, &lakejoin.binary)?;
+        let mut process = Lakejoin::start_variant(&self.dir, case, &config, lakejoin)?;
         let pid = process.pid();
         // CPU from the endpoint's start to the covering commit (start-up included).
         let meter = self.meter(pid, &[])?;
@@ -475,7 +482,7 @@ impl Bench {
         }
         let cpu = meter.stop()?;
         let rss_mib = proc_status_kib(pid, "VmHWM").unwrap_or(0) as f64 / 1024.0;
-        process.stop()?;
+        let instructions = process.stop_counting()?;
         let all = snapshots(&warehouse, "shop.orders", "orders-cdc")?;
         let appends: Vec<_> = all.iter().filter(|s| s.covered.is_some()).collect();
         let last = appends
@@ -507,7 +514,9 @@ impl Bench {
             ),
             cpu,
             peak_rss_mib: Some(rss_mib),
-        })
+            instructions_per_record: None,
+        }
+        .with_instructions(instructions))
     }
 
     /// RSS of `lakejoin run` with a `full` cache of `rss_rows` customers, against the same

@@ -1,6 +1,7 @@
 //! The arithmetic of a comparison (compare.rs): each round's figures of the two variants,
-//! the B/A ratio of every round, and their median and range. Pure, so that the suite tests
-//! it (tests/bench_checks.rs).
+//! the B/A ratio of every round, and their median and range (and for counted
+//! instructions, the median B − A). Pure, so that the suite tests it
+//! (tests/bench_checks.rs).
 
 use std::fmt::Write as _;
 
@@ -11,6 +12,9 @@ pub struct Figures {
     /// CPU seconds per million records of the lakejoin process.
     pub cpu_per_million: Option<f64>,
     pub peak_rss_mib: Option<f64>,
+    /// Instructions the lakejoin process executed per record, start-up included
+    /// (callgrind.rs; `INSTRUCTIONS=1` only).
+    pub instructions_per_record: Option<f64>,
 }
 
 pub fn shown(value: Option<f64>, decimals: usize) -> String {
@@ -25,6 +29,14 @@ pub fn paired_ratios(a: &[Option<f64>], b: &[Option<f64>]) -> Vec<f64> {
             (Some(a), Some(b)) if *a > 0.0 => Some(b / a),
             _ => None,
         })
+        .collect()
+}
+
+/// B − A of every round in which both variants have the figure.
+pub fn paired_differences(a: &[Option<f64>], b: &[Option<f64>]) -> Vec<f64> {
+    a.iter()
+        .zip(b)
+        .filter_map(|(a, b)| Some(b.as_ref()? - a.as_ref()?))
         .collect()
 }
 
@@ -47,26 +59,29 @@ type Figure = fn(&Figures) -> Option<f64>;
 /// range of the ratios.
 pub fn case_summary(name: &str, a: &[Figures], b: &[Figures]) -> String {
     let mut out = format!(
-        "\n## {name}\n\n| round | A records/s | B records/s | A CPU-s per M | B CPU-s per M | A peak RSS MiB | B peak RSS MiB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "\n## {name}\n\n| round | A records/s | B records/s | A CPU-s per M | B CPU-s per M | A peak RSS MiB | B peak RSS MiB | A instructions per record | B instructions per record |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     );
     for (i, (a, b)) in a.iter().zip(b).enumerate() {
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.0} | {} | {} | {} | {} |",
+            "| {} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} |",
             i + 1,
             a.rate,
             b.rate,
             shown(a.cpu_per_million, 2),
             shown(b.cpu_per_million, 2),
             shown(a.peak_rss_mib, 0),
-            shown(b.peak_rss_mib, 0)
+            shown(b.peak_rss_mib, 0),
+            shown(a.instructions_per_record, 0),
+            shown(b.instructions_per_record, 0)
         );
     }
     out.push('\n');
-    let figures: [(&str, Figure); 3] = [
+    let figures: [(&str, Figure); 4] = [
         ("records/s", |f| Some(f.rate)),
         ("CPU-s per M records", |f| f.cpu_per_million),
         ("peak RSS", |f| f.peak_rss_mib),
+        ("instructions per record", |f| f.instructions_per_record),
     ];
     for (label, get) in figures {
         let ratios = paired_ratios(
@@ -86,6 +101,23 @@ pub fn case_summary(name: &str, a: &[Figures], b: &[Figures]) -> String {
         };
         out.push_str(&line);
         out.push('\n');
+    }
+    // Counted instructions are nearly deterministic: what a change saves per record is
+    // worth reading as a number, not only as a ratio diluted by start-up.
+    let differences = paired_differences(
+        &a.iter()
+            .map(|f| f.instructions_per_record)
+            .collect::<Vec<_>>(),
+        &b.iter()
+            .map(|f| f.instructions_per_record)
+            .collect::<Vec<_>>(),
+    );
+    if let Some(m) = median(&differences) {
+        let _ = writeln!(
+            out,
+            "- instructions per record, B − A: median {m:+.0} over {} rounds",
+            differences.len()
+        );
     }
     out
 }

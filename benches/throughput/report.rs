@@ -20,6 +20,8 @@ pub struct CaseResult {
     pub cpu: CpuUse,
     /// Peak resident memory of the case's own process(es), MiB.
     pub peak_rss_mib: Option<f64>,
+    /// Instructions of the lakejoin process per record, start-up included (callgrind.rs).
+    pub instructions_per_record: Option<f64>,
 }
 
 impl CaseResult {
@@ -34,7 +36,21 @@ impl CaseResult {
             ),
             cpu: CpuUse::default(),
             peak_rss_mib: None,
+            instructions_per_record: None,
         })
+    }
+
+    /// With the instructions callgrind counted for the case's `records`, if it ran under
+    /// callgrind.
+    pub fn with_instructions(mut self, instructions: Option<u64>) -> Self {
+        if let Some(total) = instructions {
+            let per_record = total as f64 / self.records.max(1) as f64;
+            self.instructions_per_record = Some(per_record);
+            self.detail.push_str(&format!(
+                "; under callgrind: {per_record:.0} instructions per record, start-up included (records/s, CPU and RSS mean nothing then)"
+            ));
+        }
+        self
     }
 
     pub fn with_peak_rss(mut self, mib: f64) -> Self {

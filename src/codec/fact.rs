@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use super::OutputEncoder;
 use super::avro::EncodeError;
 use super::error::{DecodeError, Part};
-use super::json_scan::{object_fields, plain_run, serde_fields};
+use super::json_scan::{object_fields, plain_ascii_run, plain_run, serde_fields};
 use super::json_value::{lookup_path, parse_object};
 use crate::table::binary_row::FieldValue;
 use crate::table::datum::{Datum, datum_to_json};
@@ -48,6 +48,39 @@ pub(crate) enum FactValueError {
     /// The payload as a whole, when a tree of it was needed.
     #[error(transparent)]
     Payload(DecodeError),
+    /// A string read from a stored row that is not UTF-8: the table's fault, not the
+    /// fact's.
+    #[error("field `{path}`: the stored string is not UTF-8: {source}")]
+    StoredText {
+        path: String,
+        #[source]
+        source: std::str::Utf8Error,
+    },
+}
+
+/// The name of a field a join adds, with its JSON spelling (quoted, escaped where needed)
+/// made once: it is spliced into every output record, and escaping it there was a scan
+/// of the name per field per record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FieldName {
+    name: String,
+    json: Box<[u8]>,
+}
+
+impl FieldName {
+    pub(crate) fn new(name: impl Into<String>) -> Self {
+        let name = name.into();
+        let mut json = Vec::with_capacity(name.len() + 2);
+        write_json_str(&mut json, &name);
+        FieldName {
+            name,
+            json: json.into_boxed_slice(),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.name
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -59,7 +92,7 @@ pub struct RawFact<'a> {
     /// where its value's JSON text lies in `added_json`. Names are borrowed from the join
     /// that adds them: no copy per fact, and no reference count that every worker thread
     /// writes to.
-    added: Vec<(&'a str, Range<usize>)>,
+    added: Vec<(&'a FieldName, Range<usize>)>,
     /// The joined values as JSON text, back to back: a column's value is written once,
     /// straight from the table's datum, and spliced as it is.
     added_json: Vec<u8>,
@@ -88,7 +121,7 @@ impl<'a> Fact<'a> {
             Fact::Tree(map) => return Ok(lookup_path(map, path).map(Cow::Borrowed)),
             Fact::Raw(raw) => raw,
         };
-        if let Some((_, range)) = raw.added.iter().find(|(name, _)| *name == path) {
+        if let Some((_, range)) = raw.added.iter().find(|(name, _)| name.as_str() == path) {
             return raw
                 .added_value(range)
                 .map(|v| Some(Cow::Owned(v)))
@@ -128,7 +161,7 @@ impl<'a> Fact<'a> {
         out: &mut Vec<u8>,
     ) -> Result<bool, FactValueError> {
         if let Fact::Raw(raw) = self
-            && !raw.added.iter().any(|(name, _)| *name == path)
+            && !raw.added.iter().any(|(name, _)| name.as_str() == path)
             && let Some(value) = raw.fields.get(path)
             && let Some(text) = key_text_as_written(value)
         {
@@ -158,14 +191,18 @@ impl<'a> Fact<'a> {
     /// Sets a field, as inserting into the fact's tree would: a new name is appended, an
     /// existing one keeps its place. `Err` when replacing a field of a payload that cannot
     /// be read as a tree.
-    pub(crate) fn insert(&mut self, name: &'a str, value: Value) -> Result<(), FactValueError> {
+    pub(crate) fn insert(
+        &mut self,
+        name: &'a FieldName,
+        value: Value,
+    ) -> Result<(), FactValueError> {
         match self {
             Fact::Tree(map) => {
-                map.insert(name.to_string(), value);
+                map.insert(name.as_str().to_owned(), value);
             }
-            Fact::Raw(raw) if raw.fields.get(name).is_some() => {
+            Fact::Raw(raw) if raw.fields.get(name.as_str()).is_some() => {
                 let mut map = raw.to_tree()?;
-                map.insert(name.to_string(), value);
+                map.insert(name.as_str().to_owned(), value);
                 *self = Fact::Tree(map);
             }
             Fact::Raw(raw) => raw.add(name, |out| {
@@ -180,12 +217,12 @@ impl<'a> Fact<'a> {
     /// straight from the datum (no `Value`, no copy of a string column).
     pub(crate) fn insert_datum(
         &mut self,
-        name: &'a str,
+        name: &'a FieldName,
         datum: &Datum,
         ty: &DataType,
     ) -> Result<(), FactValueError> {
         match self {
-            Fact::Raw(raw) if raw.fields.get(name).is_none() => {
+            Fact::Raw(raw) if raw.fields.get(name.as_str()).is_none() => {
                 raw.add(name, |out| write_datum_json(out, datum, ty));
                 Ok(())
             }
@@ -197,16 +234,31 @@ impl<'a> Fact<'a> {
     /// is written straight from the row's bytes.
     pub(crate) fn insert_field(
         &mut self,
-        name: &'a str,
+        name: &'a FieldName,
         value: FieldValue<'_>,
         ty: &DataType,
     ) -> Result<(), FactValueError> {
+        let utf8 = |text| {
+            std::str::from_utf8(text).map_err(|source| FactValueError::StoredText {
+                path: name.as_str().to_owned(),
+                source,
+            })
+        };
         match (self, value) {
-            (Fact::Raw(raw), FieldValue::Text(text)) if raw.fields.get(name).is_none() => {
-                raw.add(name, |out| write_json_str(out, text));
+            (Fact::Raw(raw), FieldValue::Text(text)) if raw.fields.get(name.as_str()).is_none() => {
+                // Plain ASCII (the usual string) is UTF-8 and needs no escape: one scan
+                // finds both, and the bytes are copied whole.
+                if plain_ascii_run(text) == text.len() {
+                    raw.add(name, |out| write_plain_json_str(out, text));
+                } else {
+                    let text = utf8(text)?;
+                    raw.add(name, |out| write_json_str(out, text));
+                }
                 Ok(())
             }
-            (fact, FieldValue::Text(text)) => fact.insert(name, Value::String(text.to_owned())),
+            (fact, FieldValue::Text(text)) => {
+                fact.insert(name, Value::String(utf8(text)?.to_owned()))
+            }
             (fact, FieldValue::Null) => fact.insert_datum(name, &Datum::Null, ty),
             (fact, FieldValue::Datum(datum)) => fact.insert_datum(name, &datum, ty),
         }
@@ -253,8 +305,8 @@ impl<'a> Fact<'a> {
         Ok(out)
     }
 
-    /// About the size of the fact's JSON output (exact for a raw fact whose names need
-    /// no escape), to size the buffer it is written into.
+    /// About the size of the fact's JSON output (exact for a raw fact), to size the
+    /// buffer it is written into.
     pub(crate) fn encoded_len_hint(&self) -> usize {
         match self {
             Fact::Raw(raw) => raw.spliced_len(),
@@ -305,10 +357,10 @@ impl<'a> RawFact<'a> {
             let value = self
                 .added_value(range)
                 .map_err(|source| FactValueError::Field {
-                    path: name.to_string(),
+                    path: name.as_str().to_owned(),
                     source,
                 })?;
-            map.insert(name.to_string(), value);
+            map.insert(name.as_str().to_owned(), value);
         }
         Ok(map)
     }
@@ -320,8 +372,8 @@ impl<'a> RawFact<'a> {
     }
 
     /// Adds (or replaces in its place) field `name`, whose value `write` writes as JSON.
-    fn add(&mut self, name: &'a str, write: impl FnOnce(&mut Vec<u8>)) {
-        let Some(at) = self.added.iter().position(|(n, _)| *n == name) else {
+    fn add(&mut self, name: &'a FieldName, write: impl FnOnce(&mut Vec<u8>)) {
+        let Some(at) = self.added.iter().position(|(n, _)| n.name == name.name) else {
             let start = self.added_json.len();
             write(&mut self.added_json);
             self.added.push((name, start..self.added_json.len()));
@@ -343,10 +395,10 @@ impl<'a> RawFact<'a> {
         self.added_json = json;
     }
 
-    /// Length of [`RawFact::splice_into`]'s output when no added name needs an escape.
+    /// Length of [`RawFact::splice_into`]'s output.
     fn spliced_len(&self) -> usize {
         // Each added field: a comma, its quoted name, a colon, its value.
-        let names: usize = self.added.iter().map(|(name, _)| name.len() + 4).sum();
+        let names: usize = self.added.iter().map(|(name, _)| name.json.len() + 2).sum();
         self.payload.len() + self.added_json.len() + names
     }
 
@@ -364,7 +416,7 @@ impl<'a> RawFact<'a> {
             if i > 0 || !self.fields.is_empty() {
                 out.push(b',');
             }
-            write_json_str(out, name);
+            out.extend_from_slice(&name.json);
             out.push(b':');
             out.extend_from_slice(self.added_json.get(range.clone()).unwrap_or_default());
         }
@@ -426,9 +478,14 @@ fn write_json_str(out: &mut Vec<u8>, s: &str) {
         let _ = serde_json::to_writer(out, s);
         return;
     }
-    out.reserve(s.len() + 2);
+    write_plain_json_str(out, s.as_bytes());
+}
+
+/// Writes bytes that need no escape (and are UTF-8) as a JSON string.
+fn write_plain_json_str(out: &mut Vec<u8>, plain: &[u8]) {
+    out.reserve(plain.len() + 2);
     out.push(b'"');
-    out.extend_from_slice(s.as_bytes());
+    out.extend_from_slice(plain);
     out.push(b'"');
 }
 
@@ -468,16 +525,18 @@ mod tests {
     #[test]
     fn joined_fields_are_spliced_before_the_closing_brace() {
         let payload = r#" {"order_id": 7, "amount": 1.50e1, "customer": {"id": 3}} "#;
+        let name = FieldName::new("customer_name");
+        let country = FieldName::new("customer_\"country\"");
         let (mut raw, mut tree) = both(payload);
         for fact in [&mut raw, &mut tree] {
-            fact.insert("customer_name", json!("ada \"the\" first"))
-                .unwrap();
-            fact.insert("customer_country", Value::Null).unwrap();
+            fact.insert(&name, json!("ada \"the\" first")).unwrap();
+            fact.insert(&country, Value::Null).unwrap();
         }
         let bytes = raw.encode(&OutputEncoder::Json).unwrap();
+        assert_eq!(raw.encoded_len_hint(), bytes.len(), "the exact length");
         assert_eq!(
             String::from_utf8(bytes).unwrap(),
-            r#" {"order_id": 7, "amount": 1.50e1, "customer": {"id": 3},"customer_name":"ada \"the\" first","customer_country":null} "#
+            r#" {"order_id": 7, "amount": 1.50e1, "customer": {"id": 3},"customer_name":"ada \"the\" first","customer_\"country\"":null} "#
         );
         assert_eq!(output(&raw), output(&tree));
         assert_eq!(raw.get("customer.id").unwrap().as_deref(), Some(&json!(3)));
@@ -511,7 +570,10 @@ mod tests {
                 DataType::Timestamp(3),
             ),
         ];
-        let names: Vec<String> = (0..columns.len()).map(|i| format!("c{i}")).collect();
+        let names: Vec<FieldName> = (0..columns.len())
+            .map(|i| FieldName::new(format!("c{i}")))
+            .collect();
+        let c1 = FieldName::new("c1");
         let (mut raw, mut tree) = both(r#"{"id": 1}"#);
         for (name, (datum, ty)) in names.iter().zip(&columns) {
             raw.insert_datum(name, datum, ty).unwrap();
@@ -521,19 +583,50 @@ mod tests {
         assert_eq!(output(&raw), output(&tree));
         assert_eq!(raw.get("c2").unwrap().as_deref(), Some(&json!(-7)));
         // An earlier join's field replaced by a later one keeps its place.
-        raw.insert_datum("c1", &Datum::Int(9), &DataType::Int)
+        raw.insert_datum(&c1, &Datum::Int(9), &DataType::Int)
             .unwrap();
-        tree.insert("c1", json!(9)).unwrap();
+        tree.insert(&c1, json!(9)).unwrap();
         assert_eq!(output(&raw), output(&tree));
         let order = |v: Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
         assert_eq!(order(output(&raw)), order(output(&tree)));
         assert_eq!(raw.get("c1").unwrap().as_deref(), Some(&json!(9)));
     }
 
+    /// A string read from a stored row is checked to be UTF-8 where it is written out,
+    /// in a raw fact and in a tree alike; a plain ASCII one and one that needs an escape
+    /// or is not ASCII are written as `serde_json` writes them.
+    #[test]
+    fn stored_text_is_checked_where_it_is_written() {
+        let name = FieldName::new("joined");
+        for (mut fact, form) in [both(r#"{"id": 1}"#).0, both(r#"{"id": 1}"#).1]
+            .into_iter()
+            .zip(["raw", "tree"])
+        {
+            let err = fact
+                .insert_field(&name, FieldValue::Text(b"caf\xe9"), &DataType::Varchar(9))
+                .unwrap_err();
+            assert!(
+                matches!(&err, FactValueError::StoredText { path, .. } if path == "joined"),
+                "{form}: {err}"
+            );
+        }
+        for text in ["plain", "caf\u{e9}", "a \"quote\"", ""] {
+            let (mut raw, _) = both(r#"{"id": 1}"#);
+            raw.insert_field(
+                &name,
+                FieldValue::Text(text.as_bytes()),
+                &DataType::Varchar(9),
+            )
+            .unwrap();
+            assert_eq!(output(&raw), json!({"id": 1, "joined": text}), "{text:?}");
+        }
+    }
+
     #[test]
     fn an_empty_object_gets_no_leading_comma() {
+        let a = FieldName::new("a");
         let (mut raw, _) = both("{ }");
-        raw.insert("a", json!(1)).unwrap();
+        raw.insert(&a, json!(1)).unwrap();
         assert_eq!(
             raw.encode(&OutputEncoder::Json).unwrap(),
             br#"{ "a":1}"#.to_vec()
@@ -542,9 +635,10 @@ mod tests {
 
     #[test]
     fn replacing_a_field_of_the_payload_turns_the_fact_into_a_tree() {
+        let a = FieldName::new("a");
         let (mut raw, mut tree) = both(r#"{"a": 1, "b": 2}"#);
-        raw.insert("a", json!("x")).unwrap();
-        tree.insert("a", json!("x")).unwrap();
+        raw.insert(&a, json!("x")).unwrap();
+        tree.insert(&a, json!("x")).unwrap();
         assert!(matches!(raw, Fact::Tree(_)));
         assert_eq!(output(&raw), json!({"a": "x", "b": 2}));
         assert_eq!(output(&raw), output(&tree));
@@ -553,6 +647,7 @@ mod tests {
     #[test]
     fn a_number_out_of_range_is_an_error_where_a_tree_is_needed_never_an_empty_object() {
         let payload = br#"{"big": 1e400, "k": 1}"#;
+        let x = FieldName::new("x");
         let mut raw = Fact::raw(payload).expect("valid JSON stays raw");
         let err = raw.get("big").unwrap_err();
         assert!(
@@ -562,13 +657,14 @@ mod tests {
         assert!(std::error::Error::source(&err).is_some(), "{err:?}");
         // Spliced output keeps the number as written.
         let mut spliced = raw.clone();
-        spliced.insert("x", json!(2)).unwrap();
+        spliced.insert(&x, json!(2)).unwrap();
         assert_eq!(
             spliced.encode(&OutputEncoder::Json).unwrap(),
             br#"{"big": 1e400, "k": 1,"x":2}"#.to_vec()
         );
         // Replacing a field needs the tree: an error, not a silently emptied fact.
-        let err = raw.insert("k", json!(2)).unwrap_err();
+        let k = FieldName::new("k");
+        let err = raw.insert(&k, json!(2)).unwrap_err();
         assert!(matches!(err, FactValueError::Payload(_)), "{err}");
     }
 
@@ -688,8 +784,9 @@ mod tests {
             } else {
                 serde_json::to_string(&object).unwrap()
             };
+            let names: Vec<FieldName> = inserts.iter().map(|(name, _)| FieldName::new(name.as_str())).collect();
             let (mut raw, mut tree) = both(&payload);
-            for (name, value) in &inserts {
+            for (name, (_, value)) in names.iter().zip(&inserts) {
                 raw.insert(name, value.clone()).unwrap();
                 tree.insert(name, value.clone()).unwrap();
                 for path in ["a", "b", "c.a", "a.b", "e", "a.0", "f"] {
@@ -723,9 +820,10 @@ mod tests {
             number in any::<i64>(),
             replace in any::<bool>(),
         ) {
-            let name = if replace { "id" } else { "joined" };
+            let name = FieldName::new(if replace { "id" } else { "joined" });
+            let name = &name;
             let cases = [
-                (FieldValue::Text(&text), Datum::String(text.clone()), DataType::Varchar(100)),
+                (FieldValue::Text(text.as_bytes()), Datum::String(text.clone()), DataType::Varchar(100)),
                 (FieldValue::Null, Datum::Null, DataType::Varchar(100)),
                 (FieldValue::Datum(Datum::BigInt(number)), Datum::BigInt(number), DataType::BigInt),
             ];

@@ -105,6 +105,17 @@ impl<'de> serde::Deserialize<'de> for SerdeFields<'de> {
 /// a bound: a test can also flag bytes above the first true match (its borrow carries
 /// upwards), never below it, so the lowest flag is exact.
 pub(crate) fn plain_run(bytes: &[u8]) -> usize {
+    plain_run_where(bytes, false)
+}
+
+/// [`plain_run`] that also stops at the first byte that is not ASCII: a run that is both
+/// UTF-8 and a JSON string's text as it is, found in the same pass.
+pub(crate) fn plain_ascii_run(bytes: &[u8]) -> usize {
+    plain_run_where(bytes, true)
+}
+
+#[inline(always)]
+fn plain_run_where(bytes: &[u8], stop_at_non_ascii: bool) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
@@ -114,9 +125,12 @@ pub(crate) fn plain_run(bytes: &[u8]) -> usize {
         let mut lanes = [0u8; 8];
         lanes.copy_from_slice(word);
         let w = u64::from_le_bytes(lanes);
+        // A byte's own high bit is exact: no borrow crosses into it.
+        let non_ascii = if stop_at_non_ascii { w & HIGH } else { 0 };
         let special = (w.wrapping_sub(ONES * 0x20) & !w & HIGH)
             | zero_byte(w ^ (ONES * u64::from(b'"')))
-            | zero_byte(w ^ (ONES * u64::from(b'\\')));
+            | zero_byte(w ^ (ONES * u64::from(b'\\')))
+            | non_ascii;
         if special != 0 {
             return at + (special.trailing_zeros() / 8) as usize;
         }
@@ -125,7 +139,7 @@ pub(crate) fn plain_run(bytes: &[u8]) -> usize {
     let rest = words.remainder();
     at + rest
         .iter()
-        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\' || (stop_at_non_ascii && !b.is_ascii()))
         .unwrap_or(rest.len())
 }
 
@@ -423,6 +437,9 @@ mod tests {
         assert_eq!(plain_run(b"abcdefgh\\"), 8);
         assert_eq!(plain_run(b"plain text, no stop"), 19);
         assert_eq!(plain_run(b""), 0);
+        assert_eq!(plain_run("caf\u{e9} au lait".as_bytes()), 13);
+        assert_eq!(plain_ascii_run("caf\u{e9} au lait".as_bytes()), 3);
+        assert_eq!(plain_ascii_run(b"plain ascii, no stop"), 20);
     }
 
     proptest! {
@@ -437,6 +454,11 @@ mod tests {
                 .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
                 .unwrap_or(bytes.len());
             prop_assert_eq!(plain_run(&bytes), want);
+            let want_ascii = bytes
+                .iter()
+                .position(|&b| b < 0x20 || b == b'"' || b == b'\\' || !b.is_ascii())
+                .unwrap_or(bytes.len());
+            prop_assert_eq!(plain_ascii_run(&bytes), want_ascii);
         }
     }
 

@@ -85,6 +85,7 @@ pub(crate) use avro::{CONFLUENT_MAGIC, EncodeError};
 pub(crate) use debezium::shape::{NoShape, SourceTable, source_table};
 pub use error::{ColumnError, DecodeError, Part, SourceColumn};
 pub use fact::{Fact, RawFact};
+pub(crate) use fact::{FactValueError, FieldName};
 pub(crate) use registry::SchemaRegistrar;
 pub use registry::SchemaResolver;
 

@@ -245,7 +245,7 @@ mod tests {
         let projected = ProjectedRow::from_row(row(), &[1, 2, 0], &wanted).unwrap();
         assert_eq!(
             projected.fields().field(0).unwrap(),
-            (FieldValue::Text("a string longer than a slot"), types[1])
+            (FieldValue::Text(b"a string longer than a slot"), types[1])
         );
         assert_eq!(
             projected.fields().field(1).unwrap(),

@@ -8,7 +8,7 @@ use serde_json::Value;
 use smallvec::SmallVec;
 
 use super::facts::FactError;
-use crate::codec::Fact;
+use crate::codec::{Fact, FactValueError, FieldName};
 use crate::config::{JoinConfig, JoinKind};
 use crate::error::{Error, Result};
 use crate::lookup::{LookupTable, ProjectedRow, RowFields};
@@ -92,7 +92,7 @@ pub(crate) struct Join {
     kind: JoinKind,
     key_fields: Vec<(String, DataType)>,
     /// Output field names, borrowed by every fact they are added to.
-    outputs: Vec<(String, DataType)>,
+    outputs: Vec<(FieldName, DataType)>,
     retry: Option<(Duration, u32)>,
     /// `wait_for_cdc`: the table's CDC progress and `max_wait`.
     wait: Option<(Arc<CdcProgress>, Duration)>,
@@ -110,7 +110,11 @@ impl Join {
             lookup,
             kind: config.kind,
             key_fields: plan.key_fields,
-            outputs: plan.outputs,
+            outputs: plan
+                .outputs
+                .into_iter()
+                .map(|(name, ty)| (FieldName::new(name), ty))
+                .collect(),
             retry: config.retry.as_ref().map(|r| (r.delay, r.max_attempts)),
             wait: progress
                 .filter(|_| config.wait_for_cdc)
@@ -288,8 +292,54 @@ impl Join {
                 None => (FieldValue::Null, *planned),
             };
             fact.insert_field(name, value, &ty)
-                .map_err(|e| FactError::Bad(format!("join on {}: {e}", self.table_name)))?;
+                .map_err(|e| insert_error(&self.table_name, e))?;
         }
         Ok(fact)
+    }
+}
+
+/// What a joined column that cannot be added means for the fact: a stored string that is
+/// not UTF-8 is the table's fault, like a row that does not read back (the fact is held);
+/// anything else is the fact's own (a dead letter).
+fn insert_error(table: &str, error: FactValueError) -> FactError {
+    match error {
+        FactValueError::StoredText { .. } => {
+            FactError::held(Error::format(format!("join on {table}: {error}")))
+        }
+        error => FactError::Bad(format!("join on {table}: {error}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_string_that_is_not_utf8_holds_the_fact_other_faults_dead_letter_it() {
+        let source = String::from_utf8(b"caf\xe9".to_vec())
+            .unwrap_err()
+            .utf8_error();
+        let error = FactValueError::StoredText {
+            path: "customer_name".into(),
+            source,
+        };
+        match insert_error("shop.customers", error) {
+            FactError::Held(reason) => assert!(
+                reason.contains("join on shop.customers")
+                    && reason.contains("customer_name")
+                    && reason.contains("not UTF-8"),
+                "{reason}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let source = serde_json::from_str::<Value>("1e400").unwrap_err();
+        let field = FactValueError::Field {
+            path: "id".into(),
+            source,
+        };
+        assert!(matches!(
+            insert_error("shop.customers", field),
+            FactError::Bad(reason) if reason.contains("join on shop.customers")
+        ));
     }
 }

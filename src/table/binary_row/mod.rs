@@ -246,12 +246,15 @@ pub(crate) fn field_image<'a>(
     Ok(Some(FieldImage { word, bytes }))
 }
 
-/// A field read in place for writing it out: a string borrowed from the row (checked to
-/// be UTF-8, not copied), any other value decoded.
+/// A field read in place for writing it out: a string's bytes borrowed from the row, any
+/// other value decoded.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum FieldValue<'a> {
     Null,
-    Text(&'a str),
+    /// A string's bytes, not copied and not yet checked to be UTF-8: whoever writes them
+    /// out checks that, while it looks for characters to escape (a separate check was a
+    /// second pass over every joined string of every record).
+    Text(&'a [u8]),
     Datum(Datum),
 }
 
@@ -275,10 +278,7 @@ pub(crate) fn field_value<'a>(
     match ty {
         DataType::Char(_) | DataType::Varchar(_) => {
             let slot = u64::from_le_bytes(read_array::<8>(body, slot_at)?);
-            let bytes = var_len_bytes(body, slot_at, slot, pos)?;
-            std::str::from_utf8(bytes)
-                .map(FieldValue::Text)
-                .map_err(|e| Error::format(format!("field {pos}: string is not UTF-8: {e}")))
+            var_len_bytes(body, slot_at, slot, pos).map(FieldValue::Text)
         }
         _ => decode_field(body, slot_at, ty, pos).map(FieldValue::Datum),
     }

@@ -521,7 +521,7 @@ proptest! {
             let read = field_value(&projected[1..], wanted.len(), i, ty).unwrap();
             let as_datum = match read {
                 FieldValue::Null => Datum::Null,
-                FieldValue::Text(s) => Datum::String(s.to_string()),
+                FieldValue::Text(s) => Datum::String(String::from_utf8(s.to_vec()).unwrap()),
                 FieldValue::Datum(d) => d,
             };
             prop_assert!(rows_equal(std::slice::from_ref(&as_datum), std::slice::from_ref(value)), "{:?} != {:?}", as_datum, value);

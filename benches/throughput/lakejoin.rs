@@ -267,7 +267,7 @@ impl Lakejoin {
 
     /// `/metrics`, the whole exposition.
     pub fn metrics(&self) -> Result<String> {
-        match http_get(self.endpoint, "/metrics")? {
+        match http_get(self.endpoint, "/metrics", self.slowdown())? {
             (200, body) => Ok(body),
             (status, body) => bail!("/metrics answered {status}: {body}"),
         }
@@ -276,9 +276,13 @@ impl Lakejoin {
     /// Waits until `/health/ready` answers 200.
     pub fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
         let endpoint = self.endpoint;
+        let slowdown = self.slowdown();
         wait_for("/health/ready to answer 200", timeout, || {
             self.check_alive()?;
-            Ok(matches!(http_get(endpoint, "/health/ready"), Ok((200, _))))
+            Ok(matches!(
+                http_get(endpoint, "/health/ready", slowdown),
+                Ok((200, _))
+            ))
         })
     }
 
@@ -336,17 +340,21 @@ impl Drop for Lakejoin {
     }
 }
 
-/// `GET path`: status and body.
-pub fn http_get(address: SocketAddr, path: &str) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5))
+/// `GET path`: status and body; a process under callgrind gets `slowdown` times longer to
+/// answer.
+pub fn http_get(address: SocketAddr, path: &str, slowdown: u32) -> Result<(u16, String)> {
+    let within = Duration::from_secs(10) * slowdown;
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5) * slowdown)
         .with_context(|| format!("connecting to {address}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.set_read_timeout(Some(within))?;
     write!(
         stream,
         "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
     )?;
     let mut response = String::new();
-    stream.read_to_string(&mut response)?;
+    stream
+        .read_to_string(&mut response)
+        .with_context(|| format!("GET {path} from {address}: no whole answer within {within:?}"))?;
     let (head, body) = response
         .split_once("\r\n\r\n")
         .ok_or_else(|| anyhow!("malformed HTTP response from {address}{path}"))?;

@@ -43,15 +43,15 @@ use std::cell::Cell;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use hashbrown::HashTable;
-
 mod arena;
 mod columns;
 mod row_table;
+mod secondary;
 
 use arena::{MAX_ARENA, MIN_ARENA, Shard, push_record, record};
 use columns::{Columns, Fields, StoredProjection, stored_positions};
 use row_table::RowTable;
+use secondary::SecondaryIndex;
 
 use super::ProjectedRow;
 use super::projected::{RowFields, projected_types};
@@ -111,66 +111,6 @@ fn shard_of(fingerprint: u32) -> usize {
 /// low bits, hashbrown's buckets, are a permutation of the fingerprint's.
 fn table_hash(fingerprint: u32) -> u64 {
     u64::from(fingerprint).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-}
-
-/// One row's entry in a secondary index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct SecondaryEntry {
-    /// Fingerprint of the row's index columns (what the entry is found by).
-    value: u32,
-    /// Fingerprint of the row's primary key (where the row is).
-    key: u32,
-}
-
-struct SecondaryIndex {
-    columns: Columns,
-    shards: Box<[RwLock<HashTable<SecondaryEntry>>; SHARDS]>,
-}
-
-impl SecondaryIndex {
-    fn shard(&self, value: u32) -> &RwLock<HashTable<SecondaryEntry>> {
-        &self.shards[shard_of(value)]
-    }
-
-    fn insert(&self, value: u32, key: u32) {
-        write(self.shard(value)).insert_unique(
-            table_hash(value),
-            SecondaryEntry { value, key },
-            |e| table_hash(e.value),
-        );
-    }
-
-    /// Removes one entry equal to (`value`, `key`): equal entries (rows whose keys share a
-    /// fingerprint) are interchangeable.
-    fn remove(&self, value: u32, key: u32) {
-        let target = SecondaryEntry { value, key };
-        let mut table = write(self.shard(value));
-        if let Ok(entry) = table.find_entry(table_hash(value), |e| *e == target) {
-            entry.remove();
-        }
-        // Give memory back once most entries are gone (a factor 4 of hysteresis keeps
-        // this amortized constant).
-        if table.len() < table.capacity() / 4 {
-            table.shrink_to_fit(|e| table_hash(e.value));
-        }
-    }
-
-    /// Key fingerprints of the rows whose index columns may have fingerprint `value`.
-    fn candidates(&self, value: u32) -> Vec<u32> {
-        read(self.shard(value))
-            .iter_hash(table_hash(value))
-            .filter(|e| e.value == value)
-            .map(|e| e.key)
-            .collect()
-    }
-
-    fn memory_bytes(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| read(s).allocation_size())
-            .sum::<usize>()
-            + std::mem::size_of_val(&*self.shards)
-    }
 }
 
 /// The table columns lookups return, their positions among the stored fields and their
@@ -279,10 +219,11 @@ impl FullCache {
         let secondary = indexes
             .into_iter()
             .map(|columns| {
-                Ok(SecondaryIndex {
-                    columns: Columns::new(columns, &stored_at, &table_types)?,
-                    shards: Box::new(std::array::from_fn(|_| RwLock::default())),
-                })
+                Ok(SecondaryIndex::new(Columns::new(
+                    columns,
+                    &stored_at,
+                    &table_types,
+                )?))
             })
             .collect::<Result<_>>()?;
         let types: Vec<DataType> = stored.iter().map(|&c| table_types[c]).collect();
@@ -679,9 +620,7 @@ impl FullCache {
         // updates while the secondary indexes are cleared.
         let mut guards: Vec<_> = self.shards.iter().map(write).collect();
         for index in &self.secondary {
-            for table in index.shards.iter() {
-                *write(table) = HashTable::new();
-            }
+            index.clear();
         }
         for guard in &mut guards {
             **guard = Shard::default();

@@ -61,7 +61,9 @@ fn identity_and_size(datum: &Datum) -> Option<(Identity<'_>, usize)> {
 /// costs nothing there).
 pub(crate) fn dictionary_pays(sample: &[KeyValue], column: usize) -> bool {
     let sample = sample.get(..SAMPLE_ROWS).unwrap_or(sample);
-    let mut distinct = HashSet::with_capacity(sample.len());
+    // foldhash: this hashes every sampled value of every column of every file written.
+    let mut distinct =
+        HashSet::with_capacity_and_hasher(sample.len(), foldhash::fast::RandomState::default());
     let mut values = 0usize;
     let mut plain_bytes = 0usize;
     let mut dictionary_bytes = 0usize;

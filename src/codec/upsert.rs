@@ -23,14 +23,20 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
                 "a null value deletes by key, but the record has no key",
             ));
         }
-        (None, Some(key)) => (RowKind::Delete, key),
+        (None, Some(key)) => (RowKind::Delete, key.into_object()),
         (Some(payload), key) => {
             // The common case: read the value straight into column slots.
             if let Some(slots) = ctx.builder.field_slots()
                 && let Some(mut fields) = slots.parse(payload)
             {
-                for (k, v) in key.into_iter().flatten() {
-                    slots.set(&mut fields, &k, v);
+                match key {
+                    Some(KeyFields::Object(object)) => {
+                        for (k, v) in object {
+                            slots.set(&mut fields, &k, v);
+                        }
+                    }
+                    Some(KeyFields::Single(name, value)) => slots.set(&mut fields, name, value),
+                    None => {}
                 }
                 let change = ctx.builder.build_fields(
                     RowKind::Insert,
@@ -41,7 +47,7 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
                 return Ok(Decoded::Changes(vec![change]));
             }
             let mut row = parse_object(payload, Part::Payload)?;
-            for (k, v) in key.into_iter().flatten() {
+            for (k, v) in key.map(KeyFields::into_object).into_iter().flatten() {
                 row.insert(k, v);
             }
             (RowKind::Insert, row)
@@ -53,8 +59,26 @@ pub(crate) fn decode(ctx: &Ctx<'_, '_>) -> Result<Decoded, DecodeError> {
     Ok(Decoded::Changes(vec![change]))
 }
 
-/// The key as an object of key fields; `None` without a key.
-fn key_object(ctx: &Ctx<'_, '_>) -> Result<Option<Map<String, Value>>, DecodeError> {
+/// The fields a record's key gives.
+enum KeyFields<'a> {
+    /// A JSON object's.
+    Object(Map<String, Value>),
+    /// A bare value of the one-column primary key, and the field it stands for: no map
+    /// (hashed, with an owned name) per record for the usual key.
+    Single(&'a str, Value),
+}
+
+impl KeyFields<'_> {
+    fn into_object(self) -> Map<String, Value> {
+        match self {
+            KeyFields::Object(object) => object,
+            KeyFields::Single(name, value) => Map::from_iter([(name.to_string(), value)]),
+        }
+    }
+}
+
+/// The key's fields; `None` without a key.
+fn key_object<'a>(ctx: &Ctx<'a, '_>) -> Result<Option<KeyFields<'a>>, DecodeError> {
     let Some(bytes) = ctx.record.key else {
         return Ok(None);
     };
@@ -65,7 +89,7 @@ fn key_object(ctx: &Ctx<'_, '_>) -> Result<Option<Map<String, Value>>, DecodeErr
     };
     let value = serde_json::from_slice::<Value>(bytes);
     let scalar = match value {
-        Ok(Value::Object(o)) => return Ok(Some(o)),
+        Ok(Value::Object(o)) => return Ok(Some(KeyFields::Object(o))),
         Ok(v @ (Value::Bool(_) | Value::Number(_) | Value::String(_))) => v,
         Ok(other) => {
             return Err(DecodeError::malformed(
@@ -93,7 +117,7 @@ fn key_object(ctx: &Ctx<'_, '_>) -> Result<Option<Map<String, Value>>, DecodeErr
                 Some(path) if !path.contains('.') => path.as_str(),
                 _ => column,
             };
-            Ok(Some(Map::from_iter([(name.to_string(), scalar)])))
+            Ok(Some(KeyFields::Single(name, scalar)))
         }
         None => Err(DecodeError::malformed(
             Part::Key,

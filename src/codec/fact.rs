@@ -96,6 +96,7 @@ pub struct RawFact<'a> {
     /// that adds them: no copy per fact, and no reference count that every worker thread
     /// writes to.
     added: Vec<(&'a FieldName, Range<usize>)>,
+    /// The names in `added`.
     added_names: NameSet,
     /// The joined values as JSON text, back to back: a column's value is written once,
     /// straight from the table's datum, and spliced as it is.

@@ -108,11 +108,27 @@ impl SchemaView {
     }
 }
 
+/// Files by (serialized partition, bucket). hashbrown's, with foldhash: a lookup finds
+/// its bucket by a borrowed [`BucketOf`] (no copy of the partition bytes per key), and
+/// hashes it without SipHash.
+type BucketFiles = hashbrown::HashMap<(Vec<u8>, i32), Vec<FileRange>, foldhash::fast::RandomState>;
+
+/// A (partition, bucket) key of [`BucketFiles`], borrowed. Hashes as the owned tuple does
+/// (a `Vec<u8>` hashes as its slice).
+#[derive(Hash)]
+struct BucketOf<'a>(&'a [u8], i32);
+
+impl hashbrown::Equivalent<(Vec<u8>, i32)> for BucketOf<'_> {
+    fn equivalent(&self, key: &(Vec<u8>, i32)) -> bool {
+        self.0 == key.0.as_slice() && self.1 == key.1
+    }
+}
+
 /// The live files of one snapshot, by (partition, bucket), and the schema they are read in.
 struct LookupState {
     view: Arc<SchemaView>,
     snapshot_id: Option<i64>,
-    buckets: HashMap<(Vec<u8>, i32), Vec<FileRange>>,
+    buckets: BucketFiles,
     /// Some file was written with another number of buckets than the table has now.
     rescaled: bool,
 }
@@ -164,7 +180,7 @@ impl PointLookup {
             state: RwLock::new(Arc::new(LookupState {
                 view: Arc::new(SchemaView::new(table)?),
                 snapshot_id: None,
-                buckets: HashMap::new(),
+                buckets: BucketFiles::default(),
                 rescaled: false,
             })),
             layout,
@@ -215,7 +231,7 @@ impl PointLookup {
             _ => previous.view.clone(),
         };
         let table = view.table.clone();
-        let mut buckets: HashMap<(Vec<u8>, i32), Vec<FileRange>> = HashMap::new();
+        let mut buckets = BucketFiles::default();
         let mut deletions = DeletionFiles::default();
         if let Some(snapshot) = &latest {
             deletions = table.deletion_files(snapshot).await?;

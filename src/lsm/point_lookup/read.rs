@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::file::LookupFile;
 use super::key::ResolvedKey;
-use super::{FileRange, LookupState, PointLookup, SchemaView};
+use super::{BucketOf, FileRange, LookupState, PointLookup, SchemaView};
 use crate::error::{Error, Result};
 use crate::lsm::merge::compare_keys;
 use crate::table::data_file::{KeyValue, decode_data_file};
@@ -125,7 +125,7 @@ impl PointLookup {
         {
             return state
                 .buckets
-                .get(&(key.partition_bytes.clone(), t))
+                .get(&BucketOf(&key.partition_bytes, t))
                 .map(|files| files.iter().filter(in_range).collect())
                 .unwrap_or_default();
         }

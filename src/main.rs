@@ -14,6 +14,13 @@ use lakejoin::cli::{Cli, Outcome};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // Before any Kafka client exists: OpenSSL is initialised without its `atexit` cleanup.
+    // Exit may come while a client's thread is still in a TLS handshake (a metadata request
+    // to a broker that refuses the certificate outlives the exit grace below; any exit
+    // after a failure abandons running clients); OpenSSL's cleanup would then free the
+    // tables that handshake reads, and the process would die of SIGSEGV instead of
+    // returning its exit code.
+    openssl_sys::init();
     let cli = Cli::parse();
     if !cli.sets_up_logging() {
         lakejoin::observe::logging::init(lakejoin::config::LogFormat::Human, "warn");

@@ -390,6 +390,17 @@ fn refused(
         "one error line per client: {errors:?}\n{}",
         tail(&log, 30)
     );
+    // The consumer's polls see the refusal too, several times a second: never a warning.
+    let repeats = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("Kafka consumer error"))
+        .count();
+    assert_eq!(
+        repeats,
+        0,
+        "consumer errors repeat the refusal:\n{}",
+        tail(&log, 30)
+    );
     for secret in secrets {
         assert!(!log.contains(secret.as_str()), "a secret is in the log");
     }

@@ -86,11 +86,17 @@ impl ClientLog {
     }
 
     /// A record the consumer could not take (from its `recv`): an undecodable partition is
-    /// a fault; anything else is a warning, and outages go to debug.
+    /// a fault; anything else is a warning, and outages and refusals go to debug (the
+    /// client's error callback reports a refusal once, and `recv` repeats it on every poll,
+    /// several times a second).
     pub(crate) fn consumer_error(&self, error: &KafkaError) {
         let client = self.client.as_str();
         let code = error.rdkafka_error_code();
         let error = self.redactor.redact(&error.to_string());
+        if is_refusal(code, &error) {
+            tracing::debug!(client, %error, "Kafka consumer error (a refusal)");
+            return;
+        }
         if is_undecodable(code) {
             let text = format!("records cannot be decoded: {error}");
             if self.record_fault(text.clone()) {
@@ -489,6 +495,24 @@ mod tests {
         let fault = log.fault().unwrap_or_default();
         assert!(!fault.contains("hunter2-pw"), "{fault}");
         assert!(!format!("{log:?}").contains("hunter2-pw"));
+    }
+
+    #[test]
+    fn a_refusal_seen_by_a_poll_is_not_a_warning_but_a_bad_record_is() {
+        let log = ClientLog::new("p", &kafka(&[]));
+        let text = logged(|| {
+            for _ in 0..3 {
+                log.consumer_error(&KafkaError::MessageConsumption(RDKafkaErrorCode::SSL));
+            }
+        });
+        assert!(!text.contains("WARN"), "{text}");
+        assert_eq!(text.matches("DEBUG").count(), 3, "{text}");
+        let text = logged(|| {
+            log.consumer_error(&KafkaError::MessageConsumption(
+                RDKafkaErrorCode::UnknownTopicOrPartition,
+            ))
+        });
+        assert!(text.contains("WARN"), "{text}");
     }
 
     #[test]

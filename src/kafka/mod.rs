@@ -104,6 +104,10 @@ impl From<OffsetOutOfRange> for OffsetReset {
 /// measured against is not slowed by librdkafka's default.
 const FETCH_QUEUE_BACKOFF_MS: &str = "10";
 
+/// lakejoin's `queued.max.messages.kbytes` and `queued.min.messages` (see [`consumer`]).
+const QUEUED_MAX_KBYTES: &str = "16384";
+const QUEUED_MIN_MESSAGES: &str = "10000";
+
 /// A consumer that never commits on its own: positions are taken from table snapshots
 /// (CDC) or committed after delivery (enrich). `static_member` is the
 /// `group.instance.id` of a consumer that subscribes (KIP-345): a restart under the same id
@@ -136,7 +140,13 @@ pub(crate) fn consumer(
         // queue is over its thresholds. Its default (1 s) is longer than a pipeline that is
         // behind takes to drain the queue, so the consumer sat idle for ~0.5 s of every
         // second: CDC ingest ran at 142k rows/s with it and 253k with 10 ms.
-        .set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS);
+        .set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
+        // The prefetch queue's bounds. librdkafka's (64 MiB, and at least 100,000 records
+        // per partition) held ~60 MiB more at peak than these in the benchmark's joins, a
+        // quarter of the process, for no throughput: 16 MiB is still tens of thousands of
+        // records, hundreds of poll batches, ahead of the pipeline.
+        .set("queued.max.messages.kbytes", QUEUED_MAX_KBYTES)
+        .set("queued.min.messages", QUEUED_MIN_MESSAGES);
     apply_properties(&mut config, kafka);
     config
         .create_with_context(ClientLog::new(pipeline, kafka))

@@ -119,6 +119,18 @@ pub(crate) fn consumer(
     reset: OffsetReset,
     pipeline: &str,
 ) -> Result<Consumer> {
+    consumer_config(kafka, group_id, static_member, reset)
+        .create_with_context(ClientLog::new(pipeline, kafka))
+        .map_err(|e| kafka_error(kafka, "creating the Kafka consumer", e))
+}
+
+/// The librdkafka configuration of [`consumer`]: lakejoin's settings, then the user's.
+fn consumer_config(
+    kafka: &KafkaConfig,
+    group_id: &str,
+    static_member: Option<&str>,
+    reset: OffsetReset,
+) -> ClientConfig {
     let mut config = base_config(kafka);
     if let Some(id) = static_member {
         config.set("group.instance.id", id);
@@ -142,15 +154,13 @@ pub(crate) fn consumer(
         // second: CDC ingest ran at 142k rows/s with it and 253k with 10 ms.
         .set("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)
         // The prefetch queue's bounds. librdkafka's (64 MiB, and at least 100,000 records
-        // per partition) held ~60 MiB more at peak than these in the benchmark's joins, a
-        // quarter of the process, for no throughput: 16 MiB is still tens of thousands of
+        // per partition) held 35-50 MiB more at peak than these in the benchmark's joins,
+        // a sixth of the process, for no throughput: 16 MiB is still tens of thousands of
         // records, hundreds of poll batches, ahead of the pipeline.
         .set("queued.max.messages.kbytes", QUEUED_MAX_KBYTES)
         .set("queued.min.messages", QUEUED_MIN_MESSAGES);
     apply_properties(&mut config, kafka);
     config
-        .create_with_context(ClientLog::new(pipeline, kafka))
-        .map_err(|e| kafka_error(kafka, "creating the Kafka consumer", e))
 }
 
 /// An idempotent producer (no duplicates from internal retries). Records wait for
@@ -264,6 +274,43 @@ pub(crate) async fn partitions_with_retry(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kafka_with(properties: &[(&str, &str)]) -> KafkaConfig {
+        KafkaConfig {
+            bootstrap_servers: "localhost:9092".into(),
+            group_id: "g".into(),
+            group_instance_id: None,
+            properties: properties
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_consumer_bounds_its_prefetch_queue_unless_the_user_says_otherwise() {
+        let config = consumer_config(&kafka_with(&[]), "g", None, OffsetReset::Earliest);
+        assert_eq!(
+            config.get("queued.max.messages.kbytes"),
+            Some(QUEUED_MAX_KBYTES)
+        );
+        assert_eq!(config.get("queued.min.messages"), Some(QUEUED_MIN_MESSAGES));
+        assert_eq!(
+            config.get("fetch.queue.backoff.ms"),
+            Some(FETCH_QUEUE_BACKOFF_MS)
+        );
+        assert_eq!(config.get("enable.auto.commit"), Some("false"));
+
+        let user = kafka_with(&[
+            ("queued.max.messages.kbytes", "65536"),
+            ("queued.min.messages", "100000"),
+        ]);
+        let config = consumer_config(&user, "g", None, OffsetReset::Earliest);
+        assert_eq!(config.get("queued.max.messages.kbytes"), Some("65536"));
+        assert_eq!(config.get("queued.min.messages"), Some("100000"));
+        // librdkafka accepts the bounds: a consumer is created with them.
+        assert!(consumer(&kafka_with(&[]), "g", None, OffsetReset::Earliest, "test").is_ok());
+    }
 
     #[test]
     fn client_errors_mask_secret_property_values() {

@@ -4,6 +4,7 @@
 //! 1. passthrough: a plain rdkafka consume → produce loop (the machine's limit; run first
 //!    and again last, ratios are to the faster of the two),
 //! 2. redis: the design lakejoin replaces (one pipelined HGET round trip per poll batch),
+//!    and a hand-written join against an in-process hash map (the floor of any enrichment),
 //! 3. `lakejoin run` enriching with cache = full, partial and none, one join and three
 //!    chained joins (95% of the orders name a known customer, 5% an unknown one),
 //! 4. `lakejoin run` CDC ingest: upsert-json into a 4-bucket table, including commits,
@@ -47,6 +48,7 @@ use report::{BROKER_PROCESS, CASE_PROCESS, CLIENT_THREADS, CaseResult, Report};
 use util::{proc_status_kib, wait_for};
 
 const REDIS_CASE: &str = "redis 1 join";
+const HAND_WRITTEN_CASE: &str = "hand-written 1 join, in-process hash map";
 /// 95% of the orders name a customer no other order names: every miss reaches the table.
 const STORM_CASE: &str = "lakejoin partial 1 join, unknown-key storm";
 /// Flink + Paimon's lookup join: (case name, topic/dir name, `flink_enrich.py --cache`,
@@ -300,6 +302,28 @@ impl Bench {
             &format!("plain rdkafka loop, payload unchanged, {producer}"),
         )?
         .with_cpu(cpu))
+    }
+
+    fn hand_written(&self, case: &str, joined: &loops::JoinedText) -> Result<CaseResult> {
+        let output = self.new_output(case)?;
+        let meter = self.meter(std::process::id(), &[])?;
+        loops::hand_written_enrich(
+            &self.bootstrap,
+            joined,
+            &self.orders.topic,
+            &output,
+            self.settings.orders,
+        )?;
+        let cpu = meter.stop()?;
+        let scan = self.scan(&output, 1, &self.orders)?;
+        CaseResult::measured(
+            &scan,
+            &format!(
+                "derived deserializer for the key, pre-rendered columns spliced in, one thread; {:.1}% hits",
+                100.0 * scan.accepted as f64 / scan.records as f64
+            ),
+        )
+        .map(|r| r.with_cpu(cpu))
     }
 
     fn redis(&self, case: &str, redis: &mut redis::Redis, server_pid: u32) -> Result<CaseResult> {
@@ -647,6 +671,11 @@ fn run() -> Result<()> {
         let pid = server.pid();
         run_case(REDIS_CASE, &mut || bench.redis("redis", client, pid));
     }
+    run_case(HAND_WRITTEN_CASE, &mut || {
+        // Rendered before the case's CPU meter starts, as lakejoin loads its cache first.
+        let joined = loops::JoinedText::load(bench.settings.customers, data::customer_cached)?;
+        bench.hand_written("hand-written", &joined)
+    });
     for (name, case, cache, joins) in &enrich_cases {
         run_case(name, &mut || {
             bench.enrich(case, cache, *joins, &bench.orders, &bench.lakejoin)

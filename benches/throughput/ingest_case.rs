@@ -1,29 +1,68 @@
 //! The lakejoin CDC ingest case: `lakejoin run` with one upsert-json `[[cdc]]` pipeline of
 //! the orders into a 4-bucket table, timed from the first order consumed to the commit
-//! whose snapshot covers them all.
+//! whose snapshot covers them all; and its floor, the hand-written ingest of ingest_floor.rs.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+use crate::ingest_floor::hand_written_ingest;
 use crate::lakejoin::{Lakejoin, Variant, config_head, covers, metric, snapshots, table};
 use crate::report::CaseResult;
 use crate::util::proc_status_kib;
 use crate::{Bench, STALL, now_ms};
 
+/// Rows per commit of `n` orders: the largest divisor of `n` that is at most lakejoin's
+/// default `commit_max_rows` (100,000) and gives at least 3 commits, so that the last
+/// commit comes exactly at the last order. (A remainder would wait for the 5 s
+/// `commit_interval`, which measures the end of the data set, not the ingest.)
+fn commit_rows(n: u64) -> u64 {
+    (3..=n)
+        .find(|k| n.is_multiple_of(*k) && n / k <= 100_000)
+        .map_or(n, |k| n / k)
+}
+
 impl Bench {
+    /// The floor under the CDC ingest (ingest_floor.rs): the orders into Parquet files of
+    /// as many rows as lakejoin commits at a time, timed from the first order consumed to
+    /// the last file closed.
+    pub(super) fn hand_written_ingest(&self, case: &str) -> Result<CaseResult> {
+        let n = self.settings.orders;
+        let rows = commit_rows(n);
+        let dir = self.dir.join(format!("{case}-files"));
+        let meter = self.meter(std::process::id(), &[])?;
+        let span = hand_written_ingest(
+            &self.bootstrap,
+            &self.orders.topic,
+            n,
+            &dir,
+            usize::try_from(rows)?,
+        )?;
+        let cpu = meter.stop()?;
+        let seconds = span.last.duration_since(span.first).as_secs_f64();
+        if seconds <= 0.0 {
+            bail!("the last file was closed no later than the first order arrived");
+        }
+        Ok(CaseResult {
+            records: n,
+            rate: n as f64 / seconds,
+            detail: format!(
+                "derived deserializer into Arrow builders, {} zstd Parquet files of {rows} rows ({:.1} MiB), one thread; no table",
+                span.files,
+                span.bytes as f64 / (1024.0 * 1024.0)
+            ),
+            cpu,
+            peak_rss_mib: None,
+            instructions_per_record: None,
+        })
+    }
+
     /// CDC ingest of the orders as upsert-json into a 4-bucket table: rows / (commit time
     /// of the snapshot covering every order − the moment the first order was consumed).
     pub(super) fn ingest(&self, case: &str, lakejoin: &Variant) -> Result<CaseResult> {
         let n = self.settings.orders;
         let warehouse = self.dir.join(format!("{case}-warehouse"));
-        // Commits by row count only, the last one exactly at the last order: the largest
-        // divisor of the order count that is at most the default (100,000) and gives at
-        // least 3 commits. (A remainder would wait for the 5 s commit_interval, which
-        // measures the end of the data set, not the ingest.)
-        let commit_max_rows = (3..=n)
-            .find(|k| n.is_multiple_of(*k) && n / k <= 100_000)
-            .map_or(n, |k| n / k);
+        let commit_max_rows = commit_rows(n);
         let mut config = config_head(
             &self.bootstrap,
             &self.topic(case),

@@ -33,14 +33,14 @@ use crate::redis::{Redis, Reply};
 pub type ProducerSettings<'a> = &'a [(&'a str, &'a str)];
 
 /// Largest poll batch of the loops.
-const MAX_BATCH: usize = 1000;
+pub const MAX_BATCH: usize = 1000;
 
 /// lakejoin's `fetch.queue.backoff.ms` (src/kafka/mod.rs): with librdkafka's default (1 s)
 /// a consumer that is behind idles between prefetches, and the loops would be slower than
 /// lakejoin's own consumer.
 const FETCH_QUEUE_BACKOFF_MS: &str = "10";
 
-fn consumer(bootstrap: &str, topic: &str) -> Result<BaseConsumer> {
+pub fn consumer(bootstrap: &str, topic: &str) -> Result<BaseConsumer> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set("group.id", format!("bench-loop-{topic}"))
@@ -84,7 +84,7 @@ fn produce(producer: &BaseProducer, topic: &str, key: Option<&[u8]>, payload: &[
 
 /// Polls the next batch: one blocking poll, then whatever is already fetched (up to
 /// `max`). Errors when nothing arrives for 60 s.
-fn poll_batch<'c>(
+pub fn poll_batch<'c>(
     consumer: &'c BaseConsumer,
     max: usize,
     batch: &mut Vec<BorrowedMessage<'c>>,

@@ -26,6 +26,7 @@ mod data;
 mod enrich_case;
 mod flink;
 mod ingest_case;
+mod ingest_floor;
 mod kafka;
 mod lakejoin;
 mod loops;
@@ -49,6 +50,7 @@ use util::{proc_status_kib, wait_for};
 
 const REDIS_CASE: &str = "redis 1 join";
 const HAND_WRITTEN_CASE: &str = "hand-written 1 join, in-process hash map";
+const HAND_WRITTEN_INGEST_CASE: &str = "hand-written ingest, Parquet files";
 /// 95% of the orders name a customer no other order names: every miss reaches the table.
 const STORM_CASE: &str = "lakejoin partial 1 join, unknown-key storm";
 /// Flink + Paimon's lookup join: (case name, topic/dir name, `flink_enrich.py --cache`,
@@ -686,6 +688,9 @@ fn run() -> Result<()> {
     });
     run_case("lakejoin CDC ingest", &mut || {
         bench.ingest("ingest", &bench.lakejoin)
+    });
+    run_case(HAND_WRITTEN_INGEST_CASE, &mut || {
+        bench.hand_written_ingest("hand-written-ingest")
     });
     if let Some(install) = &flink_install {
         for (name, case, cache, parallelism, async_lookup) in FLINK_CASES {

@@ -139,10 +139,7 @@ impl CompactContext {
         Ok(CompactContext {
             engine: MergeEngine::new(table.schema(), options)?,
             order: SequenceOrder::new(table.schema(), options)?,
-            file_options: DataFileWriteOptions::from_table_options(
-                &options.file_compression,
-                options.zstd_level,
-            )?,
+            file_options: DataFileWriteOptions::for_table(options)?,
             strategy: UniversalCompaction::new(&options.maintenance),
             num_levels: options.maintenance.num_levels,
             force_level0_up: options.force_up_level0(),

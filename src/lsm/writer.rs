@@ -131,10 +131,7 @@ impl TableWriter {
         }
         let engine = MergeEngine::new(table.schema(), table.options())?;
         let order = SequenceOrder::new(table.schema(), table.options())?;
-        let file_options = DataFileWriteOptions::from_table_options(
-            &table.options().file_compression,
-            table.options().zstd_level,
-        )?;
+        let file_options = DataFileWriteOptions::for_table(table.options())?;
         let mut next_sequence = BucketMap::default();
         let (live, snapshot_id) = match table.latest_snapshot().await? {
             Some(latest) => (table.live_files(&latest).await?, latest.id),

@@ -21,6 +21,7 @@ use parquet::schema::types::ColumnPath;
 pub(crate) use super::data_file_read::DataFileRows;
 pub use super::data_file_read::decode_data_file;
 use super::datum::{Datum, Row, Timestamp};
+use super::options::TableOptions;
 use super::row_kind::RowKind;
 use super::schema::{
     KEY_FIELD_ID_START, SEQUENCE_NUMBER_FIELD_ID, TableSchema, VALUE_KIND_FIELD_ID,
@@ -29,8 +30,18 @@ use super::types::{DataType, Field};
 use crate::error::{Error, Result};
 
 pub(crate) const KEY_FIELD_PREFIX: &str = "_KEY_";
-/// Rows per Parquet data page (the unit a reader using the page index decodes).
-pub(crate) const DATA_PAGE_ROWS: usize = 1024;
+/// Rows per data page unless the table sets `parquet.page.row.count.limit`. Java Paimon
+/// (parquet-mr) allows 20,000, but the writer holds each column's open page
+/// uncompressed: with 20,000 a CDC ingest's peak RSS rose by 39% for no CPU saved
+/// (BENCHMARKS.md, session 41), so lakejoin keeps its pages small.
+pub(crate) const DEFAULT_PAGE_ROWS: usize = 1024;
+/// Bytes per data page, before compression, unless the table sets `parquet.page.size`
+/// (Java Paimon's default).
+pub(crate) const DEFAULT_PAGE_BYTES: usize = 1 << 20;
+/// Rows the Parquet writer takes at a time (parquet-rs's default, or a page's row limit
+/// if lower): it checks a page's limits after each such batch, so a page ends within
+/// this many rows of its byte limit, and at its row limit exactly.
+const WRITE_BATCH_ROWS: usize = 1024;
 /// Rows per Parquet row group.
 pub(crate) const ROW_GROUP_ROWS: usize = 128 * 1024;
 /// False-positive rate of the key columns' bloom filters.
@@ -50,14 +61,26 @@ pub struct KeyValue {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DataFileWriteOptions {
     pub(crate) compression: Compression,
-    /// Rows per data page.
+    /// Most rows per data page (`parquet.page.row.count.limit`).
     pub(crate) page_rows: usize,
+    /// Most bytes per data page, before compression (`parquet.page.size`).
+    pub(crate) page_bytes: usize,
     /// Dictionary-encode non-key columns.
     pub(crate) dictionary: bool,
 }
 
 impl DataFileWriteOptions {
-    /// From `file.compression` and `file.compression.zstd-level`.
+    /// The settings `options` give a table's data files.
+    pub(crate) fn for_table(options: &TableOptions) -> Result<Self> {
+        Ok(DataFileWriteOptions {
+            page_rows: options.parquet_page_rows,
+            page_bytes: options.parquet_page_bytes,
+            ..Self::from_table_options(&options.file_compression, options.zstd_level)?
+        })
+    }
+
+    /// From `file.compression` and `file.compression.zstd-level`, with the default page
+    /// limits.
     pub(crate) fn from_table_options(compression: &str, zstd_level: i32) -> Result<Self> {
         let compression = match compression {
             "zstd" => Compression::ZSTD(
@@ -75,7 +98,8 @@ impl DataFileWriteOptions {
         };
         Ok(DataFileWriteOptions {
             compression,
-            page_rows: DATA_PAGE_ROWS,
+            page_rows: DEFAULT_PAGE_ROWS,
+            page_bytes: DEFAULT_PAGE_BYTES,
             dictionary: true,
         })
     }
@@ -283,10 +307,9 @@ impl DataFileEncoder {
         let arrow_schema = Arc::new(data_file_arrow_schema(schema));
         let mut props = WriterProperties::builder()
             .set_compression(options.compression)
-            // Small pages and a page index let readers that use it (Paimon's, query engines)
-            // decode one page per column instead of a whole row group.
             .set_data_page_row_count_limit(options.page_rows)
-            .set_write_batch_size(options.page_rows)
+            .set_data_page_size_limit(options.page_bytes)
+            .set_write_batch_size(WRITE_BATCH_ROWS.min(options.page_rows))
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_dictionary_enabled(options.dictionary)
             // Every row of a file has its own sequence number: a dictionary would only be
@@ -536,6 +559,86 @@ mod tests {
             .map(|c| c.column_path().string())
             .collect();
         assert_eq!(with_dictionary, ["_VALUE_KIND", "city"]);
+    }
+
+    /// A data page ends at its row limit or its byte limit, whichever comes first; the
+    /// table's options set both.
+    #[test]
+    fn data_pages_end_at_the_tables_row_or_byte_limit() {
+        use parquet::basic::PageType;
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let schema = keyed_schema(
+            &[("id", DataType::BigInt), ("note", DataType::Varchar(200))],
+            &["id"],
+            &[],
+        );
+        let rows: Vec<KeyValue> = (0..50_000)
+            .map(|i| KeyValue {
+                sequence_number: i,
+                kind: RowKind::Insert,
+                // 100 bytes whose first differs from the row before's (a
+                // shared prefix would shrink a DELTA_BYTE_ARRAY page).
+                row: vec![
+                    Datum::BigInt(i),
+                    Datum::String(format!("{}{i:x>99}", i % 10)),
+                ],
+            })
+            .collect();
+        // The rows of each data page, per column by name (the rows fit one row group).
+        let pages = |options: DataFileWriteOptions| -> Vec<(String, Vec<u32>)> {
+            let bytes = encode_data_file(&schema, &rows, options).unwrap();
+            let reader = SerializedFileReader::new(bytes).unwrap();
+            assert_eq!(reader.metadata().num_row_groups(), 1);
+            let group = reader.get_row_group(0).unwrap();
+            let names = reader.metadata().row_group(0).columns().iter();
+            names
+                .enumerate()
+                .map(|(c, column)| {
+                    let pages = group.get_column_page_reader(c).unwrap();
+                    let data = pages.map(|page| page.unwrap()).filter(|page| {
+                        matches!(
+                            page.page_type(),
+                            PageType::DATA_PAGE | PageType::DATA_PAGE_V2
+                        )
+                    });
+                    let rows = data.map(|page| page.num_values()).collect();
+                    (column.column_path().string(), rows)
+                })
+                .collect()
+        };
+        let of = |pages: &[(String, Vec<u32>)], name: &str| -> Vec<u32> {
+            let column = pages.iter().find(|(n, _)| n == name);
+            column.map(|(_, rows)| rows.clone()).unwrap_or_default()
+        };
+        let with = |rows: &str, bytes: &str| {
+            let options = [
+                ("parquet.page.row.count.limit", rows),
+                ("parquet.page.size", bytes),
+            ];
+            let options = options.into_iter().map(|(k, v)| (k.into(), v.into()));
+            DataFileWriteOptions::for_table(&TableOptions::from_map(&options.collect()).unwrap())
+                .unwrap()
+        };
+        // lakejoin's default: 1,024 rows a page.
+        let default = pages(DataFileWriteOptions::from_table_options("zstd", 1).unwrap());
+        let id = of(&default, "id");
+        assert_eq!(id.len(), 50_000usize.div_ceil(DEFAULT_PAGE_ROWS), "{id:?}");
+        assert!(
+            id.iter().all(|r| *r as usize <= DEFAULT_PAGE_ROWS),
+            "{id:?}"
+        );
+        // A row limit below the write batch: exact.
+        let small = pages(with("1000", "4194304"));
+        assert_eq!(of(&small, "id"), vec![1000; 50]);
+        assert_eq!(of(&small, "note"), vec![1000; 50]);
+        // Java Paimon's limits (20,000 rows, 1 MiB): 8-byte ids reach the row limit (to
+        // the write batch), the 100-byte notes reach 1 MiB after ~10,000 rows.
+        let java = pages(with("20000", "1048576"));
+        let id = of(&java, "id");
+        assert_eq!(id.len(), 3, "{id:?}");
+        assert!(id[0] >= 20_000 && id[0] < 20_000 + 1024, "{id:?}");
+        let note = of(&java, "note");
+        assert!(note[0] > 9_000 && note[0] < 11_000, "{note:?}");
     }
 
     #[test]

@@ -24,8 +24,8 @@ use super::schema::TableSchema;
 use super::types::{DataType, Field};
 use crate::error::{Error, Result};
 
-/// Rows decoded at a time: a data page's worth, so a merge of many runs holds little.
-const BATCH_ROWS: usize = super::data_file::DATA_PAGE_ROWS;
+/// Rows decoded at a time: few, so that a merge of many runs holds little.
+const BATCH_ROWS: usize = 1024;
 
 /// The name in a file written with `file_schema` of each column of `table_schema`, matched
 /// by the stable field id (`None`: the column was added after the file was written).

@@ -20,9 +20,9 @@ use std::collections::HashSet;
 use super::data_file::KeyValue;
 use super::datum::Datum;
 
-/// Rows of a file that decide its columns' encodings: one data page's worth, as
-/// parquet-mr decides on a column's first page.
-pub(crate) const SAMPLE_ROWS: usize = super::data_file::DATA_PAGE_ROWS;
+/// Rows of a file that decide its columns' encodings (parquet-mr decides on a column's
+/// first page; a sample of this size sees the same repetition at a fraction of the cost).
+pub(crate) const SAMPLE_ROWS: usize = 1024;
 
 /// A value as the dictionary would tell it apart from others (floats by their bits, as
 /// Parquet's dictionary compares them).

@@ -5,7 +5,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::changelog_options::{self, ChangelogOptions};
+use super::data_file::{DEFAULT_PAGE_BYTES, DEFAULT_PAGE_ROWS};
 use crate::error::{Error, Result};
+
+/// The default page limits as the Java ints the options are read as (both are small).
+const DEFAULT_PAGE_ROWS_INT: i32 = DEFAULT_PAGE_ROWS as i32;
+const DEFAULT_PAGE_BYTES_INT: i32 = DEFAULT_PAGE_BYTES as i32;
 
 /// `merge-engine`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +78,11 @@ pub struct TableOptions {
     pub(crate) file_compression: String,
     /// `file.compression.zstd-level`.
     pub(crate) zstd_level: i32,
+    /// `parquet.page.row.count.limit` and `parquet.page.size`: a data page of a Parquet
+    /// data file ends at whichever it reaches first, as in Java Paimon's writer. The
+    /// defaults are lakejoin's (`data_file::DEFAULT_PAGE_ROWS`, `DEFAULT_PAGE_BYTES`).
+    pub(crate) parquet_page_rows: usize,
+    pub(crate) parquet_page_bytes: usize,
     /// `manifest.compression`.
     pub(crate) manifest_compression: String,
     /// `commit.max-retries`.
@@ -228,8 +238,18 @@ impl TableOptions {
             }
         };
         let zstd_level = java_int("file.compression.zstd-level", 1);
-        // Non-negative, so the conversion cannot fail.
+        let page_rows = java_int("parquet.page.row.count.limit", DEFAULT_PAGE_ROWS_INT);
+        let page_bytes = java_int("parquet.page.size", DEFAULT_PAGE_BYTES_INT);
         let commit_max_retries = u32::try_from(java_int("commit.max-retries", 10)).unwrap_or(0);
+        // parquet-mr refuses a page limit below 1.
+        let mut page_limit = |k: &str, n: i32| -> usize {
+            if n == 0 {
+                problems.push(format!("option `{k}` must be at least 1, got `0`"));
+            }
+            usize::try_from(n.max(1)).unwrap_or(1)
+        };
+        let parquet_page_rows = page_limit("parquet.page.row.count.limit", page_rows);
+        let parquet_page_bytes = page_limit("parquet.page.size", page_bytes);
         let maintenance = parse_maintenance(options, &mut problems);
         let changelog = changelog_options::parse(
             options,
@@ -262,6 +282,8 @@ impl TableOptions {
                 .unwrap_or("zstd")
                 .to_ascii_lowercase(),
             zstd_level,
+            parquet_page_rows,
+            parquet_page_bytes,
             manifest_compression: get("manifest.compression")
                 .unwrap_or("zstd")
                 .to_ascii_lowercase(),
@@ -633,6 +655,31 @@ mod tests {
         .unwrap();
         assert_eq!(o.commit_max_retries, i32::MAX as u32);
         assert_eq!(o.zstd_level, 9);
+    }
+
+    /// lakejoin's page limits unless the table sets Paimon's options; a limit of 0, which
+    /// parquet-mr refuses, is an error naming the option.
+    #[test]
+    fn parquet_page_limits_are_taken_from_the_table() {
+        let o = TableOptions::from_map(&map(&[])).unwrap();
+        assert_eq!((o.parquet_page_rows, o.parquet_page_bytes), (1024, 1 << 20));
+        let o = TableOptions::from_map(&map(&[
+            ("parquet.page.row.count.limit", "1000"),
+            ("parquet.page.size", "65536"),
+        ]))
+        .unwrap();
+        assert_eq!((o.parquet_page_rows, o.parquet_page_bytes), (1000, 65536));
+        let err = TableOptions::from_map(&map(&[
+            ("parquet.page.row.count.limit", "0"),
+            ("parquet.page.size", "1mb"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("`parquet.page.row.count.limit` must be at least 1")
+                && err.contains("`parquet.page.size` must be an integer"),
+            "{err}"
+        );
     }
 
     proptest::proptest! {

@@ -166,6 +166,39 @@ fn variant_rank(d: &Datum) -> u8 {
     }
 }
 
+/// Where `d` sits in [`compare_datums`]'s order, coarsely: `a < b` implies
+/// `order_prefix(a) <= order_prefix(b)`, and equal datums have equal prefixes. So
+/// ordering by the prefix first and by `compare_datums` among equal prefixes is ordering
+/// by `compare_datums` (Java Paimon's sort buffer keeps a normalized key prefix for the
+/// same reason): most comparisons of a sort become two integers, not a match on two
+/// enums behind a pointer. The prefix is the variant's rank (the order of mixed variants,
+/// which one column never holds), then the value's leading 64 bits in unsigned order;
+/// floats, whose order is Java's, get no value bits.
+pub fn order_prefix(d: &Datum) -> (u8, u64) {
+    // Flipping the sign bit puts signed integers in unsigned order.
+    let signed = |v: i64| (v as u64) ^ (1 << 63);
+    // The first 8 bytes, zero-padded: shorter is smaller among equal leading bytes.
+    let leading = |bytes: &[u8]| {
+        let mut word = [0u8; 8];
+        let n = bytes.len().min(8);
+        word[..n].copy_from_slice(&bytes[..n]);
+        u64::from_be_bytes(word)
+    };
+    let bits = match d {
+        Datum::Null | Datum::Float(_) | Datum::Double(_) => 0,
+        Datum::Boolean(b) => u64::from(*b),
+        Datum::TinyInt(v) => signed(i64::from(*v)),
+        Datum::SmallInt(v) => signed(i64::from(*v)),
+        Datum::Int(v) | Datum::Date(v) => signed(i64::from(*v)),
+        Datum::BigInt(v) => signed(*v),
+        Datum::Decimal(v) => (((*v as u128) ^ (1 << 127)) >> 64) as u64,
+        Datum::String(v) => leading(v.as_bytes()),
+        Datum::Bytes(v) => leading(v),
+        Datum::Timestamp(t) => signed(t.millis),
+    };
+    (variant_rank(d), bits)
+}
+
 /// Lexicographic order of two equally long datum slices.
 pub fn compare_rows(a: &[Datum], b: &[Datum]) -> Ordering {
     for (x, y) in a.iter().zip(b) {

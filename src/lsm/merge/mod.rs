@@ -17,7 +17,7 @@ use self::aggregate::Aggregation;
 use self::partial_update::PartialUpdate;
 use crate::error::{Error, Result};
 use crate::table::data_file::KeyValue;
-use crate::table::datum::{Datum, compare_datums, compare_rows};
+use crate::table::datum::{Datum, compare_datums, compare_rows, order_prefix};
 use crate::table::options::{MergeEngineKind, TableOptions};
 use crate::table::row_kind::RowKind;
 use crate::table::schema::TableSchema;
@@ -383,8 +383,23 @@ pub(crate) fn sort_changes(
     key_indices: &[usize],
     order: &SequenceOrder,
 ) -> Vec<KeyValue> {
-    rows.sort_by(|a, b| key_order(a, b, key_indices).then_with(|| order.compare(a, b)));
-    rows
+    let Some(&first) = key_indices.first() else {
+        rows.sort_by(|a, b| order.compare(a, b));
+        return rows;
+    };
+    // The first key column's order prefix decides most comparisons (`order_prefix`);
+    // sort_by is stable, as the plain sort was.
+    let mut keyed: Vec<((u8, u64), KeyValue)> = rows
+        .into_iter()
+        .map(|kv| (order_prefix(column(&kv.row, first)), kv))
+        .collect();
+    keyed.sort_by(|(prefix_a, a), (prefix_b, b)| {
+        prefix_a
+            .cmp(prefix_b)
+            .then_with(|| key_order(a, b, key_indices))
+            .then_with(|| order.compare(a, b))
+    });
+    keyed.into_iter().map(|(_, kv)| kv).collect()
 }
 
 /// Order of two changes by their key columns.

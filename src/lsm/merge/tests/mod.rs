@@ -1,9 +1,11 @@
 //! Unit tests of the merge engines: the functions in `functions`, the aggregation and
-//! first-row engines in `engines`, partial-update sequence groups in `groups`.
+//! first-row engines in `engines`, partial-update sequence groups in `groups`, the sort
+//! of a flush in `sort`.
 
 mod engines;
 mod functions;
 mod groups;
+mod sort;
 
 use std::collections::BTreeMap;
 

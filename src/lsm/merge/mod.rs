@@ -383,23 +383,48 @@ pub(crate) fn sort_changes(
     key_indices: &[usize],
     order: &SequenceOrder,
 ) -> Vec<KeyValue> {
-    let Some(&first) = key_indices.first() else {
-        rows.sort_by(|a, b| order.compare(a, b));
-        return rows;
+    let first = match key_indices.first() {
+        Some(&first) if u32::try_from(rows.len()).is_ok() => first,
+        _ => {
+            rows.sort_by(|a, b| key_order(a, b, key_indices).then_with(|| order.compare(a, b)));
+            return rows;
+        }
     };
-    // The first key column's order prefix decides most comparisons (`order_prefix`);
-    // sort_by is stable, as the plain sort was.
-    let mut keyed: Vec<((u8, u64), KeyValue)> = rows
-        .into_iter()
-        .map(|kv| (order_prefix(column(&kv.row, first)), kv))
+    // The first key column's order prefix decides most comparisons (`order_prefix`).
+    // Sorted: (prefix, index) pairs, 16 bytes each; the index breaks ties, so the order
+    // is the stable sort's. The rows then move into place in their own vector.
+    let mut sorted: Vec<(u8, u64, u32)> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, kv)| {
+            let (rank, bits) = order_prefix(column(&kv.row, first));
+            (rank, bits, i as u32)
+        })
         .collect();
-    keyed.sort_by(|(prefix_a, a), (prefix_b, b)| {
-        prefix_a
-            .cmp(prefix_b)
-            .then_with(|| key_order(a, b, key_indices))
-            .then_with(|| order.compare(a, b))
+    sorted.sort_unstable_by(|&(rank_a, bits_a, a), &(rank_b, bits_b, b)| {
+        let (x, y) = (&rows[a as usize], &rows[b as usize]);
+        (rank_a, bits_a)
+            .cmp(&(rank_b, bits_b))
+            .then_with(|| key_order(x, y, key_indices))
+            .then_with(|| order.compare(x, y))
+            .then_with(|| a.cmp(&b))
     });
-    keyed.into_iter().map(|(_, kv)| kv).collect()
+    // Position k takes the row now at `source[k]`: each cycle of the permutation is
+    // followed with swaps, and a done position points at itself.
+    let mut source: Vec<u32> = sorted.into_iter().map(|(_, _, i)| i).collect();
+    for start in 0..source.len() {
+        let mut k = start;
+        while source[k] as usize != k {
+            let from = source[k] as usize;
+            source[k] = k as u32;
+            if from == start {
+                break;
+            }
+            rows.swap(k, from);
+            k = from;
+        }
+    }
+    rows
 }
 
 /// Order of two changes by their key columns.

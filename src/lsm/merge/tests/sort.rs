@@ -47,27 +47,28 @@ fn same_type_pair() -> impl Strategy<Value = (Datum, Datum)> {
     })
 }
 
+/// `order_prefix` orders `a` and `b` as `compare_datums` does, or ties them.
+fn prefixes_agree(a: &Datum, b: &Datum) -> Result<(), TestCaseError> {
+    let (pa, pb) = (order_prefix(a), order_prefix(b));
+    match compare_datums(a, b) {
+        Ordering::Less => prop_assert!(pa <= pb, "{a:?} < {b:?} but {pa:?} > {pb:?}"),
+        Ordering::Equal => prop_assert_eq!(pa, pb),
+        Ordering::Greater => prop_assert!(pa >= pb, "{a:?} > {b:?} but {pa:?} < {pb:?}"),
+    }
+    Ok(())
+}
+
 proptest! {
     /// `a < b` implies `prefix(a) <= prefix(b)`, and equal datums have equal prefixes,
     /// for any two datums (mixed types included).
     #[test]
     fn the_order_prefix_never_contradicts_the_order(a in datum(), b in datum()) {
-        let (pa, pb) = (order_prefix(&a), order_prefix(&b));
-        match compare_datums(&a, &b) {
-            Ordering::Less => prop_assert!(pa <= pb, "{a:?} < {b:?} but {pa:?} > {pb:?}"),
-            Ordering::Equal => prop_assert_eq!(pa, pb),
-            Ordering::Greater => prop_assert!(pa >= pb, "{a:?} > {b:?} but {pa:?} < {pb:?}"),
-        }
+        prefixes_agree(&a, &b)?;
     }
 
     #[test]
     fn the_order_prefix_never_contradicts_the_order_within_a_type((a, b) in same_type_pair()) {
-        let (pa, pb) = (order_prefix(&a), order_prefix(&b));
-        match compare_datums(&a, &b) {
-            Ordering::Less => prop_assert!(pa <= pb, "{a:?} < {b:?} but {pa:?} > {pb:?}"),
-            Ordering::Equal => prop_assert_eq!(pa, pb),
-            Ordering::Greater => prop_assert!(pa >= pb, "{a:?} > {b:?} but {pa:?} < {pb:?}"),
-        }
+        prefixes_agree(&a, &b)?;
     }
 
     /// The sort with prefixes puts changes (two-column keys, repeated keys, sequence

@@ -279,7 +279,7 @@ fn random_value(rng: &mut StdRng, ty: DataType) -> Datum {
         DataType::Float => Datum::Float(random_f32(rng)),
         DataType::Double => Datum::Double(random_f64(rng)),
         DataType::Decimal { precision, .. } => Datum::Decimal(random_decimal(rng, precision)),
-        DataType::Char(n) | DataType::Varchar(n) => Datum::String(random_string(rng, n)),
+        DataType::Char(n) | DataType::Varchar(n) => Datum::String(random_string(rng, n).into()),
         DataType::Binary(n) | DataType::Varbinary(n) => {
             let len = rng.random_range(0..=n.min(24));
             Datum::Bytes((0..len).map(|_| rng.random()).collect())
@@ -341,7 +341,7 @@ fn to_oracle_json(value: &Datum) -> Value {
         Datum::Float(v) => json!(v.to_bits()),
         Datum::Double(v) => json!(v.to_bits()),
         Datum::Decimal(v) => json!(v.to_string()),
-        Datum::String(s) => json!(s),
+        Datum::String(s) => json!(s.as_str()),
         Datum::Bytes(b) => json!(b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
         Datum::Timestamp(ts) => json!([ts.millis, ts.nanos_of_milli]),
     }

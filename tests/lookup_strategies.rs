@@ -107,7 +107,7 @@ async fn check(options: &[(&str, &str)], commits: Vec<Vec<Change>>) {
             } else {
                 RowKind::Insert
             };
-            let name = c.name.map_or(Datum::Null, Datum::String);
+            let name = c.name.map_or(Datum::Null, |s| Datum::String(s.into()));
             writer
                 .write(kind, vec![Datum::Int(c.id), name, Datum::BigInt(c.ts)])
                 .unwrap();

@@ -228,7 +228,7 @@ fn agg_change(kinds: Vec<RowKind>) -> impl Strategy<Value = (RowKind, Row)> {
                 big(s),
                 big(mn),
                 big(mx),
-                l.map_or(Datum::Null, |t| Datum::String(t.to_string())),
+                l.map_or(Datum::Null, |t| Datum::String(t.to_string().into())),
                 big(lnn),
                 big(fnn),
                 big(ts),
@@ -291,7 +291,7 @@ fn fold_aggregation(cfg: AggConfig, versions: &[Version]) -> Option<Version> {
             && !is_blank(t)
         {
             acc[4] = match &acc[4] {
-                Datum::String(a) => Datum::String(format!("{a},{t}")),
+                Datum::String(a) => Datum::String(format!("{a},{t}").into()),
                 _ => Datum::String(t.clone()),
             };
         }

@@ -70,7 +70,7 @@ fn schema(engine: &str) -> TableSchema {
 fn row(c: &Change) -> Row {
     vec![
         Datum::BigInt(c.id),
-        Datum::String(c.name.clone()),
+        Datum::String(c.name.clone().into()),
         Datum::Int(c.part),
         c.v.map_or(Datum::Null, Datum::BigInt),
     ]
@@ -96,7 +96,7 @@ async fn assert_lookups_match_scan(
     for (id, name, part) in keys {
         let key = vec![
             Datum::BigInt(*id),
-            Datum::String(name.clone()),
+            Datum::String(name.clone().into()),
             Datum::Int(*part),
         ];
         let got = lookup.get(&key).await.unwrap();
@@ -110,7 +110,13 @@ async fn assert_lookups_match_scan(
         .get_many(
             &keys
                 .iter()
-                .map(|(i, n, p)| vec![Datum::BigInt(*i), Datum::String(n.clone()), Datum::Int(*p)])
+                .map(|(i, n, p)| {
+                    vec![
+                        Datum::BigInt(*i),
+                        Datum::String(n.clone().into()),
+                        Datum::Int(*p),
+                    ]
+                })
                 .collect::<Vec<_>>(),
         )
         .await
@@ -203,7 +209,7 @@ async fn lookups_use_pages_of_a_large_file() {
     for i in [0i64, 1, 4095, 4096, 12_345, 19_999] {
         let key = vec![
             Datum::BigInt(i),
-            Datum::String(format!("n{}", i % 7)),
+            Datum::String(format!("n{}", i % 7).into()),
             Datum::Int(0),
         ];
         let got = lookup.get(&key).await.unwrap().expect("present");

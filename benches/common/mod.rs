@@ -35,8 +35,8 @@ pub fn schema() -> TableSchema {
 pub fn row(id: i64, version: i64) -> Row {
     vec![
         Datum::BigInt(id),
-        Datum::String(format!("customer-{id:08}")),
-        Datum::String(CITIES[(id % 8) as usize].to_string()),
+        Datum::String(format!("customer-{id:08}").into()),
+        Datum::String(CITIES[(id % 8) as usize].to_string().into()),
         Datum::Double(id as f64 * 0.25 + version as f64),
         Datum::Int((id % 1000) as i32),
         Datum::Timestamp(Timestamp {

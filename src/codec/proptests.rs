@@ -114,7 +114,7 @@ fn row() -> impl Strategy<Value = Row> {
         .prop_map(|(id, name, weight, stock, ts, born, score)| {
             vec![
                 Datum::Int(id),
-                name.map_or(Datum::Null, Datum::String),
+                name.map_or(Datum::Null, |s| Datum::String(s.into())),
                 weight.map_or(Datum::Null, Datum::Decimal),
                 stock.map_or(Datum::Null, Datum::Boolean),
                 ts.map_or(Datum::Null, |t| Datum::Timestamp(Timestamp::from_micros(t))),

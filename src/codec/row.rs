@@ -250,7 +250,7 @@ impl RowBuilder {
                 (_, Some(Cow::Owned(Value::String(s))))
                     if hint.is_none() && string_fits(&s, &field.data_type) =>
                 {
-                    (Ok(Datum::String(s)), None)
+                    (Ok(Datum::String(s.into())), None)
                 }
                 (_, Some(v)) => (
                     match hint {

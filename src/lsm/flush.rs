@@ -441,7 +441,10 @@ mod tests {
                 } else {
                     RowKind::Insert
                 },
-                row: vec![Datum::Int(i), Datum::String(format!("note {}", i * 7919))],
+                row: vec![
+                    Datum::Int(i),
+                    Datum::String(format!("note {}", i * 7919).into()),
+                ],
             })
             .collect();
         let partition = Vec::new();
@@ -544,7 +547,10 @@ mod tests {
             Ok(KeyValue {
                 sequence_number: i64::from(i),
                 kind: RowKind::Insert,
-                row: vec![Datum::Int(i), Datum::String(format!("note {}", i * 7919))],
+                row: vec![
+                    Datum::Int(i),
+                    Datum::String(format!("note {}", i * 7919).into()),
+                ],
             })
         });
         // The same rows without the failure roll several files: the failure comes after

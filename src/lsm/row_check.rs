@@ -202,7 +202,7 @@ fn row_kind_of(
     match row_kind_column.and_then(|i| Some((i, row.get(i)?))) {
         Some((i, Datum::String(s))) => RowKind::parse(s).ok_or_else(|| RowRejected::NotARowKind {
             column: schema.fields[i].name.clone(),
-            value: s.clone(),
+            value: s.to_string(),
         }),
         _ => Ok(kind),
     }

@@ -14,6 +14,7 @@ use arrow::datatypes::{
     DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema, TimeUnit,
 };
 use bytes::Bytes;
+use compact_str::CompactString;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
@@ -225,7 +226,7 @@ fn column_array<'a>(
             build!(
                 StringBuilder::with_capacity(len, payload_bytes()),
                 String,
-                |x: &'a String| x.as_str()
+                |x: &'a CompactString| x.as_str()
             )
         }
         DataType::Binary(_) | DataType::Varbinary(_) => {
@@ -498,7 +499,7 @@ mod tests {
                     kind: if i % 7 == 3 { RowKind::Delete } else { RowKind::Insert },
                     row: vec![
                         Datum::Int(i as i32),
-                        name.map_or(Datum::Null, Datum::String),
+                        name.map_or(Datum::Null, |s| Datum::String(s.into())),
                         at.map_or(Datum::Null, |n| Datum::Timestamp(Timestamp::from_nanos(n))),
                     ],
                 })
@@ -543,7 +544,7 @@ mod tests {
                 kind: RowKind::Insert,
                 row: vec![
                     Datum::Int(i),
-                    Datum::String(format!("city{}", i % 3)),
+                    Datum::String(format!("city{}", i % 3).into()),
                     Datum::BigInt(1_780_000_000_000 + i64::from(i)),
                 ],
             })
@@ -580,7 +581,7 @@ mod tests {
                 // shared prefix would shrink a DELTA_BYTE_ARRAY page).
                 row: vec![
                     Datum::BigInt(i),
-                    Datum::String(format!("{}{i:x>99}", i % 10)),
+                    Datum::String(format!("{}{i:x>99}", i % 10).into()),
                 ],
             })
             .collect();

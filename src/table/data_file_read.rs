@@ -324,9 +324,7 @@ pub(crate) fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Dat
         DataType::Date => convert!(Date32Array, Datum::Date),
         DataType::Decimal { .. } => convert!(Decimal128Array, Datum::Decimal),
         DataType::Char(_) | DataType::Varchar(_) => {
-            convert!(arrow::array::StringArray, |s: &str| Datum::String(
-                s.to_string()
-            ))
+            convert!(arrow::array::StringArray, |s: &str| Datum::String(s.into()))
         }
         DataType::Binary(_) | DataType::Varbinary(_) => {
             convert!(arrow::array::BinaryArray, |b: &[u8]| Datum::Bytes(

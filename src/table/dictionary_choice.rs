@@ -127,7 +127,7 @@ mod tests {
         assert!(!dictionary_pays(&created, 1));
         let prices = rows((0..1024).map(|i| Datum::Double(((i * 31) % 20_000) as f64 / 100.0)));
         assert!(!dictionary_pays(&prices, 1));
-        let skus = rows((0..1024).map(|i| Datum::String(format!("SKU-{:06}", i * 7919))));
+        let skus = rows((0..1024).map(|i| Datum::String(format!("SKU-{:06}", i * 7919).into())));
         assert!(!dictionary_pays(&skus, 1));
     }
 

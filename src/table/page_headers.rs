@@ -408,7 +408,7 @@ mod tests {
             .map(|i| KeyValue {
                 sequence_number: i,
                 kind: RowKind::Insert,
-                row: vec![Datum::Int(i as i32), Datum::String(format!("v{i}"))],
+                row: vec![Datum::Int(i as i32), Datum::String(format!("v{i}").into())],
             })
             .collect();
         let file = encode_data_file(

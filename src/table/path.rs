@@ -67,7 +67,7 @@ pub(crate) fn partition_value_text(value: &Datum, data_type: &DataType) -> Optio
             if s.chars().all(is_java_whitespace) {
                 return None;
             }
-            s.clone()
+            s.to_string()
         }
         Datum::Boolean(b) => b.to_string(),
         Datum::TinyInt(v) => v.to_string(),
@@ -329,7 +329,7 @@ mod tests {
         let values = [
             Datum::Int(-1),
             Datum::Date(1),
-            Datum::String(String::new()),
+            Datum::String(String::new().into()),
             Datum::Boolean(false),
         ];
         assert_eq!(

@@ -503,7 +503,7 @@ mod tests {
                 or_null(flag.map(Datum::Boolean)),
                 or_null(small.map(Datum::SmallInt)),
                 or_null(amount.map(Datum::Decimal)),
-                or_null(text.clone().map(Datum::String)),
+                or_null(text.clone().map(|s| Datum::String(s.into()))),
                 or_null(bytes.clone().map(Datum::Bytes)),
                 or_null(day.map(Datum::Date)),
                 or_null(ts(0)),

@@ -340,7 +340,7 @@ proptest! {
         let name = FieldName::new(if replace { "id" } else { "joined" });
         let name = &name;
         let cases = [
-            (FieldValue::Text(text.as_bytes()), Datum::String(text.clone()), DataType::Varchar(100)),
+            (FieldValue::Text(text.as_bytes()), Datum::String(text.clone().into()), DataType::Varchar(100)),
             (FieldValue::Null, Datum::Null, DataType::Varchar(100)),
             (FieldValue::Datum(Datum::BigInt(number)), Datum::BigInt(number), DataType::BigInt),
         ];

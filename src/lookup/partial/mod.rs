@@ -484,7 +484,7 @@ mod tests {
         });
         for i in 0..1_000_i32 {
             let row = ProjectedRow::of(
-                vec![Datum::String("x".repeat(100))],
+                vec![Datum::String("x".repeat(100).into())],
                 &[DataType::Varchar(1000)],
             );
             cache.insert(&i.to_be_bytes(), Some(row), None, || None);

@@ -133,7 +133,7 @@ mod tests {
                 sequence_number: i,
                 kind: crate::table::row_kind::RowKind::UpdateAfter,
                 row: vec![
-                    Datum::String(format!("key number {i}")),
+                    Datum::String(format!("key number {i}").into()),
                     if i % 3 == 0 {
                         Datum::Null
                     } else {

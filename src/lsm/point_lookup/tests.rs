@@ -45,13 +45,13 @@ fn tag(id: i32) -> String {
 }
 
 fn key(id: i32) -> Vec<Datum> {
-    vec![Datum::Int(id), Datum::String(tag(id))]
+    vec![Datum::Int(id), Datum::String(tag(id).into())]
 }
 
 fn row(id: i32, value: Option<&str>) -> Row {
     vec![
         Datum::Int(id),
-        Datum::String(tag(id)),
+        Datum::String(tag(id).into()),
         value.map_or(Datum::Null, |v| Datum::String(v.into())),
     ]
 }
@@ -134,7 +134,7 @@ async fn check(partial_update: bool, commits: Vec<Vec<Change>>, compact_after: u
             } else if partial_update {
                 let current = model.entry(c.id).or_insert_with(|| row(c.id, None));
                 if let Some(v) = &c.value {
-                    current[2] = Datum::String(v.clone());
+                    current[2] = Datum::String(v.clone().into());
                 }
             } else {
                 model.insert(c.id, row(c.id, c.value.as_deref()));

@@ -544,7 +544,7 @@ mod tests {
                     .map(|id| {
                         vec![
                             Datum::Int(id),
-                            Datum::String(format!("c{id}")),
+                            Datum::String(format!("c{id}").into()),
                             Datum::String(["ch", "de", "fr"][id as usize % 3].into()),
                         ]
                     })

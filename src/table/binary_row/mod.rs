@@ -419,7 +419,7 @@ fn decode_field(body: &[u8], slot_at: usize, ty: &DataType, field: usize) -> Res
             let bytes = var_len_bytes(body, slot_at, slot, field)?;
             let text = std::str::from_utf8(bytes)
                 .map_err(|e| Error::format(format!("field {field}: string is not UTF-8: {e}")))?;
-            Datum::String(text.to_owned())
+            Datum::String(text.into())
         }
         DataType::Binary(_) | DataType::Varbinary(_) => {
             Datum::Bytes(var_len_bytes(body, slot_at, slot, field)?.to_vec())

@@ -134,7 +134,11 @@ fn every_fixed_type_slot() {
             Datum::Bytes(vec![]),
             "0000000000000080",
         ),
-        (STRING, Datum::String(String::new()), "0000000000000080"),
+        (
+            STRING,
+            Datum::String(String::new().into()),
+            "0000000000000080",
+        ),
         (
             DataType::Char(7),
             Datum::String("abcdefg".into()),
@@ -448,7 +452,9 @@ fn value_strategy(ty: DataType) -> BoxedStrategy<Datum> {
             .prop_map(Datum::Decimal)
             .boxed()
         }
-        DataType::Char(_) | DataType::Varchar(_) => ".{0,20}".prop_map(Datum::String).boxed(),
+        DataType::Char(_) | DataType::Varchar(_) => {
+            ".{0,20}".prop_map(|s| Datum::String(s.into())).boxed()
+        }
         DataType::Binary(_) | DataType::Varbinary(_) => prop::collection::vec(any::<u8>(), 0..24)
             .prop_map(Datum::Bytes)
             .boxed(),
@@ -521,7 +527,7 @@ proptest! {
             let read = field_value(&projected[1..], wanted.len(), i, ty).unwrap();
             let as_datum = match read {
                 FieldValue::Null => Datum::Null,
-                FieldValue::Text(s) => Datum::String(String::from_utf8(s.to_vec()).unwrap()),
+                FieldValue::Text(s) => Datum::String(String::from_utf8(s.to_vec()).unwrap().into()),
                 FieldValue::Datum(d) => d,
             };
             prop_assert!(rows_equal(std::slice::from_ref(&as_datum), std::slice::from_ref(value)), "{:?} != {:?}", as_datum, value);

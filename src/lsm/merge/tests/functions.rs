@@ -36,7 +36,7 @@ fn fold(a: &FieldAggregator, inputs: &[Datum]) -> Datum {
 }
 
 fn s(text: &str) -> Datum {
-    Datum::String(text.to_string())
+    Datum::String(text.to_string().into())
 }
 
 #[test]

@@ -20,7 +20,7 @@ fn datum() -> impl Strategy<Value = Datum> {
         any::<f32>().prop_map(Datum::Float),
         prop_oneof![any::<f64>(), Just(-0.0), Just(f64::NAN)].prop_map(Datum::Double),
         prop_oneof![any::<i128>(), -3..3i128, Just(i128::MIN)].prop_map(Datum::Decimal),
-        text.prop_map(Datum::String),
+        text.prop_map(|s| Datum::String(s.into())),
         proptest::collection::vec(prop_oneof![Just(0u8), Just(255u8), any::<u8>()], 0..10)
             .prop_map(Datum::Bytes),
         any::<i32>().prop_map(Datum::Date),

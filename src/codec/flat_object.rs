@@ -8,12 +8,18 @@
 //! not columns are skipped without being built. A payload this cannot read (not JSON,
 //! not an object) returns `None`, and the caller parses it the general way, which also
 //! words the error; so both paths accept the same records and give the same rows.
+//!
+//! A JSON string is kept as a [`CompactString`] read from the payload (`FieldValue::Text`),
+//! not as a `Value::String`: a short one then costs no heap block at all, and a string
+//! column's datum takes it as it is.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use compact_str::CompactString;
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 /// Column slot of each top-level field name a row reads.
@@ -32,8 +38,28 @@ pub(crate) struct FieldSlots {
 /// that are not columns, in order of first appearance.
 #[derive(Debug)]
 pub(crate) struct ParsedFields {
-    pub(crate) values: Vec<Option<Value>>,
+    pub(crate) values: Vec<Option<FieldValue>>,
     pub(crate) unknown: Vec<String>,
+}
+
+/// One field's value.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum FieldValue {
+    /// A JSON string.
+    Text(CompactString),
+    /// Any other JSON value.
+    Json(Value),
+}
+
+impl FieldValue {
+    /// The value as JSON, for coercion to a column type other than a string's and for
+    /// error messages.
+    pub(crate) fn into_json(self) -> Value {
+        match self {
+            FieldValue::Text(s) => Value::String(s.into_string()),
+            FieldValue::Json(v) => v,
+        }
+    }
 }
 
 impl FieldSlots {
@@ -73,7 +99,10 @@ impl FieldSlots {
         match self.slots.get(name) {
             Some(&slot) => {
                 if let Some(v) = fields.values.get_mut(slot) {
-                    *v = Some(value);
+                    *v = Some(match value {
+                        Value::String(s) => FieldValue::Text(s.into()),
+                        other => FieldValue::Json(other),
+                    });
                 }
             }
             None => self.not_a_column(fields, name),
@@ -116,7 +145,7 @@ impl<'de> Visitor<'de> for ObjectSeed<'_> {
         while let Some(Key(name)) = map.next_key::<Key<'de>>()? {
             match slots.slots.get(name.as_ref()) {
                 Some(&slot) => {
-                    let value = map.next_value::<Value>()?;
+                    let value = map.next_value_seed(FieldValueSeed)?;
                     if let Some(v) = fields.values.get_mut(slot) {
                         *v = Some(value);
                     }
@@ -128,6 +157,66 @@ impl<'de> Visitor<'de> for ObjectSeed<'_> {
             }
         }
         Ok(fields)
+    }
+}
+
+/// Reads a [`FieldValue`]: a string as text, anything else as serde_json reads it.
+struct FieldValueSeed;
+
+impl<'de> DeserializeSeed<'de> for FieldValueSeed {
+    type Value = FieldValue;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<FieldValue, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FieldValueSeed {
+    type Value = FieldValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<FieldValue, E> {
+        Ok(FieldValue::Text(CompactString::from(v)))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<FieldValue, E> {
+        Ok(FieldValue::Text(v.into()))
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<FieldValue, E> {
+        Ok(FieldValue::Json(Value::Bool(v)))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<FieldValue, E> {
+        Ok(FieldValue::Json(Value::from(v)))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<FieldValue, E> {
+        Ok(FieldValue::Json(Value::from(v)))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<FieldValue, E> {
+        // As serde_json's own `Value` reads it (a non-finite float is null).
+        Ok(FieldValue::Json(Value::from(v)))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<FieldValue, E> {
+        Ok(FieldValue::Json(Value::Null))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<FieldValue, E> {
+        Ok(FieldValue::Json(Value::Null))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<FieldValue, A::Error> {
+        de::Deserialize::deserialize(SeqAccessDeserializer::new(seq)).map(FieldValue::Json)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<FieldValue, A::Error> {
+        de::Deserialize::deserialize(MapAccessDeserializer::new(map)).map(FieldValue::Json)
     }
 }
 
@@ -184,7 +273,12 @@ mod tests {
             .unwrap();
         assert_eq!(
             got.values,
-            vec![Some(json!(8)), Some(json!("a\"b")), None, None]
+            vec![
+                Some(FieldValue::Json(json!(8))),
+                Some(FieldValue::Text("a\"b".into())),
+                None,
+                None
+            ]
         );
         assert_eq!(got.unknown, vec!["extra".to_string(), "z".to_string()]);
         assert!(
@@ -199,7 +293,7 @@ mod tests {
     #[test]
     fn escaped_keys_match_and_non_objects_are_refused() {
         let got = slots(false).parse(br#"{"n\u0061me":"x"}"#).unwrap();
-        assert_eq!(got.values[1], Some(json!("x")));
+        assert_eq!(got.values[1], Some(FieldValue::Text("x".into())));
         for bad in [
             &b"[1]"[..],
             b"\"s\"",
@@ -233,6 +327,9 @@ mod tests {
                     ".{0,8}".prop_map(Value::from),
                     Just(Value::Null),
                     Just(json!({"a": [1, "b"]})),
+                    Just(json!([true, {"b": null}, -1.5])),
+                    any::<u64>().prop_map(Value::from),
+                    any::<bool>().prop_map(Value::from),
                  ]),
                 0..8),
         ) {
@@ -247,7 +344,8 @@ mod tests {
             let map: Map<String, Value> = serde_json::from_str(&text).unwrap();
             let got = slots(true).parse(text.as_bytes()).unwrap();
             for (name, slot) in [("id", 0), ("name", 1), ("price", 3)] {
-                prop_assert_eq!(got.values[slot].as_ref(), map.get(name));
+                let value = got.values[slot].clone().map(FieldValue::into_json);
+                prop_assert_eq!(value.as_ref(), map.get(name));
             }
             prop_assert_eq!(got.values[2].as_ref(), None);
             let unknown: Vec<&String> = map

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::coerce::{Hints, coerce, coerce_hinted};
 use super::error::{CoerceError, ColumnError, ColumnProblem, DecodeError, SourceColumn, snippet};
-use super::flat_object::{FieldSlots, ParsedFields};
+use super::flat_object::{FieldSlots, FieldValue, ParsedFields};
 use super::json_value::lookup_path;
 use super::{
     CdcOptions, Ctx, EpochUnit, KafkaRecord, Metadata, RowChange, SnapshotMode, UpdateMode,
@@ -192,7 +192,7 @@ impl RowBuilder {
                     .values
                     .get_mut(i)
                     .and_then(Option::take)
-                    .map(Cow::Owned)
+                    .map(Given::Owned)
             },
             None,
             meta,
@@ -214,10 +214,13 @@ impl RowBuilder {
         self.check_fit(object, types)?;
         self.build_from(
             kind,
-            |_, source| match source {
-                Source::Field(name) => object.get(name).map(Cow::Borrowed),
-                Source::Path(path) => lookup_path(object, path).map(Cow::Borrowed),
-                Source::Meta(_) => None,
+            |_, source| {
+                match source {
+                    Source::Field(name) => object.get(name),
+                    Source::Path(path) => lookup_path(object, path),
+                    Source::Meta(_) => None,
+                }
+                .map(Given::Borrowed)
             },
             hints,
             meta,
@@ -229,7 +232,7 @@ impl RowBuilder {
     fn build_from<'v>(
         &self,
         kind: RowKind,
-        mut value_of: impl FnMut(usize, &Source) -> Option<Cow<'v, Value>>,
+        mut value_of: impl FnMut(usize, &Source) -> Option<Given<'v>>,
         hints: Option<&Hints>,
         meta: &MessageMeta<'_>,
         record: &KafkaRecord<'_>,
@@ -245,20 +248,31 @@ impl RowBuilder {
             // A string of a string column that fits is moved into the datum; anything
             // else is coerced from a reference, and kept to word an error.
             let (datum, value) = match (source, value) {
-                (Source::Meta(m), value) => (meta_datum(*m, meta, record, &field.data_type), value),
+                (Source::Meta(m), value) => (
+                    meta_datum(*m, meta, record, &field.data_type),
+                    value.map(Given::into_json),
+                ),
                 (_, None) => (Ok(Datum::Null), None),
-                (_, Some(Cow::Owned(Value::String(s))))
+                (_, Some(Given::Owned(FieldValue::Text(s))))
+                    if hint.is_none() && string_fits(&s, &field.data_type) =>
+                {
+                    (Ok(Datum::String(s)), None)
+                }
+                (_, Some(Given::Owned(FieldValue::Json(Value::String(s)))))
                     if hint.is_none() && string_fits(&s, &field.data_type) =>
                 {
                     (Ok(Datum::String(s.into())), None)
                 }
-                (_, Some(v)) => (
-                    match hint {
-                        Some(h) => coerce_hinted(&v, &field.data_type, h, self.epoch_unit),
-                        None => coerce(&v, &field.data_type, self.epoch_unit),
-                    },
-                    Some(v),
-                ),
+                (_, Some(given)) => {
+                    let v = given.into_json();
+                    (
+                        match hint {
+                            Some(h) => coerce_hinted(&v, &field.data_type, h, self.epoch_unit),
+                            None => coerce(&v, &field.data_type, self.epoch_unit),
+                        },
+                        Some(v),
+                    )
+                }
             };
             let got = || match (source, &value) {
                 (Source::Meta(m), _) => format!("metadata {m:?}"),
@@ -413,6 +427,22 @@ fn meta_datum(
 }
 
 /// Whether `s` is, as it is, a value of string column type `ty` (see [`coerce`]).
+/// A column's value as its source gives it: the row's own to keep (read into field
+/// slots), or borrowed from a parsed object.
+enum Given<'v> {
+    Owned(FieldValue),
+    Borrowed(&'v Value),
+}
+
+impl<'v> Given<'v> {
+    fn into_json(self) -> Cow<'v, Value> {
+        match self {
+            Given::Owned(v) => Cow::Owned(v.into_json()),
+            Given::Borrowed(v) => Cow::Borrowed(v),
+        }
+    }
+}
+
 fn string_fits(s: &str, ty: &DataType) -> bool {
     matches!(ty, DataType::Char(n) | DataType::Varchar(n) if fits_chars(s, *n))
 }

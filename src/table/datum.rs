@@ -99,9 +99,9 @@ pub enum Datum {
     /// Unscaled value; precision and scale come from the column type.
     Decimal(i128),
     /// Kept inline up to 24 bytes (`CompactString`): most column strings are short
-    /// (codes, names, statuses), and a heap block per string was ~10% of a CDC ingest's
-    /// CPU (allocated by the decoder, freed on another thread after the flush, and again
-    /// for every row a compaction reads).
+    /// (codes, names, statuses), and a heap block per string was allocated by the
+    /// decoder, freed on another thread after the flush, and again for every row a
+    /// compaction reads (BENCHMARKS.md, session 42).
     String(CompactString),
     Bytes(Vec<u8>),
     /// Days since 1970-01-01.

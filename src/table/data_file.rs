@@ -373,13 +373,21 @@ impl DataFileEncoder {
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.arrow_schema.fields().len());
         let n = rows.len();
         let columns_of_table = schema.fields.len();
+        let values = schema
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(i, field)| {
+                column_array(
+                    field,
+                    rows.iter().map(|kv| value_at(kv, i, columns_of_table)),
+                    n,
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // A `_KEY_` column holds the same values as its value column: the one array twice.
         for i in schema.trimmed_key_indices() {
-            let field = &schema.fields[i];
-            columns.push(column_array(
-                field,
-                rows.iter().map(|kv| value_at(kv, i, columns_of_table)),
-                n,
-            )?);
+            columns.push(values[i].clone());
         }
         columns.push(Arc::new(Int64Array::from_iter_values(
             rows.iter().map(|kv| kv.sequence_number),
@@ -387,13 +395,7 @@ impl DataFileEncoder {
         columns.push(Arc::new(Int8Array::from_iter_values(
             rows.iter().map(|kv| kv.kind.to_byte()),
         )));
-        for (i, field) in schema.fields.iter().enumerate() {
-            columns.push(column_array(
-                field,
-                rows.iter().map(|kv| value_at(kv, i, columns_of_table)),
-                n,
-            )?);
-        }
+        columns.extend(values);
         let batch = RecordBatch::try_new(self.arrow_schema.clone(), columns)
             .map_err(|e| Error::arrow("building data file batch", e))?;
         self.writer.write(&batch)

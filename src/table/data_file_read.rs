@@ -14,6 +14,7 @@ use arrow::array::{
 use arrow::compute::cast;
 use arrow::datatypes::TimeUnit;
 use bytes::Bytes;
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 
 use super::data_file::{KeyValue, SEQUENCE_NUMBER_COLUMN, VALUE_KIND_COLUMN};
@@ -99,13 +100,27 @@ impl DataFileRows {
         table_schema: &TableSchema,
         deleted: Option<DeletionVector>,
     ) -> Result<Self> {
+        let file_names = file_column_names(file_schema, table_schema);
         let reader = without_panics(|| {
             super::page_headers::check_footer(&bytes)
                 .map_err(|e| Error::format(format!("data file {e}")))?;
             let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
                 .map_err(|e| Error::parquet("opening data file", e))?;
             check_column_chunks(builder.metadata(), &bytes)?;
+            // Only the columns a row is made of: not the `_KEY_` copies of the key
+            // (a row's key is read from its value columns) nor columns since dropped.
+            let wanted = |name: &str| {
+                name == SEQUENCE_NUMBER_COLUMN
+                    || name == VALUE_KIND_COLUMN
+                    || file_names.iter().flatten().any(|n| n == name)
+            };
+            let roots = builder.parquet_schema().root_schema().get_fields();
+            let projection = ProjectionMask::roots(
+                builder.parquet_schema(),
+                (0..roots.len()).filter(|&i| wanted(roots[i].name())),
+            );
             builder
+                .with_projection(projection)
                 .with_batch_size(BATCH_ROWS)
                 .build()
                 .map_err(|e| Error::parquet("reading data file", e))
@@ -113,7 +128,7 @@ impl DataFileRows {
         Ok(DataFileRows {
             reader,
             fields: table_schema.fields.clone(),
-            file_names: file_column_names(file_schema, table_schema),
+            file_names,
             deleted,
             position: 0,
             batch: Vec::new().into_iter(),
@@ -218,29 +233,24 @@ fn batch_rows(
     };
     let seq: Int64Array = system_column(&column, SEQUENCE_NUMBER_COLUMN, DataType::BigInt)?;
     let kind: Int8Array = system_column(&column, VALUE_KIND_COLUMN, DataType::TinyInt)?;
-    let mut value_columns: Vec<Option<Vec<Datum>>> = Vec::with_capacity(fields.len());
+    // Rows are filled a column at a time, straight from the arrays.
+    let mut rows: Vec<Row> = (0..batch.num_rows())
+        .map(|_| Vec::with_capacity(fields.len()))
+        .collect();
     for (field, file_name) in fields.iter().zip(file_names) {
-        let array = file_name.as_deref().and_then(column);
-        value_columns.push(match array {
-            Some(a) => Some(array_to_datums(&a, field)?),
-            None => None,
-        });
+        match file_name.as_deref().and_then(column) {
+            Some(a) => push_datums(&a, field, &mut rows)?,
+            None => rows.iter_mut().for_each(|row| row.push(Datum::Null)),
+        }
     }
     let mut out = Vec::with_capacity(batch.num_rows());
-    for r in 0..batch.num_rows() {
+    for (r, row) in rows.into_iter().enumerate() {
         if deleted.is_some_and(|d| d.is_deleted(first + r as u64)) {
             continue;
         }
         let kind_byte = if kind.is_null(r) { 0 } else { kind.value(r) };
         let kind = RowKind::from_byte(kind_byte)
             .ok_or_else(|| Error::format(format!("invalid _VALUE_KIND {kind_byte}")))?;
-        let row: Row = value_columns
-            .iter_mut()
-            .map(|col| match col {
-                Some(values) => std::mem::replace(&mut values[r], Datum::Null),
-                None => Datum::Null,
-            })
-            .collect();
         out.push(KeyValue {
             sequence_number: seq.value(r),
             kind,
@@ -284,16 +294,24 @@ fn check_column_chunks(
     Ok(())
 }
 
-/// Converts one Arrow column to datums of `field`'s type, casting first so files written
-/// with other physical types (large strings, other timestamp units) read the same.
-pub(crate) fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Datum>> {
+/// Converts one Arrow column to datums of `field`'s type and adds datum `i` to `rows[i]`,
+/// casting first so files written with other physical types (large strings, other
+/// timestamp units) read the same.
+fn push_datums(array: &ArrayRef, field: &Field, rows: &mut [Row]) -> Result<()> {
     let target = field.data_type.to_arrow();
     let array = if array.data_type() == &target {
         array.clone()
     } else {
         cast(array, &target).map_err(|e| Error::arrow(format!("column `{}`", field.name), e))?
     };
-    let n = array.len();
+    if array.len() != rows.len() {
+        return Err(Error::format(format!(
+            "column `{}` has {} values in a batch of {} rows",
+            field.name,
+            array.len(),
+            rows.len()
+        )));
+    }
     macro_rules! convert {
         ($ty:ty, $f:expr) => {{
             let a = array.as_any().downcast_ref::<$ty>().ok_or_else(|| {
@@ -302,18 +320,16 @@ pub(crate) fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Dat
                     field.name
                 ))
             })?;
-            (0..n)
-                .map(|i| {
-                    if a.is_null(i) {
-                        Datum::Null
-                    } else {
-                        $f(a.value(i))
-                    }
-                })
-                .collect()
+            for (i, row) in rows.iter_mut().enumerate() {
+                row.push(if a.is_null(i) {
+                    Datum::Null
+                } else {
+                    $f(a.value(i))
+                });
+            }
         }};
     }
-    let datums: Vec<Datum> = match field.data_type {
+    match field.data_type {
         DataType::Boolean => convert!(BooleanArray, Datum::Boolean),
         DataType::TinyInt => convert!(Int8Array, Datum::TinyInt),
         DataType::SmallInt => convert!(Int16Array, Datum::SmallInt),
@@ -349,6 +365,6 @@ pub(crate) fn array_to_datums(array: &ArrayRef, field: &Field) -> Result<Vec<Dat
                 Datum::Timestamp(Timestamp::from_nanos(v))
             }),
         },
-    };
-    Ok(datums)
+    }
+    Ok(())
 }

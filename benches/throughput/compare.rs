@@ -169,7 +169,7 @@ impl Comparison {
         }
         if bench.settings.wants("lakejoin CDC ingest") {
             summary.push_str(&self.run_case("lakejoin CDC ingest", &mut |lakejoin, tag| {
-                bench.ingest(&format!("ingest-{tag}"), lakejoin)
+                bench.ingest(&format!("ingest-{tag}"), lakejoin, false)
             })?);
         }
         if !summary.contains("\n## ") {

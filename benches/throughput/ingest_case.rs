@@ -57,9 +57,15 @@ impl Bench {
         })
     }
 
-    /// CDC ingest of the orders as upsert-json into a 4-bucket table: rows / (commit time
-    /// of the snapshot covering every order − the moment the first order was consumed).
-    pub(super) fn ingest(&self, case: &str, lakejoin: &Variant) -> Result<CaseResult> {
+    /// CDC ingest of the orders as upsert-json into a 4-bucket table (`write_only`: one
+    /// whose writer never compacts): rows / (commit time of the snapshot covering every
+    /// order − the moment the first order was consumed).
+    pub(super) fn ingest(
+        &self,
+        case: &str,
+        lakejoin: &Variant,
+        write_only: bool,
+    ) -> Result<CaseResult> {
         let n = self.settings.orders;
         let warehouse = self.dir.join(format!("{case}-warehouse"));
         let commit_max_rows = commit_rows(n);
@@ -70,6 +76,9 @@ impl Bench {
             &lakejoin.kafka_properties,
         );
         config.push_str(table("shop.orders"));
+        if write_only {
+            config.push_str("options = { \"write-only\" = \"true\" }\n");
+        }
         config.push_str(&format!(
             "\n[[cdc]]\nname = \"orders-cdc\"\ntopics = [\"{}\"]\nformat = \"upsert-json\"\ntable = \"shop.orders\"\ncommit_max_rows = {commit_max_rows}\n",
             self.orders.topic

@@ -7,7 +7,9 @@
 //!    and a hand-written join against an in-process hash map (the floor of any enrichment),
 //! 3. `lakejoin run` enriching with cache = full, partial and none, one join and three
 //!    chained joins (95% of the orders name a known customer, 5% an unknown one),
-//! 4. `lakejoin run` CDC ingest: upsert-json into a 4-bucket table, including commits,
+//! 4. `lakejoin run` CDC ingest: upsert-json into a 4-bucket table, including commits
+//!    (and once into a `write-only` table, without the writer's compactions), and a
+//!    hand-written ingest into Parquet files (the floor of any ingest),
 //!
 //! plus the RSS of a `lakejoin run` holding a 1,000,000-row `full` cache. Enrich
 //! throughput is counted from the output records' Kafka timestamps (producer CreateTime):
@@ -51,6 +53,9 @@ use util::{proc_status_kib, wait_for};
 const REDIS_CASE: &str = "redis 1 join";
 const HAND_WRITTEN_CASE: &str = "hand-written 1 join, in-process hash map";
 const HAND_WRITTEN_INGEST_CASE: &str = "hand-written ingest, Parquet files";
+/// The CDC ingest into a `write-only` table: what the ingest costs without the
+/// compactions a Paimon writer runs by default.
+const WRITE_ONLY_INGEST_CASE: &str = "lakejoin CDC ingest, write-only table";
 /// 95% of the orders name a customer no other order names: every miss reaches the table.
 const STORM_CASE: &str = "lakejoin partial 1 join, unknown-key storm";
 /// Flink + Paimon's lookup join: (case name, topic/dir name, `flink_enrich.py --cache`,
@@ -687,7 +692,10 @@ fn run() -> Result<()> {
         bench.enrich("storm", "partial", 1, &bench.storm, &bench.lakejoin)
     });
     run_case("lakejoin CDC ingest", &mut || {
-        bench.ingest("ingest", &bench.lakejoin)
+        bench.ingest("ingest", &bench.lakejoin, false)
+    });
+    run_case(WRITE_ONLY_INGEST_CASE, &mut || {
+        bench.ingest("ingest-write-only", &bench.lakejoin, true)
     });
     run_case(HAND_WRITTEN_INGEST_CASE, &mut || {
         bench.hand_written_ingest("hand-written-ingest")

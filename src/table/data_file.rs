@@ -525,6 +525,56 @@ mod tests {
         }
     }
 
+    /// Each `_KEY_` column holds its key column's values (the writer encodes one array
+    /// for both), and a reader that skips the `_KEY_` columns gets the same rows.
+    #[test]
+    fn key_columns_repeat_the_key_values() {
+        use arrow::array::AsArray;
+        use arrow::datatypes::Int32Type;
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        let schema = keyed_schema(
+            &[
+                ("id", DataType::Int),
+                ("name", DataType::Varchar(40)),
+                ("note", DataType::Varchar(40)),
+            ],
+            &["id", "name"],
+            &[],
+        );
+        let rows: Vec<KeyValue> = (0..2500)
+            .map(|i| KeyValue {
+                sequence_number: i64::from(i),
+                kind: RowKind::Insert,
+                row: vec![
+                    Datum::Int(i / 2),
+                    Datum::String(format!("n{}", i % 2).into()),
+                    Datum::String(format!("a note long enough to be on the heap {i}").into()),
+                ],
+            })
+            .collect();
+        let options = DataFileWriteOptions::from_table_options("zstd", 1).unwrap();
+        let bytes = encode_data_file(&schema, &rows, options).unwrap();
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+            .unwrap()
+            .build()
+            .unwrap();
+        let mut seen = 0;
+        for batch in reader {
+            let batch = batch.unwrap();
+            let column = |name: &str| batch.column_by_name(name).unwrap().clone();
+            let (key_id, id) = (column("_KEY_id"), column("id"));
+            assert_eq!(
+                key_id.as_primitive::<Int32Type>(),
+                id.as_primitive::<Int32Type>()
+            );
+            let (key_name, name) = (column("_KEY_name"), column("name"));
+            assert_eq!(key_name.as_string::<i32>(), name.as_string::<i32>());
+            seen += batch.num_rows();
+        }
+        assert_eq!(seen, rows.len());
+        assert_eq!(decode_data_file(bytes, &schema, &schema).unwrap(), rows);
+    }
+
     /// Neither the key (`_KEY_id` and `id`) nor the sequence number repeats within a
     /// file, so none gets a dictionary; nor does a value column whose values hardly
     /// repeat (`created`). The row kind and a repeating value column (`city`) do.

@@ -368,3 +368,76 @@ fn push_datums(array: &ArrayRef, field: &Field, rows: &mut [Row]) -> Result<()> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::data_file::{DataFileWriteOptions, encode_data_file};
+    use crate::table::testkit::keyed_schema;
+
+    /// A file read into a later schema: a renamed column is found by its field id, a
+    /// widened one is cast, a column added since reads as null, and a column the table no
+    /// longer has is not read at all (nor are the `_KEY_` copies).
+    #[test]
+    fn a_file_is_read_into_the_tables_current_columns() {
+        let file_schema = keyed_schema(
+            &[
+                ("id", DataType::Int),
+                ("name", DataType::Varchar(20)),
+                ("gone", DataType::Varchar(20)),
+                ("age", DataType::Int),
+            ],
+            &["id"],
+            &[],
+        );
+        let rows: Vec<KeyValue> = (0..3000)
+            .map(|i| KeyValue {
+                sequence_number: i64::from(i),
+                kind: if i % 7 == 0 {
+                    RowKind::Delete
+                } else {
+                    RowKind::Insert
+                },
+                row: vec![
+                    Datum::Int(i),
+                    Datum::String(format!("name {i}").into()),
+                    Datum::String("dropped".into()),
+                    if i % 5 == 0 {
+                        Datum::Null
+                    } else {
+                        Datum::Int(i % 90)
+                    },
+                ],
+            })
+            .collect();
+        let options = DataFileWriteOptions::from_table_options("zstd", 1).unwrap();
+        let bytes = encode_data_file(&file_schema, &rows, options).unwrap();
+
+        let mut table_schema = file_schema.clone();
+        table_schema.fields.retain(|f| f.name != "gone");
+        table_schema.fields[1].name = "full_name".into();
+        table_schema.fields[2].data_type = DataType::BigInt;
+        let mut city = table_schema.fields[1].clone();
+        city.id = 100;
+        city.name = "city".into();
+        table_schema.fields.push(city);
+
+        let got = decode_data_file(bytes, &file_schema, &table_schema).unwrap();
+        let want: Vec<KeyValue> = rows
+            .into_iter()
+            .map(|kv| KeyValue {
+                row: vec![
+                    kv.row[0].clone(),
+                    kv.row[1].clone(),
+                    match kv.row[3] {
+                        Datum::Int(a) => Datum::BigInt(i64::from(a)),
+                        _ => Datum::Null,
+                    },
+                    Datum::Null,
+                ],
+                ..kv
+            })
+            .collect();
+        assert_eq!(got, want);
+    }
+}

@@ -37,8 +37,14 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
 
-use support::java::{Case, ROW_KIND, java_writes_lakejoin_reads, lakejoin_writes_java_reads};
-use support::{Creator, DedupModel, Table, TableSpec, expect_success, full_row, key_of, without};
+use support::java::{
+    Case, ROW_KIND, assert_java_and_lakejoin_read, java_writes_lakejoin_reads,
+    lakejoin_writes_java_reads,
+};
+use support::{
+    Creator, DedupModel, Table, TableSpec, assert_same_rows, expect_success, full_row, key_of,
+    without,
+};
 
 /// Partition values, one with characters a partition path must escape.
 const PARTITIONS: [&str; 3] = ["a", "b c", "é=x/y"];
@@ -303,4 +309,68 @@ fn first_row_java_writes_lakejoin_reads() {
 #[test]
 fn first_row_partitioned_java_writes_lakejoin_reads() {
     java_writes_lakejoin_reads(first_row_case(true));
+}
+
+/// lakejoin's compaction moves a file whose keys overlap no other file up a level without
+/// rewriting it, as Java's does: a DELETE and an ADD of the same file. Java reads the
+/// table after the move; Java's expiry, which reads a delta's entries in order and keeps
+/// a file that a later ADD names again, keeps the moved files; then Java's compaction and
+/// lakejoin's expiry follow. pypaimon reads the moved files too.
+#[test]
+fn files_lakejoin_moves_up_a_level_survive_java_expiry_and_compaction() {
+    // A 1-byte target makes every file "large" (at least 70% of it); a trigger above the
+    // commits made so that the one compaction is the explicit one (a write-only table
+    // would refuse Java's).
+    let spec = TableSpec::new("db.moved", &["id:INT", "name:STRING"], &["id"], 1)
+        .option("target-file-size", "1")
+        .option("num-sorted-run.compaction-trigger", "10");
+    let table = Table::create(spec, Creator::Lakejoin);
+    let named = |ids: std::ops::Range<i32>, name: &str| -> Vec<Value> {
+        ids.map(|id| json!({"id": id, "name": format!("{name}{id}")}))
+            .collect()
+    };
+    let mut expected: BTreeMap<i32, Value> = BTreeMap::new();
+    let write = |expected: &mut BTreeMap<i32, Value>, rows: Vec<Value>| {
+        table.lj_write(&rows, None);
+        for row in rows {
+            let id = row["id"].as_i64().and_then(|id| i32::try_from(id).ok());
+            expected.insert(id.expect("an INT id"), row);
+        }
+    };
+    // Four files of growing keys, then one whose keys touch the second and third.
+    for first in [0, 100, 200, 300] {
+        write(&mut expected, named(first..first + 100, "n"));
+    }
+    write(
+        &mut expected,
+        vec![
+            json!({"id": 150, "name": "late"}),
+            json!({"id": 250, "name": "late"}),
+        ],
+    );
+    let output = table.lakejoin(&["table", "compact"], &["--full".to_owned()], "");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    expect_success("lakejoin table compact --full", output);
+    assert!(
+        stderr.contains("3 file(s) rewritten into") && stderr.contains("2 moved up a level"),
+        "lakejoin's compaction: {stderr}"
+    );
+    let rows: Vec<Value> = expected.values().cloned().collect();
+    assert_java_and_lakejoin_read(&table, "after lakejoin moved two files up", Some(&rows));
+    assert_same_rows(
+        "pypaimon after lakejoin moved two files up",
+        &rows,
+        &table.py_read(None, None),
+        &table.spec.primary_key,
+    );
+
+    write(&mut expected, named(400..410, "n"));
+    let rows: Vec<Value> = expected.values().cloned().collect();
+    let snapshots = table.java_snapshots().len();
+    assert_eq!(table.java_expire(1) as usize, snapshots - 1);
+    assert_java_and_lakejoin_read(&table, "after Java expired the move", Some(&rows));
+    table.java_compact(true);
+    assert_java_and_lakejoin_read(&table, "after Java's full compaction", Some(&rows));
+    table.lj_expire(1);
+    assert_java_and_lakejoin_read(&table, "after lakejoin's expiry", Some(&rows));
 }

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 
 use super::compact_changelog::{MergedWithChangelog, merge_with_changelog};
+use super::compact_steps::{CompactStep, StepRules, plan_steps, upgraded};
 use super::flush::{FileTarget, RowStream, delete_data_files};
 use super::levels::Levels;
 use super::merge::{MergeEngine, MergedRuns, SequenceOrder, key_order};
@@ -98,8 +99,10 @@ pub struct CompactionReport {
     pub based_on: Option<i64>,
     /// Buckets rewritten.
     pub buckets_compacted: usize,
-    /// Data files replaced.
+    /// Data files merged into new ones.
     pub files_rewritten: usize,
+    /// Data files moved up a level as they are (see `compact_steps`).
+    pub files_upgraded: usize,
     /// Data files written.
     pub files_written: usize,
     /// Sorted runs of every bucket the round looked at, after the round.
@@ -121,6 +124,9 @@ struct CompactContext {
     file_options: DataFileWriteOptions,
     strategy: UniversalCompaction,
     num_levels: usize,
+    /// Files this large that overlap nothing else in a unit move up instead of being
+    /// merged (Java's `compactionFileSize`).
+    min_file_size: i64,
     force_level0_up: bool,
     /// Whether retractions may be dropped at all (see [`CompactContext::new`]).
     may_drop_retractions: bool,
@@ -142,6 +148,7 @@ impl CompactContext {
             file_options: DataFileWriteOptions::for_table(options)?,
             strategy: UniversalCompaction::new(&options.maintenance),
             num_levels: options.maintenance.num_levels,
+            min_file_size: StepRules::min_file_size(options.target_file_size),
             force_level0_up: options.force_up_level0(),
             // With `sequence.field`, a change arriving later may still be older than a
             // dropped retraction and would come back to life; keeping the retraction in
@@ -248,6 +255,26 @@ struct BucketPlan {
     /// The output is the bucket's top level and the table's changelog is written with it
     /// (`full-compaction` tables): `Some(row_deduplicate)`.
     changelog: Option<bool>,
+    /// What is merged and what moves, in key order (never empty).
+    steps: Vec<CompactStep>,
+}
+
+impl BucketPlan {
+    /// The files merged into new ones.
+    fn rewritten(&self) -> impl Iterator<Item = &ManifestEntry> {
+        self.steps.iter().flat_map(|s| match s {
+            CompactStep::Rewrite(files) => files.as_slice(),
+            CompactStep::Upgrade(_) => &[],
+        })
+    }
+
+    /// The files moved up a level.
+    fn upgraded(&self) -> impl Iterator<Item = &ManifestEntry> {
+        self.steps.iter().filter_map(|s| match s {
+            CompactStep::Upgrade(file) => Some(file.as_ref()),
+            CompactStep::Rewrite(_) => None,
+        })
+    }
 }
 
 /// Plans on the latest snapshot, rewrites, commits; plans again after a conflict.
@@ -284,31 +311,53 @@ async fn compact_round(
             ..CompactionReport::default()
         };
         let mut plans = Vec::new();
+        let key_types = table
+            .schema()
+            .types_of(&table.schema().trimmed_key_indices());
         for (id, files) in group_by_bucket(live) {
             if !scope.includes(&id) {
                 continue;
             }
             let levels = Levels::new(files, ctx.num_levels);
             let runs_before = levels.number_of_sorted_runs();
-            match plan_bucket(ctx, &levels, scope.full) {
-                Some((unit, drop_retractions)) => plans.push(BucketPlan {
-                    changelog: ctx
-                        .full_changelog
-                        .filter(|_| unit.output_level == levels.max_level()),
-                    older_files: if ctx.keep_keys_unique_across_levels {
-                        levels.files_above(unit.output_level)
-                    } else {
-                        Vec::new()
-                    },
-                    id,
-                    unit,
+            let Some((unit, drop_retractions)) = plan_bucket(ctx, &levels, scope.full) else {
+                report.sorted_runs.insert(id, runs_before);
+                continue;
+            };
+            let changelog = ctx
+                .full_changelog
+                .filter(|_| unit.output_level == levels.max_level());
+            let steps = if changelog.is_some() {
+                // The changelog is the merge compared with the old top level, all of it.
+                vec![CompactStep::Rewrite(unit.files.clone())]
+            } else {
+                let rules = StepRules {
+                    output_level: unit.output_level,
+                    max_level: levels.max_level(),
+                    min_file_size: ctx.min_file_size,
                     drop_retractions,
-                    runs_before,
-                }),
-                None => {
-                    report.sorted_runs.insert(id, runs_before);
-                }
+                    merge_level0: ctx.keep_keys_unique_across_levels,
+                };
+                plan_steps(&unit.files, &key_types, rules)
+            };
+            if steps.is_empty() {
+                // Everything already sits on the output level as it should.
+                report.sorted_runs.insert(id, runs_before);
+                continue;
             }
+            plans.push(BucketPlan {
+                changelog,
+                older_files: if ctx.keep_keys_unique_across_levels {
+                    levels.files_above(unit.output_level)
+                } else {
+                    Vec::new()
+                },
+                id,
+                unit,
+                drop_retractions,
+                runs_before,
+                steps,
+            });
         }
         if plans.is_empty() {
             return Ok(report);
@@ -341,17 +390,25 @@ async fn compact_round(
         for (plan, output) in plans.iter().zip(&outputs) {
             let written = &output.data;
             changelog.extend(output.changelog.iter().cloned());
-            entries.extend(plan.unit.files.iter().map(|f| ManifestEntry {
+            // A bucket's DELETEs before its ADDs, as Java commits them: Java's expiry
+            // reads a delta in order and keeps a file that a later ADD names again (a
+            // moved file), but deletes one whose DELETE comes last.
+            let replaced = plan.rewritten().chain(plan.upgraded());
+            entries.extend(replaced.map(|f| ManifestEntry {
                 kind: FileKind::Delete,
                 ..f.clone()
             }));
             entries.extend(written.iter().cloned());
-            // The output level holds nothing but the merged runs' files (picker invariant),
-            // so the merged runs become one run, or none if every row was dropped.
-            let runs_after =
-                plan.runs_before.saturating_sub(plan.unit.runs) + usize::from(!written.is_empty());
+            entries.extend(plan.upgraded().map(|f| upgraded(f, plan.unit.output_level)));
+            let rewritten = plan.rewritten().count();
+            // The output level holds nothing but the unit's files (picker invariant), so
+            // the unit's runs become one run: the new files, the moved ones and those
+            // that stayed. None if every row was dropped and nothing else is left.
+            let left = !written.is_empty() || rewritten < plan.unit.files.len();
+            let runs_after = plan.runs_before.saturating_sub(plan.unit.runs) + usize::from(left);
             report.sorted_runs.insert(plan.id.clone(), runs_after);
-            report.files_rewritten += plan.unit.files.len();
+            report.files_rewritten += rewritten;
+            report.files_upgraded += plan.upgraded().count();
             report.files_written += written.len();
         }
         report.buckets_compacted = plans.len();
@@ -456,12 +513,43 @@ impl Rewritten {
     }
 }
 
-/// Merges a plan's files and writes the result at its output level (with the changelog,
-/// see `compact_changelog`); returns the ADDs. The merge streams from the input files
-/// into the output files (`MergedRuns` into `FileTarget::write_stream`), so memory holds
-/// the files' compressed bytes and a batch per sorted run, not the bucket's rows; a
-/// `full-compaction` changelog still compares the merge with the old top level in memory.
+/// Carries out a plan's merges, one stretch of files at a time (moved files need no I/O);
+/// returns what they wrote. On an error, nothing written stays behind.
 async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Result<Rewritten> {
+    let mut done = Rewritten {
+        data: Vec::new(),
+        changelog: Vec::new(),
+    };
+    for step in &plan.steps {
+        let CompactStep::Rewrite(files) = step else {
+            continue;
+        };
+        match merge_files(table, ctx, plan, files).await {
+            Ok(written) => {
+                done.data.extend(written.data);
+                done.changelog.extend(written.changelog);
+            }
+            Err(e) => {
+                delete_data_files(table, done.files()).await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// Merges `files` (of `plan`) and writes the result at the plan's output level (with the
+/// changelog, see `compact_changelog`); returns the ADDs. The merge streams from the
+/// input files into the output files (`MergedRuns` into `FileTarget::write_stream`), so
+/// memory holds the files' compressed bytes and a batch per sorted run, not the bucket's
+/// rows; a `full-compaction` changelog still compares the merge with the old top level in
+/// memory.
+async fn merge_files(
+    table: &Table,
+    ctx: &CompactContext,
+    plan: &BucketPlan,
+    files: &[ManifestEntry],
+) -> Result<Rewritten> {
     // No deletion vectors: compaction refuses tables that have them.
     let none = DeletionFiles::default();
     let key_indices = table.schema().trimmed_key_indices();
@@ -477,7 +565,7 @@ async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Resu
         Some(row_deduplicate) => {
             let MergedWithChangelog { rows, changes } = merge_with_changelog(
                 table,
-                &plan.unit.files,
+                files,
                 plan.unit.output_level,
                 &ctx.engine,
                 &ctx.order,
@@ -487,7 +575,7 @@ async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Resu
             (Box::new(rows.into_iter().map(Ok)), changes)
         }
         None => {
-            let runs = open_runs(table, &plan.unit.files, &none).await?;
+            let runs = open_runs(table, files, &none).await?;
             (Box::new(merge(runs)), Vec::new())
         }
     };
@@ -530,9 +618,7 @@ async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Resu
         .write(changes)
         .await?
     };
-    let expected_rows = plan
-        .unit
-        .files
+    let expected_rows = files
         .iter()
         .map(|f| usize::try_from(f.file.row_count).unwrap_or(0))
         .sum();

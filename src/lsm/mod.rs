@@ -7,6 +7,7 @@ mod changelog_flush;
 pub mod changes;
 pub mod compact;
 mod compact_changelog;
+mod compact_steps;
 pub(crate) mod compact_task;
 pub mod expire;
 mod expire_changelog;

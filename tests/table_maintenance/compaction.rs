@@ -6,9 +6,11 @@
 //! never overlap.
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
 
 use lakejoin::Error;
 use lakejoin::lsm::compact::{CompactScope, Compactor, full_compact};
+use lakejoin::lsm::expire::{ExpireConfig, expire_snapshots};
 use lakejoin::lsm::writer::TableWriter;
 use lakejoin::table::Warehouse;
 use lakejoin::table::commit::CommitRequest;
@@ -21,8 +23,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::{
-    Model, assert_levels_disjoint, create, live, local_warehouse, max_runs, objects_under,
-    random_changes, row, scan_at, snapshots, sorted_runs, within,
+    Model, assert_levels_disjoint, assert_only_referenced_files_remain, create, live,
+    local_warehouse, max_runs, objects_under, random_changes, row, scan_at, snapshots, sorted_runs,
+    within,
 };
 
 /// Waiting for compaction after each commit: every bucket stays within the trigger, the
@@ -269,6 +272,79 @@ async fn level0_is_compacted_up_where_readers_skip_it() {
     within(writer.commit(BTreeMap::new())).await.unwrap();
     assert!(live(&table).await.iter().all(|f| f.file.level > 0));
     within(writer.close()).await.unwrap();
+}
+
+/// A file whose keys overlap no other file of the compaction moves up a level as it is
+/// (Java's upgrade: a DELETE and an ADD of the same file); overlapping ones are merged;
+/// and expiring the snapshots from before the move keeps the moved files.
+#[tokio::test]
+async fn files_that_overlap_nothing_move_up_without_a_rewrite() {
+    let (_dir, wh) = local_warehouse();
+    // A 1-byte target makes every file "large" (at least 70% of it).
+    let options = [
+        ("bucket", "1"),
+        ("target-file-size", "1"),
+        ("write-only", "true"),
+    ];
+    let table = create(&wh, &options).await;
+    let mut writer = TableWriter::new(table.clone(), "cdc").await.unwrap();
+    let mut model = Model::new(false);
+    let mut commit = |writer: &mut TableWriter, keys: Vec<i32>| {
+        for k in keys {
+            writer
+                .write(RowKind::Insert, row(k, -i64::from(k), None))
+                .unwrap();
+            model.apply(k, Some(-i64::from(k)), None);
+        }
+    };
+    // Four files of growing keys, then one whose keys touch the second and third.
+    for first in [0, 100, 200, 300] {
+        commit(&mut writer, (first..first + 100).collect());
+        within(writer.commit(BTreeMap::new())).await.unwrap();
+    }
+    commit(&mut writer, vec![150, 250]);
+    within(writer.commit(BTreeMap::new())).await.unwrap();
+    within(writer.close()).await.unwrap();
+    let before = live(&table).await;
+    assert_eq!(before.len(), 5);
+
+    let report = Compactor::new(table.clone(), "compactor")
+        .unwrap()
+        .compact(&CompactScope::full())
+        .await
+        .unwrap();
+    assert_eq!((report.files_upgraded, report.files_rewritten), (2, 3));
+    let after = live(&table).await;
+    assert!(after.iter().all(|f| f.file.level == 5), "{after:?}");
+    let kept: Vec<&ManifestEntry> = after
+        .iter()
+        .filter(|f| before.iter().any(|b| b.file.file_name == f.file.file_name))
+        .collect();
+    // The files of keys 0..100 and 300..400, with what they held.
+    assert_eq!(kept.len(), 2, "{after:?}");
+    for f in kept {
+        let old = before
+            .iter()
+            .find(|b| b.file.file_name == f.file.file_name)
+            .unwrap();
+        assert_eq!(
+            (old.file.row_count, old.file.file_size),
+            (100, f.file.file_size)
+        );
+    }
+    assert_eq!(scan_at(&table, None).await, model.expected());
+
+    let config = ExpireConfig {
+        retain_min: 1,
+        retain_max: 1,
+        time_retained: Duration::ZERO,
+        max_deletes: usize::MAX,
+    };
+    expire_snapshots(&table, &config).await.unwrap();
+    assert_eq!(snapshots(&table).await.len(), 1);
+    assert_eq!(scan_at(&table, None).await, model.expected());
+    assert_only_referenced_files_remain(&table).await;
+    assert_levels_disjoint(&table).await;
 }
 
 // ---------------------------------------------------------------------------------------

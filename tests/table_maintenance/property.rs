@@ -1,7 +1,9 @@
 //! Property test: random sequences of commits, compactions, full compactions and
 //! expiries, with and without `sequence.field`, read like a deduplicate model at the
 //! latest snapshot and at every retained one, and leave only referenced files and
-//! disjoint levels. It covers the interleavings the targeted tests of the other modules
+//! disjoint levels. A small `target-file-size` makes most files "large", so compactions
+//! move files up a level (a DELETE and an ADD of one file) as well as merge them, and
+//! expiries must keep what was moved. It covers the interleavings the targeted tests of the other modules
 //! do not name.
 
 use std::collections::BTreeMap;
@@ -24,6 +26,9 @@ use crate::{
 enum Op {
     /// (key, value or delete, sequence value)
     Commit(Vec<(i32, Option<i64>, i64)>),
+    /// Values for keys no commit has used yet, above all of them (an auto-increment id):
+    /// files that overlap nothing, which compactions move rather than merge.
+    CommitNewKeys(Vec<i64>),
     Compact,
     FullCompact,
     Expire {
@@ -40,6 +45,7 @@ fn op() -> impl Strategy<Value = Op> {
     );
     prop_oneof![
         6 => proptest::collection::vec(change, 1..12).prop_map(Op::Commit),
+        3 => proptest::collection::vec(0..1000i64, 1..8).prop_map(Op::CommitNewKeys),
         1 => Just(Op::Compact),
         1 => Just(Op::FullCompact),
         2 => (1..4usize, 0..5usize).prop_map(|(min, extra)| Op::Expire {
@@ -49,9 +55,16 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-async fn run_ops(ops: Vec<Op>, with_seq: bool) -> std::result::Result<(), TestCaseError> {
+async fn run_ops(
+    ops: Vec<Op>,
+    with_seq: bool,
+    target_file_size: &str,
+) -> std::result::Result<(), TestCaseError> {
     let wh = Warehouse::in_memory();
-    let mut options = vec![("num-sorted-run.compaction-trigger", "3")];
+    let mut options = vec![
+        ("num-sorted-run.compaction-trigger", "3"),
+        ("target-file-size", target_file_size),
+    ];
     if with_seq {
         options.push(("sequence.field", "seq"));
     }
@@ -60,8 +73,21 @@ async fn run_ops(ops: Vec<Op>, with_seq: bool) -> std::result::Result<(), TestCa
     let mut compactor = Compactor::new(table.clone(), "compactor").unwrap();
     let mut model = Model::new(with_seq);
     let mut expected: BTreeMap<i64, Vec<Row>> = BTreeMap::new();
+    // Above the keys `Op::Commit` draws.
+    let mut next_new_key = 100;
     for op in ops {
         match op {
+            Op::CommitNewKeys(values) => {
+                for v in values {
+                    writer
+                        .write(RowKind::Insert, row(next_new_key, v, with_seq.then_some(0)))
+                        .unwrap();
+                    model.apply(next_new_key, Some(v), with_seq.then_some(0));
+                    next_new_key += 1;
+                }
+                within(writer.commit(BTreeMap::new())).await.unwrap();
+                within(writer.wait_for_compaction()).await.unwrap();
+            }
             Op::Commit(changes) => {
                 for (k, v, seq) in changes {
                     let seq = with_seq.then_some(seq);
@@ -126,8 +152,10 @@ proptest! {
     fn random_commits_compactions_and_expiries_match_the_model(
         ops in proptest::collection::vec(op(), 1..30),
         with_seq in any::<bool>(),
+        // Paimon's default; files of a few rows; a row per file.
+        target_file_size in proptest::sample::select(vec!["128 mb", "2 kb", "1"]),
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(run_ops(ops, with_seq))?;
+        rt.block_on(run_ops(ops, with_seq, target_file_size))?;
     }
 }

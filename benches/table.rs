@@ -1,7 +1,8 @@
 //! Table engine benchmark on a 1,000,000-row, 8-column table on local disk, in one run:
 //! write throughput, point-lookup latency (after full compaction and with 5 level-0
 //! runs), `get_many` throughput, full-scan throughput, and pypaimon's scan of the same
-//! table as the side-by-side reference.
+//! table as the side-by-side reference; and the write amplification of compaction when
+//! keys grow (an auto-increment id), against the same commits into a write-only table.
 //!
 //! `cargo bench --bench table` (ROWS=… to change the size; LAKEJOIN_PYTHON for pypaimon).
 
@@ -175,9 +176,100 @@ fn main() {
             "full scan (lakejoin, 5 level-0 runs): {:.0} rows/s ({secs:.2} s)",
             rows as f64 / secs
         );
+
+        growing_keys(&wh, rows).await;
     });
     pypaimon_scan(dir.path(), "bench.compacted", rows);
     pypaimon_scan(dir.path(), "bench.layered", rows);
+}
+
+/// Commits of growing keys (36 of `rows / 36` rows), each followed by the compaction the
+/// writer waits for, then a full compaction, into a 1-bucket table with a 2 MiB
+/// `target-file-size` (so that files reach it); and the same commits into a `write-only`
+/// twin, which never compacts. The bytes the first holds beyond the twin's were written
+/// by compactions; files that overlap nothing move up a level without being rewritten.
+async fn growing_keys(wh: &Warehouse, rows: i64) {
+    const COMMITS: i64 = 36;
+    let per_commit = (rows / COMMITS).max(1);
+    let mut results = Vec::new();
+    for (name, write_only) in [("bench.growing", false), ("bench.growing_write_only", true)] {
+        let mut schema = schema();
+        schema.options.insert("bucket".into(), "1".into());
+        schema
+            .options
+            .insert("target-file-size".into(), "2 mb".into());
+        schema
+            .options
+            .insert("write-only".into(), write_only.to_string());
+        let table = Arc::new(
+            Table::create(wh, &TableIdentifier::parse(name).expect("id"), schema)
+                .await
+                .expect("create"),
+        );
+        let cpu = process_cpu_seconds();
+        let mut w = TableWriter::new(table.clone(), "bench")
+            .await
+            .expect("writer");
+        for commit in 0..COMMITS {
+            for id in commit * per_commit..(commit + 1) * per_commit {
+                w.write(RowKind::Insert, row(id, 0)).expect("write");
+            }
+            w.commit(BTreeMap::new()).await.expect("commit");
+            w.wait_for_compaction().await.expect("compaction");
+        }
+        w.close().await.expect("close");
+        let writes_cpu = process_cpu_seconds() - cpu;
+        let cpu = process_cpu_seconds();
+        if !write_only {
+            full_compact(&table, "bench-compact")
+                .await
+                .expect("full compaction");
+        }
+        let full_cpu = process_cpu_seconds() - cpu;
+        let bytes = data_bytes(&table).await;
+        results.push((writes_cpu, full_cpu, bytes));
+    }
+    let [(cpu, full_cpu, bytes), (cpu_flush_only, _, flushed)] = results[..] else {
+        return;
+    };
+    println!(
+        "growing keys ({COMMITS} commits of {per_commit} rows, target-file-size 2 MiB): \
+         {:.1} MiB written for {:.1} MiB flushed ({:.2}x); commits with compaction {cpu:.2} \
+         CPU-s, write-only {cpu_flush_only:.2} CPU-s; full compaction after {full_cpu:.2} CPU-s",
+        bytes as f64 / (1 << 20) as f64,
+        flushed as f64 / (1 << 20) as f64,
+        bytes as f64 / flushed.max(1) as f64,
+    );
+}
+
+/// Bytes of every data file in the table's directory: all ever written, as nothing expired.
+async fn data_bytes(table: &Table) -> u64 {
+    use futures::TryStreamExt;
+    let listed: Vec<_> = table
+        .store()
+        .list(Some(&table.path_of("bucket-0")))
+        .try_collect()
+        .await
+        .expect("list");
+    listed.iter().map(|o| o.size).sum()
+}
+
+/// User + system CPU of this process so far, from `/proc/self/stat` (Linux; 0 elsewhere).
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesized command name: utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // USER_HZ is 100 on every Linux this runs on.
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// pypaimon's own read of the same table, timed inside Python (interpreter start excluded).

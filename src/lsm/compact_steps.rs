@@ -155,7 +155,11 @@ impl Planner<'_> {
             // Already there. Java leaves it; lakejoin's full compaction also counts a top
             // level with droppable retractions as not yet compact, so those are merged.
             keeps_retractions_on_top.then(|| CompactStep::Rewrite(vec![entry.clone()]))
-        } else if keeps_retractions_on_top || (rules.merge_level0 && entry.file.level == 0) {
+        } else if keeps_retractions_on_top
+            || (rules.merge_level0 && entry.file.level == 0)
+            // Never down a level (a picker gives no such unit; merging is always right).
+            || entry.file.level > rules.output_level
+        {
             Some(CompactStep::Rewrite(vec![entry.clone()]))
         } else {
             Some(CompactStep::Upgrade(Box::new(entry.clone())))
@@ -288,6 +292,12 @@ mod tests {
             ..rules(3)
         };
         assert_eq!(plan(&files, first_row), ["R(l0)", "U(l2)"]);
+    }
+
+    #[test]
+    fn a_file_above_the_output_level_is_merged_not_moved_down() {
+        let files = [ranged("high", 4, 0, 1, 100)];
+        assert_eq!(plan(&files, rules(2)), ["R(high)"]);
     }
 
     #[test]

@@ -39,8 +39,25 @@ const DEFAULT_BUFFER_BYTES: usize = 256 << 20;
 type BucketId = (Vec<u8>, i32);
 
 /// A map by bucket that every written row looks up (twice): foldhash, not the standard
-/// library's SipHash, which was ~4% of a CDC pipeline's instructions.
-type BucketMap<V> = HashMap<BucketId, V, foldhash::fast::RandomState>;
+/// library's SipHash, which was ~4% of a CDC pipeline's instructions; hashbrown, so that a
+/// row looks its bucket up by a [`BucketRef`] into scratch bytes, allocating nothing.
+type BucketMap<V> = hashbrown::HashMap<BucketId, V, foldhash::fast::RandomState>;
+
+/// A [`BucketId`] borrowed. Hashes as the tuple does (a byte slice hashes as the `Vec`).
+#[derive(Hash)]
+struct BucketRef<'a>(&'a [u8], i32);
+
+impl hashbrown::Equivalent<BucketId> for BucketRef<'_> {
+    fn equivalent(&self, key: &BucketId) -> bool {
+        self.1 == key.1 && self.0 == key.0.as_slice()
+    }
+}
+
+impl BucketRef<'_> {
+    fn to_owned(&self) -> BucketId {
+        (self.0.to_vec(), self.1)
+    }
+}
 
 #[derive(Debug)]
 struct BucketBuffer {
@@ -58,6 +75,9 @@ pub struct TableWriter {
     check: RowCheck,
     order: SequenceOrder,
     layout: RowLayout,
+    /// Each written row's serialized partition and bucket-key image, reused.
+    partition_scratch: Vec<u8>,
+    bucket_scratch: Vec<u8>,
     buffers: BucketMap<BucketBuffer>,
     next_sequence: BucketMap<i64>,
     pending: Vec<ManifestEntry>,
@@ -152,6 +172,8 @@ impl TableWriter {
         Ok(TableWriter {
             check: RowCheck::new(&table)?,
             layout: RowLayout::new(&table),
+            partition_scratch: Vec::new(),
+            bucket_scratch: Vec::new(),
             table,
             commit_user,
             next_commit_identifier,
@@ -234,25 +256,30 @@ impl TableWriter {
     /// Buffers a change [`RowCheck::check`] accepted.
     pub(crate) fn write_checked(&mut self, change: CheckedChange) -> Result<()> {
         let (kind, row) = change.into_parts();
-        let partition_bytes = binary_row::serialize(
-            &key_of(&row, &self.layout.partition_indices),
-            &self.layout.partition_types,
+        let layout = &self.layout;
+        self.partition_scratch.clear();
+        binary_row::serialize_columns_into(
+            &mut self.partition_scratch,
+            &row,
+            &layout.partition_indices,
+            &layout.partition_types,
         )?;
-        let bucket_values = key_of(&row, &self.layout.bucket_indices);
-        let bucket = bucket::bucket_of(
-            &bucket_values,
-            &self.layout.bucket_types,
-            self.layout.num_buckets,
+        let bucket = bucket::bucket_of_columns(
+            &mut self.bucket_scratch,
+            &row,
+            &layout.bucket_indices,
+            &layout.bucket_types,
+            layout.num_buckets,
         )?;
-        let id = (partition_bytes, bucket);
-        // Looked up before inserting: the id is copied once per bucket, not per row.
+        // Looked up borrowed: the id is copied once per bucket, not per row.
+        let id = BucketRef(&self.partition_scratch, bucket);
         let sequence_number = match self.next_sequence.get_mut(&id) {
             Some(next) => {
                 *next += 1;
                 *next - 1
             }
             None => {
-                self.next_sequence.insert(id.clone(), 1);
+                self.next_sequence.insert(id.to_owned(), 1);
                 0
             }
         };
@@ -264,13 +291,14 @@ impl TableWriter {
                 row,
             }),
             None => {
-                let partition = key_of(&row, &self.layout.partition_indices);
+                let partition = key_of(&row, &layout.partition_indices);
                 let rows = vec![KeyValue {
                     sequence_number,
                     kind,
                     row,
                 }];
-                self.buffers.insert(id, BucketBuffer { partition, rows });
+                self.buffers
+                    .insert(id.to_owned(), BucketBuffer { partition, rows });
             }
         }
         Ok(())

@@ -79,6 +79,20 @@ pub fn bucket_of(values: &[Datum], types: &[DataType], num_buckets: i32) -> Resu
     ))
 }
 
+/// [`bucket_of`] of some columns of `row`, their image built in `scratch`: a writer
+/// buckets each row without copying its key values.
+pub(crate) fn bucket_of_columns(
+    scratch: &mut Vec<u8>,
+    row: &[Datum],
+    columns: &[usize],
+    types: &[DataType],
+    num_buckets: i32,
+) -> Result<i32> {
+    scratch.clear();
+    binary_row::encode_columns_into(scratch, row, columns, types)?;
+    Ok(bucket_for_hash(hash_bytes_by_words(scratch), num_buckets))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

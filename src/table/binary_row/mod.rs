@@ -83,6 +83,25 @@ pub(crate) fn encode_columns_into(
     result
 }
 
+/// [`serialize_into`] of some columns of `row` (see [`encode_columns_into`]): a writer
+/// serializes each row's partition without copying its values.
+pub(crate) fn serialize_columns_into(
+    out: &mut Vec<u8>,
+    row: &[Datum],
+    columns: &[usize],
+    types: &[DataType],
+) -> Result<()> {
+    let start = out.len();
+    let arity = i32::try_from(columns.len())
+        .map_err(|_| Error::Data(format!("row of {} fields is too wide", columns.len())))?;
+    out.extend_from_slice(&arity.to_be_bytes());
+    let result = encode_columns_into(out, row, columns, types);
+    if result.is_err() {
+        out.truncate(start);
+    }
+    result
+}
+
 /// The "serialized row" stored in manifests: 4-byte BIG-endian arity + BinaryRow bytes.
 pub fn serialize(values: &[Datum], types: &[DataType]) -> Result<Vec<u8>> {
     let mut out = Vec::new();

@@ -534,6 +534,31 @@ proptest! {
         }
     }
 
+    /// The partition and bucket a writer computes from a row's columns in place equal
+    /// those of the copied column values.
+    #[test]
+    fn columns_in_place_serialize_and_bucket_as_their_copies(
+        (types, values) in row_strategy(),
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        buckets in 1..64i32,
+    ) {
+        let positions: Vec<usize> = if types.is_empty() {
+            Vec::new()
+        } else {
+            picks.iter().map(|i| i.index(types.len())).collect()
+        };
+        let wanted_types: Vec<DataType> = positions.iter().map(|&p| types[p]).collect();
+        let wanted: Vec<Datum> = positions.iter().map(|&p| values[p].clone()).collect();
+        let mut out = vec![0xAA];
+        serialize_columns_into(&mut out, &values, &positions, &wanted_types).unwrap();
+        prop_assert_eq!(&out[1..], &serialize(&wanted, &wanted_types).unwrap()[..]);
+        let mut scratch = vec![1, 2, 3];
+        let bucket = crate::table::bucket::bucket_of_columns(
+            &mut scratch, &values, &positions, &wanted_types, buckets,
+        ).unwrap();
+        prop_assert_eq!(bucket, crate::table::bucket::bucket_of(&wanted, &wanted_types, buckets).unwrap());
+    }
+
     #[test]
     fn deserialize_never_panics_on_garbage(
         bytes in prop::collection::vec(any::<u8>(), 0..200),

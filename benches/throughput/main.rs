@@ -48,7 +48,7 @@ use cpu::CpuMeter;
 use kafka::{BulkProducer, OutputScan, create_topics, scan_output};
 use lakejoin::{Lakejoin, Variant, config_head, covers, metric, table};
 use report::{BROKER_PROCESS, CASE_PROCESS, CLIENT_THREADS, CaseResult, Report};
-use util::{proc_status_kib, wait_for};
+use util::{proc_status_kib, settled_rss_mib, wait_for};
 
 const REDIS_CASE: &str = "redis 1 join";
 const HAND_WRITTEN_CASE: &str = "hand-written 1 join, in-process hash map";
@@ -475,7 +475,7 @@ impl Bench {
             },
         )?;
         process.stop()?;
-        let measure = |cache: &str| -> Result<(f64, f64, String)> {
+        let measure = |cache: &str| -> Result<(f64, f64, (f64, f64), String)> {
             let mut config = config_head(
                 &self.bootstrap,
                 &self.topic(&format!("rss-{cache}")),
@@ -507,6 +507,7 @@ cache = "{cache}"
             let pid = process.pid();
             let rss = proc_status_kib(pid, "VmRSS")? as f64 / 1024.0;
             let hwm = proc_status_kib(pid, "VmHWM")? as f64 / 1024.0;
+            let settled = settled_rss_mib(pid, Duration::from_secs(15), Duration::from_secs(60))?;
             let metrics = process.metrics()?;
             let cache_rows = metrics
                 .lines()
@@ -530,17 +531,21 @@ cache = "{cache}"
             Ok((
                 rss,
                 hwm,
+                settled,
                 format!("cache rows {cache_rows}, cache bytes {cache_bytes}, load {load} ms"),
             ))
         };
-        let (none_rss, none_hwm, _) = measure("none")?;
-        let (full_rss, full_hwm, full_detail) = measure("full")?;
+        let (none_rss, none_hwm, (none_settled, _), _) = measure("none")?;
+        let (full_rss, full_hwm, (full_settled, settled_after), full_detail) = measure("full")?;
         Ok(report::Rss {
             rows,
             none_rss,
             none_hwm,
+            none_settled,
             full_rss,
             full_hwm,
+            full_settled,
+            settled_after,
             full_detail,
         })
     }

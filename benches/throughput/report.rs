@@ -78,22 +78,31 @@ pub struct Rss {
     pub rows: u64,
     pub none_rss: f64,
     pub none_hwm: f64,
+    /// Once RSS stops falling (`util::settled_rss_mib`).
+    pub none_settled: f64,
     pub full_rss: f64,
     pub full_hwm: f64,
+    pub full_settled: f64,
+    /// Seconds after ready the `full` process's RSS settled.
+    pub settled_after: f64,
     pub full_detail: String,
 }
 
 impl Rss {
     pub fn line(&self) -> String {
         format!(
-            "RSS when ready: {:.0} MiB with a {}-row full cache (peak {:.0} MiB; {}), {:.0} MiB with cache = none (peak {:.0} MiB): the cache adds {:.0} MiB",
+            "RSS when ready: {:.0} MiB with a {}-row full cache (peak {:.0} MiB; settled {:.0} MiB {:.0} s after ready; {}), {:.0} MiB with cache = none (peak {:.0} MiB, settled {:.0} MiB): the cache adds {:.0} MiB when ready, {:.0} MiB settled",
             self.full_rss,
             self.rows,
             self.full_hwm,
+            self.full_settled,
+            self.settled_after,
             self.full_detail,
             self.none_rss,
             self.none_hwm,
-            self.full_rss - self.none_rss
+            self.none_settled,
+            self.full_rss - self.none_rss,
+            self.full_settled - self.none_settled
         )
     }
 }

@@ -40,6 +40,26 @@ pub fn proc_status_kib(pid: u32, field: &str) -> Result<u64> {
         .with_context(|| format!("no {field} in /proc/{pid}/status"))
 }
 
+/// RSS of process `pid` once it stops falling: sampled every half second until no sample
+/// for `quiet` has been a MiB below the lowest before it, or `limit` has passed. Returns
+/// (MiB, seconds it took). A process frees its start-up's transient memory some seconds
+/// after it is ready (allocator purges, a cache load's buffers), so the moment of
+/// readiness alone depends on how fast it got there.
+pub fn settled_rss_mib(pid: u32, quiet: Duration, limit: Duration) -> Result<(f64, f64)> {
+    let start = Instant::now();
+    let mut lowest = proc_status_kib(pid, "VmRSS")? as f64 / 1024.0;
+    let mut since = Instant::now();
+    while since.elapsed() < quiet && start.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = proc_status_kib(pid, "VmRSS")? as f64 / 1024.0;
+        if now < lowest - 1.0 {
+            since = Instant::now();
+        }
+        lowest = lowest.min(now);
+    }
+    Ok((lowest, start.elapsed().as_secs_f64()))
+}
+
 /// The last `lines` lines of `text`.
 pub fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();

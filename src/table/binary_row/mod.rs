@@ -91,15 +91,9 @@ pub(crate) fn serialize_columns_into(
     columns: &[usize],
     types: &[DataType],
 ) -> Result<()> {
-    let start = out.len();
-    let arity = i32::try_from(columns.len())
-        .map_err(|_| Error::Data(format!("row of {} fields is too wide", columns.len())))?;
-    out.extend_from_slice(&arity.to_be_bytes());
-    let result = encode_columns_into(out, row, columns, types);
-    if result.is_err() {
-        out.truncate(start);
-    }
-    result
+    with_arity(out, columns.len(), |out| {
+        encode_columns_into(out, row, columns, types)
+    })
 }
 
 /// The "serialized row" stored in manifests: 4-byte BIG-endian arity + BinaryRow bytes.
@@ -116,11 +110,21 @@ pub(crate) fn serialize_into(
     values: &[Datum],
     types: &[DataType],
 ) -> Result<()> {
+    with_arity(out, values.len(), |out| encode_into(out, values, types))
+}
+
+/// The arity of `fields` fields (4 bytes, big-endian), then what `encode` appends; on
+/// error `out` is left as it was.
+fn with_arity(
+    out: &mut Vec<u8>,
+    fields: usize,
+    encode: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+) -> Result<()> {
     let start = out.len();
-    let arity = i32::try_from(values.len())
-        .map_err(|_| Error::Data(format!("row of {} fields is too wide", values.len())))?;
+    let arity = i32::try_from(fields)
+        .map_err(|_| Error::Data(format!("row of {fields} fields is too wide")))?;
     out.extend_from_slice(&arity.to_be_bytes());
-    let result = encode_into(out, values, types);
+    let result = encode(out);
     if result.is_err() {
         out.truncate(start);
     }

@@ -31,6 +31,27 @@ REQUIREMENTS="${REPO_ROOT}/integration-tests/requirements.txt"
 # shellcheck source=lib/broker.sh
 source "${REPO_ROOT}/scripts/lib/broker.sh"
 
+# No incremental caches: a run from nothing gains nothing from them, and they took 1.9 of
+# the 5.7 GB the suite's build wrote when a CI machine's disk filled (Cargo.toml's
+# [profile.test] drops the debug info that took most of the rest).
+export CARGO_INCREMENTAL=0
+
+# What a run from nothing writes, in GB: target/ (~2.5), ~/.cache/lakejoin (~2.5), .venv,
+# cargo's registry and Maven's repository (~1.5), and the tests' temporary files.
+NEEDED_DISK_GB=8
+
+# Says how much room the build's disk has, and warns when a run from nothing may not fit,
+# so that a disk that fills mid-build is told apart from a failing test.
+report_disk() {
+    local free_gb
+    free_gb="$(df -Pk "${REPO_ROOT}" | awk 'NR == 2 { printf "%d", $4 / 1048576 }')"
+    if (( free_gb < NEEDED_DISK_GB )); then
+        log "WARNING: only ${free_gb} GB free on the disk of ${REPO_ROOT}; a run from nothing writes about ${NEEDED_DISK_GB} GB, so it may fail with 'No space left on device'"
+    else
+        log "${free_gb} GB free on the disk of ${REPO_ROOT}"
+    fi
+}
+
 # Creates .venv with the pinned pypaimon when missing or when requirements.txt changed;
 # a quick no-op otherwise. Exports LAKEJOIN_PYTHON for the integration tests.
 ensure_python_env() {
@@ -156,6 +177,7 @@ run_tests() {
 
 main() {
     cd "${REPO_ROOT}"
+    report_disk
     ensure_python_env
     ensure_flink
     ensure_strace

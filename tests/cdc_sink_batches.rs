@@ -3,7 +3,7 @@
 //! interval), and what a change the writer refuses does to the offsets. The same sink
 //! under store faults and crashes is in `commit_faults`.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! model (a summing table, so a change applied twice or lost shows), and what orphan
 //! cleaning finds.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! rows equal to a model (an aggregation table summing +1 per change, so a change applied
 //! twice or lost shows), and orphan cleaning removes only what nothing references.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::Arc;

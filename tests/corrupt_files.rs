@@ -2,7 +2,7 @@
 //! file) is an error that names the file on both read paths, the merge-on-read scan and
 //! the point lookup; never a panic. A corrupt `LATEST` hint is ignored, as Paimon does.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! Hermetic: librdkafka's mock cluster, and an in-memory warehouse behind the fault-
 //! injecting store of `tests/support`.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 //! end every change is in the table exactly once, every snapshot reads in full, and
 //! orphan cleaning removes what failed attempts left behind.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::io::Write;

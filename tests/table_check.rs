@@ -2,7 +2,7 @@
 //! table lakejoin wrote); after a data file is deleted and a manifest corrupted, the
 //! check fails naming both, through the library and through the binary's exit code.
 
-mod support;
+use crate::support;
 
 use std::io::Write;
 use std::path::Path;

@@ -25,7 +25,7 @@ use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 
-mod support;
+use crate::support;
 use support::faulty_store::{FaultyStore, Op};
 
 const USER: &str = "lakejoin:group:db.t";

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use crate::data;
+use super::data;
 
 /// The joins of a case, as the output names them, and the facts they joined.
 #[derive(Debug, Clone, Copy)]

@@ -22,7 +22,7 @@ use object_store::ObjectStoreExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::{
+use super::{
     Model, assert_levels_disjoint, assert_only_referenced_files_remain, create, live,
     local_warehouse, max_runs, objects_under, random_changes, row, scan_at, snapshots, sorted_runs,
     within,

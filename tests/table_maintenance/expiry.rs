@@ -15,7 +15,7 @@ use object_store::ObjectStoreExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::{
+use super::{
     Model, assert_only_referenced_files_remain, create, history, local_warehouse, random_changes,
     scan_at, snapshots, within,
 };

@@ -12,7 +12,7 @@ use lakejoin::table::Warehouse;
 use object_store::ObjectStoreExt;
 use object_store::path::Path;
 
-use crate::{create, history, local_warehouse, scan_at, snapshots};
+use super::{create, history, local_warehouse, scan_at, snapshots};
 
 fn set_mtime(path: &std::path::Path, when: SystemTime) {
     let file = std::fs::File::options().write(true).open(path).unwrap();

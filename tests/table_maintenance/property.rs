@@ -17,7 +17,7 @@ use lakejoin::table::datum::Row;
 use lakejoin::table::row_kind::RowKind;
 use proptest::prelude::*;
 
-use crate::{
+use super::{
     Model, assert_levels_disjoint, assert_only_referenced_files_remain, create, row, scan_at,
     within,
 };

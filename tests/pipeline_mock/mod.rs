@@ -2,7 +2,7 @@
 //! Debezium CDC into a table, LEFT lookup joins, dead letters, freshness after commits,
 //! and resuming from the offsets stored in the table after a restart.
 //!
-//! One test binary, its tests grouped by theme: `orders` (the scenario itself and an
+//! Its tests are grouped by theme: `orders` (the scenario itself and an
 //! enrich that starts from the latest offsets), `wide_table` (three topics filling one
 //! partial-update table) and `faults` (a schema-registry outage, a spurious offset
 //! reset). This file holds what they share: the pipeline config, producing to the mock

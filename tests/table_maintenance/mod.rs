@@ -1,7 +1,7 @@
 //! Hermetic tests of compaction, snapshot expiry and orphan-file cleaning on in-memory and
 //! local stores.
 //!
-//! One test binary, its tests grouped by what they exercise: `compaction` (writers
+//! Its tests are grouped by what they exercise: `compaction` (writers
 //! compacting automatically, COMPACT commit conflicts), `expiry` (snapshot expiry),
 //! `orphans` (orphan-file cleaning) and `property` (random commits, compactions and
 //! expiries against a model). This file holds what they share: the test table and its

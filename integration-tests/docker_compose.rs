@@ -13,6 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
+use support::debezium::{parse_properties, readme_block};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -507,31 +508,6 @@ fn the_runtime_image_installs_what_the_binary_links() {
     }
 }
 
-/// The README's fenced block of `lang` whose first line is `first_line`.
-fn readme_block(lang: &str, first_line: &str) -> String {
-    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
-    let fence = format!("```{lang}\n");
-    readme
-        .split(fence.as_str())
-        .skip(1)
-        .filter_map(|rest| rest.split_once("```").map(|(block, _)| block))
-        .find(|block| block.lines().next() == Some(first_line))
-        .unwrap_or_else(|| panic!("the README has no ```{lang} block starting {first_line:?}"))
-        .to_owned()
-}
-
-/// `key=value` lines of a properties file.
-fn properties(text: &str) -> BTreeMap<String, String> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(|l| {
-            let (k, v) = l.split_once('=').expect("key=value");
-            (k.trim().to_owned(), v.trim().to_owned())
-        })
-        .collect()
-}
-
 /// The file a bind mount of `service` puts at `target`: its path in the repository.
 fn bind_source(service: &Value, target: &str) -> PathBuf {
     let mounts = service["volumes"].as_array().expect("volumes");
@@ -639,8 +615,8 @@ fn debezium_profile_is_the_readme_quick_start() {
         connector_text,
         readme_block("properties", "# docker/debezium/mariadb-source.properties")
     );
-    let worker = properties(&worker_text);
-    let connector = properties(&connector_text);
+    let worker: BTreeMap<_, _> = parse_properties(&worker_text).into_iter().collect();
+    let connector: BTreeMap<_, _> = parse_properties(&connector_text).into_iter().collect();
     assert_eq!(worker["bootstrap.servers"], internal);
     assert_eq!(
         worker["plugin.path"], "/kafka/connect",

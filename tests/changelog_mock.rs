@@ -15,10 +15,12 @@ use lakejoin::table::{Table, TableIdentifier, Warehouse};
 use object_store::ObjectStoreExt;
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::Message;
+use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::{Value, json};
+
+use crate::support::topics;
 
 const CONFIG: &str = r#"
 [kafka]
@@ -132,32 +134,23 @@ async fn send(producer: &FutureProducer, topic: &str, payload: &Value) {
         .expect("produce");
 }
 
-/// Reads `topic` from its start until `done` holds for what arrived (deadline 60 s).
+/// Reads `topic` from its start until `done` holds for what arrived (deadline 60 s): each
+/// record's JSON key and JSON payload (none for a tombstone).
 async fn read_until(
     bootstrap: &str,
     topic: &str,
     done: impl Fn(&[(Value, Option<Value>)]) -> bool,
 ) -> Vec<(Value, Option<Value>)> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("reader-{}", uuid::Uuid::new_v4()))
-        .set("auto.offset.reset", "earliest")
-        .create()
-        .unwrap();
-    consumer.subscribe(&[topic]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let decode = |m: &BorrowedMessage<'_>| {
+        let key = serde_json::from_slice(m.key().expect("a key")).expect("a JSON key");
+        let value = m
+            .payload()
+            .map(|p| serde_json::from_slice(p).expect("a JSON payload"));
+        (key, value)
+    };
     let mut out = Vec::new();
-    while !done(&out) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "{topic} never got there: {out:#?}");
-        if let Ok(Ok(m)) =
-            tokio::time::timeout(left.min(Duration::from_millis(500)), consumer.recv()).await
-        {
-            let key = serde_json::from_slice(m.key().unwrap()).unwrap();
-            let value = m.payload().map(|p| serde_json::from_slice(p).unwrap());
-            out.push((key, value));
-        }
-    }
+    let consumer = topics::reader(bootstrap, topic);
+    topics::read_until(&consumer, topic, &mut out, decode, done).await;
     out
 }
 

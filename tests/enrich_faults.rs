@@ -21,12 +21,12 @@ use lakejoin::table::{Table, TableIdentifier, Warehouse};
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use rdkafka::ClientConfig;
-use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::Message;
+use rdkafka::consumer::StreamConsumer;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::Value;
 use support::faulty_store::{Fault, FaultyStore, Op, Schedule};
+use support::topics;
 
 const CONFIG: &str = r#"
 [kafka]
@@ -60,38 +60,12 @@ cache = "{cache}"
 refresh_interval = "1h"
 "#;
 
-/// Reads `topic` from the start until `n` records arrived (deadline 60 s).
+/// Reads `topic` on `consumer` until `out` holds `n` records (deadline 60 s).
 async fn read(consumer: &StreamConsumer, topic: &str, n: usize, out: &mut Vec<Value>) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while out.len() < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(
-            !left.is_zero(),
-            "only {} of {n} records on {topic}: {out:?}",
-            out.len()
-        );
-        if let Ok(Ok(m)) = tokio::time::timeout(left, consumer.recv()).await {
-            let value = m
-                .payload()
-                .map(|p| {
-                    serde_json::from_slice(p)
-                        .unwrap_or(Value::String(String::from_utf8_lossy(p).into()))
-                })
-                .unwrap_or(Value::Null);
-            out.push(value);
-        }
-    }
-}
-
-fn reader(bootstrap: &str, topic: &str) -> StreamConsumer {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("reader-{topic}"))
-        .set("auto.offset.reset", "earliest")
-        .create()
-        .unwrap();
-    consumer.subscribe(&[topic]).unwrap();
-    consumer
+    topics::read_until(consumer, topic, out, topics::payload_json, |out| {
+        out.len() >= n
+    })
+    .await;
 }
 
 /// Waits until `done` holds (deadline 60 s), saying `what` otherwise.
@@ -175,7 +149,7 @@ async fn held_facts_come_out_after_the_store_recovers(cache: &str) {
             .await
             .unwrap();
     }
-    let out_reader = reader(&bootstrap, "out");
+    let out_reader = topics::reader(&bootstrap, "out");
     let mut out = Vec::new();
     if cache == "full" {
         // Served from memory: the outage holds nothing.
@@ -208,7 +182,7 @@ async fn held_facts_come_out_after_the_store_recovers(cache: &str) {
     }
     // The bad fact is the only dead letter.
     let mut dead = Vec::new();
-    read(&reader(&bootstrap, "dlq"), "dlq", 1, &mut dead).await;
+    read(&topics::reader(&bootstrap, "dlq"), "dlq", 1, &mut dead).await;
     assert_eq!(dead[0], Value::String("{not json".into()), "{dead:?}");
     let names: BTreeMap<i64, Value> = out
         .iter()
@@ -308,7 +282,7 @@ async fn a_refresh_that_fails_after_a_commit_is_tried_again() {
         .await
         .unwrap();
     let mut out = Vec::new();
-    read(&reader(&bootstrap, "out"), "out", 1, &mut out).await;
+    read(&topics::reader(&bootstrap, "out"), "out", 1, &mut out).await;
     assert_eq!(out[0]["customer_name"], "dee", "{out:?}");
     assert!(registry.readiness().is_ok(), "{:?}", registry.readiness());
     running.shutdown().await.unwrap();

@@ -14,11 +14,11 @@ use lakejoin::table::datum::Datum;
 use lakejoin::table::types::DataType;
 use lakejoin::table::{Table, TableIdentifier, Warehouse};
 use rdkafka::ClientConfig;
-use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::Message;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::{Value, json};
+
+use crate::support::topics;
 
 const CONFIG: &str = r#"
 [kafka]
@@ -180,30 +180,21 @@ impl Setup {
 }
 
 /// The enriched clicks from the start of the output topic until `n` arrived, by
-/// `click_id`; deadline 60 s.
+/// `click_id` (the last of a click's records); deadline 60 s.
 async fn enriched(bootstrap: &str, n: usize) -> BTreeMap<i64, Value> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", format!("reader-{}", uuid::Uuid::new_v4()))
-        .set("auto.offset.reset", "earliest")
-        .create()
-        .unwrap();
-    consumer.subscribe(&["clicks_enriched"]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut out = BTreeMap::new();
-    while out.len() < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(
-            !left.is_zero(),
-            "only {} of {n} clicks came out: {out:?}",
-            out.len()
-        );
-        if let Ok(Ok(m)) = tokio::time::timeout(left, consumer.recv()).await {
-            let v: Value = serde_json::from_slice(m.payload().unwrap()).unwrap();
-            out.insert(v["click_id"].as_i64().unwrap(), v);
-        }
-    }
-    out
+    let by_click = |out: &[Value]| -> BTreeMap<i64, Value> {
+        out.iter()
+            .map(|v| (v["click_id"].as_i64().expect("a click_id"), v.clone()))
+            .collect()
+    };
+    let topic = "clicks_enriched";
+    let mut out = Vec::new();
+    let consumer = topics::reader(bootstrap, topic);
+    topics::read_until(&consumer, topic, &mut out, topics::payload_json, |out| {
+        by_click(out).len() >= n
+    })
+    .await;
+    by_click(&out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,10 +20,12 @@ use lakejoin::table::datum::Datum;
 use lakejoin::table::{Table, TableIdentifier, Warehouse};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::{Value, json};
+
+use crate::support::topics;
 
 const CONFIG: &str = r#"
 [kafka]
@@ -105,58 +107,35 @@ fn customer(op: &str, id: i64, name: &str, country: &str, ts: i64) -> String {
     .to_string()
 }
 
-/// Consumes `topic` from the start until `n` records arrived (deadline 60 s).
+/// Consumes `topic` from the start until `n` records arrived (deadline 60 s): each
+/// record's key, JSON payload and headers.
 async fn read_topic(
     bootstrap: &str,
     topic: &str,
     n: usize,
 ) -> Vec<(Option<String>, Value, Vec<(String, String)>)> {
-    let consumer: StreamConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set(
-            "group.id",
-            format!("reader-{topic}-{}", uuid::Uuid::new_v4()),
-        )
-        .set("auto.offset.reset", "earliest")
-        .create()
-        .unwrap();
-    consumer.subscribe(&[topic]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
     let mut out = Vec::new();
-    while out.len() < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        assert!(
-            !left.is_zero(),
-            "only {} of {n} records arrived on {topic}: {out:?}",
-            out.len()
-        );
-        if let Ok(Ok(m)) = tokio::time::timeout(left, consumer.recv()).await {
-            let key = m.key().map(|k| String::from_utf8_lossy(k).to_string());
-            let value = m
-                .payload()
-                .map(|p| {
-                    serde_json::from_slice(p)
-                        .unwrap_or(Value::String(String::from_utf8_lossy(p).to_string()))
-                })
-                .unwrap_or(Value::Null);
-            let headers = m
-                .headers()
-                .map(|h| {
-                    h.iter()
-                        .map(|h| {
-                            (
-                                h.key.to_string(),
-                                h.value
-                                    .map(|v| String::from_utf8_lossy(v).to_string())
-                                    .unwrap_or_default(),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            out.push((key, value, headers));
-        }
-    }
+    let decode = |m: &BorrowedMessage<'_>| {
+        let key = m.key().map(|k| String::from_utf8_lossy(k).to_string());
+        let headers = m
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| {
+                        (
+                            h.key.to_string(),
+                            h.value
+                                .map(|v| String::from_utf8_lossy(v).to_string())
+                                .unwrap_or_default(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        (key, topics::payload_json(m), headers)
+    };
+    let consumer = topics::reader(bootstrap, topic);
+    topics::read_until(&consumer, topic, &mut out, decode, |out| out.len() >= n).await;
     out
 }
 

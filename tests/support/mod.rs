@@ -1,11 +1,13 @@
 //! Helpers shared by the hermetic tests: a fault-injecting object store, a private copy
-//! of the pypaimon fixture table and the corruptions applied to its files.
+//! of the pypaimon fixture table and the corruptions applied to its files, and reading
+//! topics back from librdkafka's mock cluster.
 
 #![allow(dead_code)]
 
 pub mod cdc;
 pub mod faulty_store;
 pub mod faulty_table;
+pub mod topics;
 
 use std::path::{Path, PathBuf};
 

@@ -17,7 +17,7 @@ use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::{BorrowedMessage, Message};
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureProducer;
 use serde_json::{Value, json};
 
 use crate::support::topics;
@@ -122,16 +122,13 @@ fn replay(records: &[(Value, Option<Value>)]) -> Model {
 }
 
 async fn send(producer: &FutureProducer, topic: &str, payload: &Value) {
-    let key = payload["user_id"].to_string();
-    producer
-        .send(
-            FutureRecord::to(topic)
-                .key(&key)
-                .payload(&payload.to_string()),
-            Duration::from_secs(10),
-        )
-        .await
-        .expect("produce");
+    topics::send(
+        producer,
+        topic,
+        &payload["user_id"].to_string(),
+        &payload.to_string(),
+    )
+    .await;
 }
 
 /// Reads `topic` from its start until `done` holds for what arrived (deadline 60 s): each

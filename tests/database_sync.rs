@@ -17,6 +17,8 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::{Value, json};
 
+use crate::support::topics::send;
+
 const CONFIG: &str = r#"
 [kafka]
 bootstrap_servers = "{bootstrap}"
@@ -87,24 +89,13 @@ const PROFILE: [(&str, &str, bool); 3] = [
 ];
 const ORDER: [(&str, &str, bool); 2] = [("order_id", "int32", false), ("amount", "int64", true)];
 
-async fn send(producer: &FutureProducer, topic: &str, key: Option<&str>, payload: &str) {
-    let mut record = FutureRecord::to(topic).payload(payload);
-    if let Some(k) = key {
-        record = record.key(k);
-    }
-    producer
-        .send(record, Duration::from_secs(10))
-        .await
-        .expect("produce");
-}
-
 async fn profile(p: &FutureProducer, op: &str, id: i64, age: i64) {
     let row = json!({"user_id": id, "age": age, "sex": "f"});
     let k = key("user_id", id);
     send(
         p,
         "dbserver1.shop.user_profile",
-        Some(&k),
+        &k,
         &event(&PROFILE, op, row),
     )
     .await;
@@ -113,13 +104,7 @@ async fn profile(p: &FutureProducer, op: &str, id: i64, age: i64) {
 async fn order(p: &FutureProducer, id: i64, amount: i64) {
     let row = json!({"order_id": id, "amount": amount});
     let k = key("order_id", id);
-    send(
-        p,
-        "dbserver1.shop.orders",
-        Some(&k),
-        &event(&ORDER, "c", row),
-    )
-    .await;
+    send(p, "dbserver1.shop.orders", &k, &event(&ORDER, "c", row)).await;
 }
 
 struct Setup {
@@ -207,7 +192,7 @@ async fn a_database_is_followed_its_tables_created_and_a_new_topic_picked_up_wit
     send(
         &s.producer,
         "dbserver1.crm.contacts",
-        Some(&key("id", 1)),
+        &key("id", 1),
         &event(&[("id", "int32", false)], "c", json!({"id": 1})),
     )
     .await;
@@ -258,7 +243,7 @@ async fn a_database_is_followed_its_tables_created_and_a_new_topic_picked_up_wit
     send(
         &s.producer,
         "dbserver1.shop.coupons",
-        Some(&key("code", 7)),
+        &key("code", 7),
         &event(
             &[("code", "int32", false), ("pct", "int16", true)],
             "c",
@@ -304,7 +289,13 @@ async fn a_database_is_followed_its_tables_created_and_a_new_topic_picked_up_wit
 async fn a_table_without_a_key_stops_the_sync_naming_the_key_to_set() {
     let s = setup();
     let keyless = event(&PROFILE, "c", json!({"user_id": 1, "age": 2, "sex": "m"}));
-    send(&s.producer, "dbserver1.shop.user_profile", None, &keyless).await;
+    s.producer
+        .send(
+            FutureRecord::<(), _>::to("dbserver1.shop.user_profile").payload(&keyless),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("produce");
     let mut running = lakejoin::pipeline::start(config(&s.bootstrap, &s.warehouse_uri()))
         .await
         .unwrap();

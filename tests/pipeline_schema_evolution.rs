@@ -15,10 +15,10 @@ use lakejoin::table::types::DataType;
 use lakejoin::table::{Table, TableIdentifier, Warehouse};
 use rdkafka::ClientConfig;
 use rdkafka::mocking::MockCluster;
-use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::producer::FutureProducer;
 use serde_json::{Value, json};
 
-use crate::support::topics;
+use crate::support::topics::{self, send};
 
 const CONFIG: &str = r#"
 [kafka]
@@ -109,16 +109,6 @@ fn profile(op: &str, id: i32, age: i64, age_type: &str, city: Option<&str>) -> S
         "payload": {"before": null, "after": row, "op": op, "ts_ms": 1}
     })
     .to_string()
-}
-
-async fn send(producer: &FutureProducer, topic: &str, key: &str, payload: &str) {
-    producer
-        .send(
-            FutureRecord::to(topic).key(key).payload(payload),
-            Duration::from_secs(10),
-        )
-        .await
-        .expect("produce");
 }
 
 struct Setup {

@@ -25,7 +25,7 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use serde_json::{Value, json};
 
-use crate::support::topics;
+use crate::support::topics::{self, send};
 
 const CONFIG: &str = r#"
 [kafka]
@@ -67,16 +67,6 @@ on = { customer_id = "id" }
 select = ["name", "country"]
 prefix = "customer_"
 "#;
-
-async fn send(producer: &FutureProducer, topic: &str, key: &str, payload: &str) {
-    producer
-        .send(
-            FutureRecord::to(topic).key(key).payload(payload),
-            Duration::from_secs(10),
-        )
-        .await
-        .expect("produce");
-}
 
 /// [`send`] with a `traceparent` header, which the records made from it must carry.
 async fn send_traced(producer: &FutureProducer, topic: &str, key: &str, payload: &str) {

@@ -1,6 +1,6 @@
-//! Reading back what a pipeline produced to librdkafka's mock cluster: a topic from its
-//! start, until a condition on what arrived holds. The wait has a deadline instead of a
-//! fixed sleep, and a timeout names the topic and shows what did arrive.
+//! Producing to librdkafka's mock cluster, and reading back what a pipeline produced: a
+//! topic from its start, until a condition on what arrived holds. The wait has a deadline
+//! instead of a fixed sleep, and a timeout names the topic and shows what did arrive.
 
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{Consumer, StreamConsumer};
 use rdkafka::message::BorrowedMessage;
+use rdkafka::producer::{FutureProducer, FutureRecord};
 
 /// How long a test waits for a topic to reach what it expects.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -59,4 +60,15 @@ pub fn payload_json(m: &BorrowedMessage<'_>) -> serde_json::Value {
                 .unwrap_or(serde_json::Value::String(String::from_utf8_lossy(p).into()))
         })
         .unwrap_or(serde_json::Value::Null)
+}
+
+/// Produces one record and waits until the broker has it.
+pub async fn send(producer: &FutureProducer, topic: &str, key: &str, payload: &str) {
+    producer
+        .send(
+            FutureRecord::to(topic).key(key).payload(payload),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("produce");
 }

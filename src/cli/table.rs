@@ -634,12 +634,13 @@ async fn compact(location: &TableLocation, full: bool) -> Result<Outcome> {
     let report = Compactor::new(table, user)?.compact(&scope).await?;
     match &report.snapshot {
         Some(s) => eprintln!(
-            "committed COMPACT snapshot {}: {} bucket(s), {} file(s) rewritten into {}, {} \
-             moved up a level",
+            "committed COMPACT snapshot {}: {} bucket(s), {} file(s) rewritten into {} ({} \
+             copied without a merge), {} moved up a level",
             s.id,
             report.buckets_compacted,
             report.files_rewritten,
             report.files_written,
+            report.files_copied,
             report.files_upgraded
         ),
         None if full => eprintln!("table is already compact; nothing committed"),

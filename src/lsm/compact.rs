@@ -20,20 +20,21 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use super::compact_changelog::{MergedWithChangelog, merge_with_changelog};
-use super::compact_steps::{CompactStep, StepRules, plan_steps, upgraded};
-use super::flush::{FileTarget, RowStream, delete_data_files};
+use super::compact_steps::{CompactStep, StepRules, disjoint_in_key_order, plan_steps, upgraded};
+use super::flush::{ColumnStream, FileTarget, RowStream, delete_data_files};
 use super::levels::Levels;
 use super::merge::{MergeEngine, MergedRuns, SequenceOrder, key_order};
 use super::reader::{group_by_bucket, open_runs};
 use super::universal::{CompactUnit, UniversalCompaction};
 use crate::error::{Error, Result};
-use crate::table::Table;
 use crate::table::changelog_options::ChangelogProducer;
 use crate::table::commit::CommitRequest;
 use crate::table::data_file::{DataFileWriteOptions, KeyValue};
+use crate::table::datum::Row;
+use crate::table::{IO_CONCURRENCY, Table};
 
 use crate::table::deletion_vector::DeletionFiles;
 use crate::table::manifest::{FileKind, FileSource, ManifestEntry};
@@ -101,6 +102,9 @@ pub struct CompactionReport {
     pub buckets_compacted: usize,
     /// Data files merged into new ones.
     pub files_rewritten: usize,
+    /// Of the files rewritten, those whose rows needed no merge (no other file of theirs
+    /// shares a key) and were copied into the new files a batch of columns at a time.
+    pub files_copied: usize,
     /// Data files moved up a level as they are (see `compact_steps`).
     pub files_upgraded: usize,
     /// Data files written.
@@ -408,6 +412,7 @@ async fn compact_round(
             let runs_after = plan.runs_before.saturating_sub(plan.unit.runs) + usize::from(left);
             report.sorted_runs.insert(plan.id.clone(), runs_after);
             report.files_rewritten += rewritten;
+            report.files_copied += output.copied;
             report.files_upgraded += plan.upgraded().count();
             report.files_written += written.len();
         }
@@ -505,6 +510,8 @@ fn plan_bucket(ctx: &CompactContext, levels: &Levels, full: bool) -> Option<(Com
 struct Rewritten {
     data: Vec<ManifestEntry>,
     changelog: Vec<ManifestEntry>,
+    /// Input files copied rather than merged ([`copyable`]).
+    copied: usize,
 }
 
 impl Rewritten {
@@ -519,6 +526,7 @@ async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Resu
     let mut done = Rewritten {
         data: Vec::new(),
         changelog: Vec::new(),
+        copied: 0,
     };
     for step in &plan.steps {
         let CompactStep::Rewrite(files) = step else {
@@ -528,6 +536,7 @@ async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Resu
             Ok(written) => {
                 done.data.extend(written.data);
                 done.changelog.extend(written.changelog);
+                done.copied += written.copied;
             }
             Err(e) => {
                 delete_data_files(table, done.files()).await;
@@ -539,7 +548,8 @@ async fn rewrite(table: &Table, ctx: &CompactContext, plan: &BucketPlan) -> Resu
 }
 
 /// Merges `files` (of `plan`) and writes the result at the plan's output level (with the
-/// changelog, see `compact_changelog`); returns the ADDs. The merge streams from the
+/// changelog, see `compact_changelog`); returns the ADDs. Files whose rows need no merge
+/// ([`copyable`]) are copied instead. The merge streams from the
 /// input files into the output files (`MergedRuns` into `FileTarget::write_stream`), so
 /// memory holds the files' compressed bytes and a batch per sorted run, not the bucket's
 /// rows; a `full-compaction` changelog still compares the merge with the old top level in
@@ -550,6 +560,14 @@ async fn merge_files(
     plan: &BucketPlan,
     files: &[ManifestEntry],
 ) -> Result<Rewritten> {
+    if let Some(in_order) = copyable(table, plan, files) {
+        let data = copy_files(table, ctx, plan, &in_order).await?;
+        return Ok(Rewritten {
+            data,
+            changelog: Vec::new(),
+            copied: in_order.len(),
+        });
+    }
     // No deletion vectors: compaction refuses tables that have them.
     let none = DeletionFiles::default();
     let key_indices = table.schema().trimmed_key_indices();
@@ -594,18 +612,8 @@ async fn merge_files(
     } else {
         merged
     };
-    let (partition_bytes, bucket) = &plan.id;
-    let partition = table.partition_values(partition_bytes)?;
-    let target = FileTarget {
-        table,
-        partition_bytes,
-        partition: &partition,
-        bucket: *bucket,
-        level: plan.unit.output_level,
-        source: FileSource::Compact,
-        options: ctx.file_options,
-        changelog: false,
-    };
+    let partition = table.partition_values(&plan.id.0)?;
+    let target = output_target(table, ctx, plan, &partition);
     let changelog = if changes.is_empty() {
         Vec::new()
     } else {
@@ -618,17 +626,92 @@ async fn merge_files(
         .write(changes)
         .await?
     };
-    let expected_rows = files
-        .iter()
-        .map(|f| usize::try_from(f.file.row_count).unwrap_or(0))
-        .sum();
-    match target.write_stream(rows, expected_rows).await {
-        Ok(data) => Ok(Rewritten { data, changelog }),
+    match target.write_stream(rows, row_count(files)).await {
+        Ok(data) => Ok(Rewritten {
+            data,
+            changelog,
+            copied: 0,
+        }),
         Err(e) => {
             delete_data_files(table, changelog.iter()).await;
             Err(e)
         }
     }
+}
+
+/// Where a plan's merged data files go: its bucket, at its output level.
+fn output_target<'a>(
+    table: &'a Table,
+    ctx: &CompactContext,
+    plan: &'a BucketPlan,
+    partition: &'a Row,
+) -> FileTarget<'a> {
+    FileTarget {
+        table,
+        partition_bytes: &plan.id.0,
+        partition,
+        bucket: plan.id.1,
+        level: plan.unit.output_level,
+        source: FileSource::Compact,
+        options: ctx.file_options,
+        changelog: false,
+    }
+}
+
+/// The rows `files` hold, at most (an upper bound sizes the key's bloom filters).
+fn row_count(files: &[ManifestEntry]) -> usize {
+    files
+        .iter()
+        .map(|f| usize::try_from(f.file.row_count).unwrap_or(0))
+        .sum()
+}
+
+/// `files` in key order when their merge is only reading them one after the other: no
+/// two share a key (so every key has one version, which a merge keeps as it is), none
+/// has a retraction the merge would drop, and the merge is compared with nothing (no
+/// changelog, no older levels' keys). Java merges such files row by row; copying them
+/// gives the same rows.
+fn copyable(
+    table: &Table,
+    plan: &BucketPlan,
+    files: &[ManifestEntry],
+) -> Option<Vec<ManifestEntry>> {
+    let keeps_every_row =
+        !plan.drop_retractions || files.iter().all(|f| f.file.delete_row_count == Some(0));
+    if plan.changelog.is_some() || !plan.older_files.is_empty() || !keeps_every_row {
+        return None;
+    }
+    let schema = table.schema();
+    disjoint_in_key_order(files, &schema.types_of(&schema.trimmed_key_indices()))
+}
+
+/// Writes the rows of `files` ([`copyable`], in key order) into new files at the plan's
+/// output level, a batch of columns at a time, and returns their ADDs.
+async fn copy_files(
+    table: &Table,
+    ctx: &CompactContext,
+    plan: &BucketPlan,
+    files: &[ManifestEntry],
+) -> Result<Vec<ManifestEntry>> {
+    let opens: Vec<_> = files
+        .iter()
+        .map(|e| table.open_data_file(e, None))
+        .collect();
+    let batches = futures::stream::iter(opens)
+        .buffered(IO_CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await?
+        .into_iter()
+        .map(|rows| {
+            rows.into_batches()
+                .ok_or_else(|| Error::Data("a data file opened to copy was read already".into()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let partition = table.partition_values(&plan.id.0)?;
+    let batches: ColumnStream = Box::new(batches.into_iter().flatten());
+    output_target(table, ctx, plan, &partition)
+        .write_columns(batches, row_count(files))
+        .await
 }
 
 /// Merged rows without those whose key occurs in `older` (both sorted by key): a

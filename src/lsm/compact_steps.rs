@@ -121,6 +121,23 @@ fn sections<'f>(
     Some(sections)
 }
 
+/// `files` in key order when no two of them share a key (each file's keys are unique and
+/// sorted, as a data file's are): merging them is then only reading them one after the
+/// other. `None` when two overlap or a key range cannot be read.
+pub(crate) fn disjoint_in_key_order(
+    files: &[ManifestEntry],
+    key_types: &[DataType],
+) -> Option<Vec<ManifestEntry>> {
+    let sections = sections(files, key_types)?;
+    sections
+        .into_iter()
+        .map(|section| match section.as_slice() {
+            [only] => Some((*only).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Java's walk over the sections: merge candidates gather until a file that moves
 /// (or stays) ends the stretch.
 struct Planner<'f> {
@@ -219,6 +236,32 @@ mod tests {
 
     fn plan(files: &[ManifestEntry], rules: StepRules) -> Vec<String> {
         shape(&plan_steps(files, &KEY, rules))
+    }
+
+    #[test]
+    fn disjoint_files_come_in_key_order_and_one_shared_key_is_an_overlap() {
+        let names = |files: Option<Vec<ManifestEntry>>| {
+            files.map(|f| {
+                f.iter()
+                    .map(|e| e.file.file_name.clone())
+                    .collect::<Vec<_>>()
+            })
+        };
+        let disjoint = [
+            ranged("c", 0, 30, 40, 10),
+            ranged("a", 0, 0, 10, 10),
+            ranged("b", 1, 11, 29, 10),
+        ];
+        assert_eq!(
+            names(disjoint_in_key_order(&disjoint, &KEY)),
+            Some(vec!["a".into(), "b".into(), "c".into()])
+        );
+        // b ends where c starts: they share key 30.
+        let touching = [ranged("b", 0, 11, 30, 10), ranged("c", 0, 30, 40, 10)];
+        assert_eq!(names(disjoint_in_key_order(&touching, &KEY)), None);
+        let mut unreadable = ranged("x", 0, 0, 1, 10);
+        unreadable.file.max_key = vec![1, 2];
+        assert_eq!(names(disjoint_in_key_order(&[unreadable], &KEY)), None);
     }
 
     #[test]

@@ -4,30 +4,24 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
-    Float64Builder, Int8Array, Int8Builder, Int16Builder, Int32Builder, Int64Array, Int64Builder,
-    RecordBatch, StringBuilder, TimestampMicrosecondBuilder, TimestampMillisecondBuilder,
-    TimestampNanosecondBuilder, TimestampSecondBuilder,
-};
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{
     DataType as ArrowType, Field as ArrowField, Schema as ArrowSchema, TimeUnit,
 };
 use bytes::Bytes;
-use compact_str::CompactString;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
+pub(crate) use super::column_batch::ColumnBatch;
 pub(crate) use super::data_file_read::DataFileRows;
 pub use super::data_file_read::decode_data_file;
-use super::datum::{Datum, Row, Timestamp};
+use super::datum::Row;
 use super::options::TableOptions;
 use super::row_kind::RowKind;
 use super::schema::{
     KEY_FIELD_ID_START, SEQUENCE_NUMBER_FIELD_ID, TableSchema, VALUE_KIND_FIELD_ID,
 };
-use super::types::{DataType, Field};
 use crate::error::{Error, Result};
 
 pub(crate) const KEY_FIELD_PREFIX: &str = "_KEY_";
@@ -149,128 +143,6 @@ pub fn data_file_arrow_schema(schema: &TableSchema) -> ArrowSchema {
     ArrowSchema::new(fields)
 }
 
-fn mismatch(field: &Field, datum: &Datum) -> Error {
-    Error::Data(format!(
-        "column `{}` of type {} cannot hold {datum:?}",
-        field.name, field.data_type
-    ))
-}
-
-/// Column `i` of a row, or why the row does not fit a table of `columns` columns.
-fn value_at(kv: &KeyValue, i: usize, columns: usize) -> Result<&Datum> {
-    kv.row.get(i).ok_or_else(|| {
-        Error::Data(format!(
-            "row has {} values, table has {columns}",
-            kv.row.len()
-        ))
-    })
-}
-
-/// Builds an Arrow array of one column from `rows`.
-fn column_array<'a>(
-    field: &Field,
-    values: impl Iterator<Item = Result<&'a Datum>> + Clone,
-    len: usize,
-) -> Result<ArrayRef> {
-    // Exact byte capacity for variable-length columns: growing a builder of megabytes
-    // copies it and faults in fresh pages each time.
-    let payload_bytes = || {
-        values
-            .clone()
-            .map(|v| match v {
-                Ok(Datum::String(s)) => s.len(),
-                Ok(Datum::Bytes(b)) => b.len(),
-                _ => 0,
-            })
-            .sum::<usize>()
-    };
-    macro_rules! build {
-        // `$conv` returns a `Result`: a value the column's type cannot store.
-        ($builder:expr, $variant:ident, checked $conv:expr) => {{
-            let mut b = $builder;
-            for v in values {
-                match v? {
-                    Datum::Null => b.append_null(),
-                    Datum::$variant(x) => b.append_value($conv(x)?),
-                    other => return Err(mismatch(field, &other)),
-                }
-            }
-            Arc::new(b.finish()) as ArrayRef
-        }};
-        ($builder:expr, $variant:ident, $conv:expr) => {
-            build!($builder, $variant, checked(|x| Ok::<_, Error>($conv(x))))
-        };
-    }
-    // The writer checks rows (`check_row`); a row that got past it is rejected here
-    // rather than stored as a wrapped or clamped value.
-    let unstorable = |t: &Timestamp| {
-        Error::Data(format!(
-            "column `{}`: {}",
-            field.name,
-            super::datum::TimestampOutOfRange::new(
-                super::datum::format_timestamp(*t),
-                &field.data_type
-            )
-        ))
-    };
-    let array = match field.data_type {
-        DataType::Boolean => build!(BooleanBuilder::with_capacity(len), Boolean, |x: &bool| *x),
-        DataType::TinyInt => build!(Int8Builder::with_capacity(len), TinyInt, |x: &i8| *x),
-        DataType::SmallInt => build!(Int16Builder::with_capacity(len), SmallInt, |x: &i16| *x),
-        DataType::Int => build!(Int32Builder::with_capacity(len), Int, |x: &i32| *x),
-        DataType::BigInt => build!(Int64Builder::with_capacity(len), BigInt, |x: &i64| *x),
-        DataType::Float => build!(Float32Builder::with_capacity(len), Float, |x: &f32| *x),
-        DataType::Double => build!(Float64Builder::with_capacity(len), Double, |x: &f64| *x),
-        DataType::Date => build!(Date32Builder::with_capacity(len), Date, |x: &i32| *x),
-        DataType::Char(_) | DataType::Varchar(_) => {
-            build!(
-                StringBuilder::with_capacity(len, payload_bytes()),
-                String,
-                |x: &'a CompactString| x.as_str()
-            )
-        }
-        DataType::Binary(_) | DataType::Varbinary(_) => {
-            build!(
-                BinaryBuilder::with_capacity(len, payload_bytes()),
-                Bytes,
-                |x: &'a Vec<u8>| x.as_slice()
-            )
-        }
-        DataType::Decimal { precision, scale } => {
-            let b = Decimal128Builder::with_capacity(len)
-                .with_precision_and_scale(precision, scale as i8)
-                .map_err(|e| Error::arrow("decimal column", e))?;
-            build!(b, Decimal, |x: &i128| *x)
-        }
-        DataType::Timestamp(p) | DataType::TimestampLtz(p) => {
-            let tz = matches!(field.data_type, DataType::TimestampLtz(_)).then_some("UTC");
-            match super::types::timestamp_unit(p) {
-                TimeUnit::Second => build!(
-                    TimestampSecondBuilder::with_capacity(len).with_timezone_opt(tz),
-                    Timestamp,
-                    |t: &Timestamp| t.millis.div_euclid(1000)
-                ),
-                TimeUnit::Millisecond => build!(
-                    TimestampMillisecondBuilder::with_capacity(len).with_timezone_opt(tz),
-                    Timestamp,
-                    |t: &Timestamp| t.millis
-                ),
-                TimeUnit::Microsecond => build!(
-                    TimestampMicrosecondBuilder::with_capacity(len).with_timezone_opt(tz),
-                    Timestamp,
-                    checked |t: &Timestamp| t.checked_micros().ok_or_else(|| unstorable(t))
-                ),
-                TimeUnit::Nanosecond => build!(
-                    TimestampNanosecondBuilder::with_capacity(len).with_timezone_opt(tz),
-                    Timestamp,
-                    checked |t: &Timestamp| t.checked_nanos().ok_or_else(|| unstorable(t))
-                ),
-            }
-        }
-    };
-    Ok(array)
-}
-
 /// Encodes rows (sorted by key) as one data file: the tests' way to make a file whole
 /// (the writers roll files through [`DataFileEncoder`]).
 #[cfg(test)]
@@ -369,33 +241,27 @@ impl DataFileEncoder {
         if rows.is_empty() {
             return Ok(());
         }
-        let schema = &self.schema;
-        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.arrow_schema.fields().len());
-        let n = rows.len();
-        let columns_of_table = schema.fields.len();
-        let values = schema
-            .fields
-            .iter()
-            .enumerate()
-            .map(|(i, field)| {
-                column_array(
-                    field,
-                    rows.iter().map(|kv| value_at(kv, i, columns_of_table)),
-                    n,
-                )
-            })
-            .collect::<Result<Vec<_>>>()?;
-        // A `_KEY_` column holds the same values as its value column: the one array twice.
-        for i in schema.trimmed_key_indices() {
-            columns.push(values[i].clone());
+        self.write_columns(&ColumnBatch::of_rows(&self.schema, rows)?)
+    }
+
+    /// Adds rows, as columns, after those already added (all sorted by key together).
+    pub(crate) fn write_columns(&mut self, batch: &ColumnBatch) -> Result<()> {
+        if batch.len() == 0 {
+            return Ok(());
         }
-        columns.push(Arc::new(Int64Array::from_iter_values(
-            rows.iter().map(|kv| kv.sequence_number),
-        )));
-        columns.push(Arc::new(Int8Array::from_iter_values(
-            rows.iter().map(|kv| kv.kind.to_byte()),
-        )));
-        columns.extend(values);
+        let keys = self.schema.trimmed_key_indices();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(keys.len() + 2 + batch.values.len());
+        // A `_KEY_` column holds the same values as its value column: the one array twice.
+        for i in keys {
+            let key = batch
+                .values
+                .get(i)
+                .ok_or_else(|| Error::Data(format!("a column batch has no key column {i}")))?;
+            columns.push(key.clone());
+        }
+        columns.push(Arc::new(batch.sequence.clone()));
+        columns.push(Arc::new(batch.kind.clone()));
+        columns.extend(batch.values.iter().cloned());
         let batch = RecordBatch::try_new(self.arrow_schema.clone(), columns)
             .map_err(|e| Error::arrow("building data file batch", e))?;
         self.writer.write(&batch)
@@ -415,7 +281,9 @@ impl DataFileEncoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::datum::{Datum, Timestamp};
     use crate::table::testkit::keyed_schema;
+    use crate::table::types::DataType;
     use std::collections::BTreeMap;
 
     fn every_type_schema() -> TableSchema {

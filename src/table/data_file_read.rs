@@ -6,21 +6,15 @@
 //! corrupt file (found by the `data_file` fuzz target) must come back as an error from
 //! every step of it, never as a panic.
 
-use arrow::array::{
-    Array, ArrayRef, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array,
-    Int8Array, Int16Array, Int32Array, Int64Array, RecordBatch, TimestampMicrosecondArray,
-    TimestampMillisecondArray, TimestampNanosecondArray, TimestampSecondArray,
-};
+use arrow::array::{Array, ArrayRef, Int8Array, Int64Array, RecordBatch, new_null_array};
 use arrow::compute::cast;
-use arrow::datatypes::TimeUnit;
 use bytes::Bytes;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 
+use super::column_batch::ColumnBatch;
 use super::data_file::{KeyValue, SEQUENCE_NUMBER_COLUMN, VALUE_KIND_COLUMN};
-use super::datum::{Datum, Row, Timestamp};
 use super::deletion_vector::DeletionVector;
-use super::row_kind::RowKind;
 use super::schema::TableSchema;
 use super::types::{DataType, Field};
 use crate::error::{Error, Result};
@@ -74,31 +68,26 @@ pub fn decode_data_file(
     DataFileRows::open(bytes, file_schema, table_schema, None)?.collect()
 }
 
-/// A data file's rows, decoded one Arrow batch (`BATCH_ROWS` rows) at a time, so a
-/// merge of many files holds a batch of each instead of every row of every file. Rows
-/// come in file order; those a deletion vector marks are skipped.
-pub(crate) struct DataFileRows {
+/// A data file's rows as [`ColumnBatch`]es of `BATCH_ROWS` rows in the table's current
+/// columns: what [`DataFileRows`] makes rows of, and what a compaction that needs no merge
+/// copies as it is.
+pub(crate) struct DataFileBatches {
     reader: ParquetRecordBatchReader,
     fields: Vec<Field>,
     /// Per table column, its name in the file (`None`: added after the file was written).
     file_names: Vec<Option<String>>,
-    deleted: Option<DeletionVector>,
-    /// File position of the next batch's first row.
-    position: u64,
-    batch: std::vec::IntoIter<KeyValue>,
     /// Ended, or failed (an error is returned once).
     done: bool,
     /// Named in the errors of reading on (see [`Self::in_file`]).
     path: Option<String>,
 }
 
-impl DataFileRows {
+impl DataFileBatches {
     /// Checks the footer and the column chunks it lists, and opens the reader.
     pub(crate) fn open(
         bytes: Bytes,
         file_schema: &TableSchema,
         table_schema: &TableSchema,
-        deleted: Option<DeletionVector>,
     ) -> Result<Self> {
         let file_names = file_column_names(file_schema, table_schema);
         let reader = without_panics(|| {
@@ -125,13 +114,10 @@ impl DataFileRows {
                 .build()
                 .map_err(|e| Error::parquet("reading data file", e))
         })?;
-        Ok(DataFileRows {
+        Ok(DataFileBatches {
             reader,
             fields: table_schema.fields.clone(),
             file_names,
-            deleted,
-            position: 0,
-            batch: Vec::new().into_iter(),
             done: false,
             path: None,
         })
@@ -143,14 +129,17 @@ impl DataFileRows {
         self
     }
 
-    /// The next batch's rows (less deleted ones); `None` at the end of the file.
-    fn next_batch(&mut self) -> Option<Result<Vec<KeyValue>>> {
-        let DataFileRows {
+    /// The table's columns.
+    pub(crate) fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+
+    /// The next batch; `None` at the end of the file.
+    fn next_batch(&mut self) -> Option<Result<ColumnBatch>> {
+        let DataFileBatches {
             reader,
             fields,
             file_names,
-            deleted,
-            position,
             ..
         } = self;
         let batch = without_panics(|| {
@@ -159,16 +148,125 @@ impl DataFileRows {
                 .transpose()
                 .map_err(|e| Error::arrow("decoding data file", e))
         });
-        let batch = match batch {
-            Ok(Some(batch)) => batch,
-            Ok(None) => return None,
-            Err(e) => return Some(Err(e)),
-        };
-        let first = *position;
-        *position += batch.num_rows() as u64;
-        Some(without_panics(|| {
-            batch_rows(&batch, fields, file_names, first, deleted.as_ref())
-        }))
+        match batch {
+            Ok(Some(batch)) => Some(without_panics(|| columns_of(&batch, fields, file_names))),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+impl Iterator for DataFileBatches {
+    type Item = Result<ColumnBatch>;
+
+    fn next(&mut self) -> Option<Result<ColumnBatch>> {
+        if self.done {
+            return None;
+        }
+        let next = self.next_batch();
+        match next {
+            Some(Ok(batch)) => Some(Ok(batch)),
+            Some(Err(e)) => {
+                self.done = true;
+                Some(Err(match self.path.take() {
+                    Some(path) => e.in_file(path),
+                    None => e,
+                }))
+            }
+            None => {
+                self.done = true;
+                None
+            }
+        }
+    }
+}
+
+/// A file's Arrow batch in table columns `fields`: each column found by its name in the
+/// file, cast to its Arrow type (files written with other physical types, such as large
+/// strings or other timestamp units, read the same), or all null when the file predates
+/// it; the system columns without nulls (a null reads as 0, as before it was checked).
+fn columns_of(
+    batch: &RecordBatch,
+    fields: &[Field],
+    file_names: &[Option<String>],
+) -> Result<ColumnBatch> {
+    let schema = batch.schema();
+    let rows = batch.num_rows();
+    let column = |name: &str| -> Option<ArrayRef> {
+        schema.index_of(name).ok().map(|i| batch.column(i).clone())
+    };
+    let seq: Int64Array = system_column(&column, SEQUENCE_NUMBER_COLUMN, DataType::BigInt)?;
+    let kind: Int8Array = system_column(&column, VALUE_KIND_COLUMN, DataType::TinyInt)?;
+    let kind = if kind.null_count() == 0 {
+        Int8Array::new(kind.values().clone(), None)
+    } else {
+        Int8Array::from_iter_values(kind.iter().map(|k| k.unwrap_or(0)))
+    };
+    let values = fields
+        .iter()
+        .zip(file_names)
+        .map(|(field, file_name)| {
+            let target = field.data_type.to_arrow();
+            let array = match file_name.as_deref().and_then(column) {
+                Some(a) if a.data_type() == &target => a,
+                Some(a) => cast(&a, &target)
+                    .map_err(|e| Error::arrow(format!("column `{}`", field.name), e))?,
+                None => new_null_array(&target, rows),
+            };
+            if array.len() != rows {
+                return Err(Error::format(format!(
+                    "column `{}` has {} values in a batch of {rows} rows",
+                    field.name,
+                    array.len(),
+                )));
+            }
+            Ok(array)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ColumnBatch {
+        sequence: Int64Array::new(seq.values().clone(), None),
+        kind,
+        values,
+    })
+}
+
+/// A data file's rows, decoded one Arrow batch (`BATCH_ROWS` rows) at a time, so a
+/// merge of many files holds a batch of each instead of every row of every file. Rows
+/// come in file order; those a deletion vector marks are skipped.
+pub(crate) struct DataFileRows {
+    batches: DataFileBatches,
+    deleted: Option<DeletionVector>,
+    /// File position of the next batch's first row.
+    position: u64,
+    batch: std::vec::IntoIter<KeyValue>,
+}
+
+impl DataFileRows {
+    /// Checks the footer and the column chunks it lists, and opens the reader.
+    pub(crate) fn open(
+        bytes: Bytes,
+        file_schema: &TableSchema,
+        table_schema: &TableSchema,
+        deleted: Option<DeletionVector>,
+    ) -> Result<Self> {
+        Ok(DataFileRows {
+            batches: DataFileBatches::open(bytes, file_schema, table_schema)?,
+            deleted,
+            position: 0,
+            batch: Vec::new().into_iter(),
+        })
+    }
+
+    /// Names `path` in the errors of the batches read from now on.
+    pub(crate) fn in_file(mut self, path: String) -> Self {
+        self.batches = self.batches.in_file(path);
+        self
+    }
+
+    /// The file's batches, when no row of it was read yet and no deletion vector
+    /// applies (a batch holds every row of its part of the file); else `None`.
+    pub(crate) fn into_batches(self) -> Option<DataFileBatches> {
+        (self.position == 0 && self.deleted.is_none()).then_some(self.batches)
     }
 }
 
@@ -180,21 +278,23 @@ impl Iterator for DataFileRows {
             if let Some(row) = self.batch.next() {
                 return Some(Ok(row));
             }
-            if self.done {
-                return None;
-            }
-            match self.next_batch() {
-                Some(Ok(rows)) => self.batch = rows.into_iter(),
-                Some(Err(e)) => {
-                    self.done = true;
-                    return Some(Err(match self.path.take() {
+            let batch = match self.batches.next()? {
+                Ok(batch) => batch,
+                Err(e) => return Some(Err(e)),
+            };
+            let first = self.position;
+            self.position += batch.len() as u64;
+            let rows =
+                without_panics(|| batch.rows(self.batches.fields(), first, self.deleted.as_ref()));
+            match rows {
+                Ok(rows) => self.batch = rows.into_iter(),
+                Err(e) => {
+                    // Reading stops at the first error, as it did inside the reader.
+                    self.batches.done = true;
+                    return Some(Err(match self.batches.path.take() {
                         Some(path) => e.in_file(path),
                         None => e,
                     }));
-                }
-                None => {
-                    self.done = true;
-                    return None;
                 }
             }
         }
@@ -216,48 +316,6 @@ fn without_panics<T>(step: impl FnOnce() -> Result<T>) -> Result<T> {
             "data file is corrupt: the parquet reader failed ({reason})"
         )))
     })
-}
-
-/// The rows of one Arrow batch whose first row is at file position `first`, in table
-/// columns `fields`, less those `deleted` marks.
-fn batch_rows(
-    batch: &RecordBatch,
-    fields: &[Field],
-    file_names: &[Option<String>],
-    first: u64,
-    deleted: Option<&DeletionVector>,
-) -> Result<Vec<KeyValue>> {
-    let schema = batch.schema();
-    let column = |name: &str| -> Option<ArrayRef> {
-        schema.index_of(name).ok().map(|i| batch.column(i).clone())
-    };
-    let seq: Int64Array = system_column(&column, SEQUENCE_NUMBER_COLUMN, DataType::BigInt)?;
-    let kind: Int8Array = system_column(&column, VALUE_KIND_COLUMN, DataType::TinyInt)?;
-    // Rows are filled a column at a time, straight from the arrays.
-    let mut rows: Vec<Row> = (0..batch.num_rows())
-        .map(|_| Vec::with_capacity(fields.len()))
-        .collect();
-    for (field, file_name) in fields.iter().zip(file_names) {
-        match file_name.as_deref().and_then(column) {
-            Some(a) => push_datums(&a, field, &mut rows)?,
-            None => rows.iter_mut().for_each(|row| row.push(Datum::Null)),
-        }
-    }
-    let mut out = Vec::with_capacity(batch.num_rows());
-    for (r, row) in rows.into_iter().enumerate() {
-        if deleted.is_some_and(|d| d.is_deleted(first + r as u64)) {
-            continue;
-        }
-        let kind_byte = if kind.is_null(r) { 0 } else { kind.value(r) };
-        let kind = RowKind::from_byte(kind_byte)
-            .ok_or_else(|| Error::format(format!("invalid _VALUE_KIND {kind_byte}")))?;
-        out.push(KeyValue {
-            sequence_number: seq.value(r),
-            kind,
-            row,
-        });
-    }
-    Ok(out)
 }
 
 /// Checks that every column chunk the footer describes lies inside the file. The parquet
@@ -294,86 +352,14 @@ fn check_column_chunks(
     Ok(())
 }
 
-/// Converts one Arrow column to datums of `field`'s type and adds datum `i` to `rows[i]`,
-/// casting first so files written with other physical types (large strings, other
-/// timestamp units) read the same.
-fn push_datums(array: &ArrayRef, field: &Field, rows: &mut [Row]) -> Result<()> {
-    let target = field.data_type.to_arrow();
-    let array = if array.data_type() == &target {
-        array.clone()
-    } else {
-        cast(array, &target).map_err(|e| Error::arrow(format!("column `{}`", field.name), e))?
-    };
-    if array.len() != rows.len() {
-        return Err(Error::format(format!(
-            "column `{}` has {} values in a batch of {} rows",
-            field.name,
-            array.len(),
-            rows.len()
-        )));
-    }
-    macro_rules! convert {
-        ($ty:ty, $f:expr) => {{
-            let a = array.as_any().downcast_ref::<$ty>().ok_or_else(|| {
-                Error::format(format!(
-                    "column `{}` has an unexpected Arrow type",
-                    field.name
-                ))
-            })?;
-            for (i, row) in rows.iter_mut().enumerate() {
-                row.push(if a.is_null(i) {
-                    Datum::Null
-                } else {
-                    $f(a.value(i))
-                });
-            }
-        }};
-    }
-    match field.data_type {
-        DataType::Boolean => convert!(BooleanArray, Datum::Boolean),
-        DataType::TinyInt => convert!(Int8Array, Datum::TinyInt),
-        DataType::SmallInt => convert!(Int16Array, Datum::SmallInt),
-        DataType::Int => convert!(Int32Array, Datum::Int),
-        DataType::BigInt => convert!(Int64Array, Datum::BigInt),
-        DataType::Float => convert!(Float32Array, Datum::Float),
-        DataType::Double => convert!(Float64Array, Datum::Double),
-        DataType::Date => convert!(Date32Array, Datum::Date),
-        DataType::Decimal { .. } => convert!(Decimal128Array, Datum::Decimal),
-        DataType::Char(_) | DataType::Varchar(_) => {
-            convert!(arrow::array::StringArray, |s: &str| Datum::String(s.into()))
-        }
-        DataType::Binary(_) | DataType::Varbinary(_) => {
-            convert!(arrow::array::BinaryArray, |b: &[u8]| Datum::Bytes(
-                b.to_vec()
-            ))
-        }
-        DataType::Timestamp(p) | DataType::TimestampLtz(p) => match super::types::timestamp_unit(p)
-        {
-            TimeUnit::Second => {
-                convert!(TimestampSecondArray, |v: i64| Datum::Timestamp(Timestamp {
-                    millis: v.saturating_mul(1000),
-                    nanos_of_milli: 0
-                }))
-            }
-            TimeUnit::Millisecond => convert!(TimestampMillisecondArray, |v: i64| {
-                Datum::Timestamp(Timestamp::from_millis(v))
-            }),
-            TimeUnit::Microsecond => convert!(TimestampMicrosecondArray, |v: i64| {
-                Datum::Timestamp(Timestamp::from_micros(v))
-            }),
-            TimeUnit::Nanosecond => convert!(TimestampNanosecondArray, |v: i64| {
-                Datum::Timestamp(Timestamp::from_nanos(v))
-            }),
-        },
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::table::data_file::{DataFileWriteOptions, encode_data_file};
+    use crate::table::datum::Datum;
+    use crate::table::row_kind::RowKind;
     use crate::table::testkit::keyed_schema;
+    use crate::table::types::DataType;
 
     /// A file read into a later schema: a renamed column is found by its field id, a
     /// widened one is cast, a column added since reads as null, and a column the table no

@@ -5,6 +5,7 @@ pub mod binary_row;
 pub mod bucket;
 pub mod changelog_options;
 pub mod check;
+pub(crate) mod column_batch;
 pub mod commit;
 pub(crate) mod consumer;
 pub mod data_file;

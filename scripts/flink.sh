@@ -123,8 +123,8 @@ install() {
 
     "${python}" -m venv "${INSTALL_DIR}/venv"
     local venv_python="${INSTALL_DIR}/venv/bin/python"
-    "${venv_python}" -m pip install --quiet --upgrade pip >&2
-    "${venv_python}" -m pip install --quiet "apache-flink==${FLINK_VERSION}" >&2 \
+    "${venv_python}" -m pip install --quiet --no-cache-dir --upgrade pip >&2
+    "${venv_python}" -m pip install --quiet --no-cache-dir "apache-flink==${FLINK_VERSION}" >&2 \
         || die "pip could not install apache-flink==${FLINK_VERSION}"
 
     write_pom "${INSTALL_DIR}/pom.xml"

@@ -73,8 +73,8 @@ ensure_python_env() {
         command -v "${python}" >/dev/null || fail "no python3.11 (or python3) found to create .venv"
         log "Creating .venv with ${python} and installing integration-tests/requirements.txt"
         "${python}" -m venv "${VENV_DIR}"
-        "${VENV_DIR}/bin/python" -m pip install --quiet --upgrade pip
-        "${VENV_DIR}/bin/python" -m pip install --quiet -r "${REQUIREMENTS}"
+        "${VENV_DIR}/bin/python" -m pip install --quiet --no-cache-dir --upgrade pip
+        "${VENV_DIR}/bin/python" -m pip install --quiet --no-cache-dir -r "${REQUIREMENTS}"
         echo "${wanted}" > "${stamp}"
     fi
     "${VENV_DIR}/bin/python" -c 'import pypaimon' \

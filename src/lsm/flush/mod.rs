@@ -1,8 +1,12 @@
 //! Writing sorted rows as data files: what a flush of the write buffer and a compaction
 //! both end with. A [`FileTarget`] names where the files go (table, partition, bucket,
 //! level, why); [`FileTarget::write`] rolls files at `target-file-size`, encodes each off
-//! the async runtime and stores it, and returns the manifest entries to commit. Its own
-//! module so that the writer and the compactor both depend on it and not on each other.
+//! the async runtime and stores it, and returns the manifest entries to commit. The rows
+//! come as rows (a flush, a merge) or as columns (a compaction's files that need no
+//! merge), encoded a chunk at a time either way. Its own module so that the writer and
+//! the compactor both depend on it and not on each other.
+
+use std::borrow::Cow;
 
 use bytes::Bytes;
 use object_store::{ObjectStoreExt, PutPayload};
@@ -164,7 +168,7 @@ impl FileTarget<'_> {
         loop {
             let schema = schema.clone();
             let encoded = tokio::task::spawn_blocking(move || {
-                let file = input.encode_next_file(&schema, options, target, expected_rows);
+                let file = encode_next_file(&mut input, &schema, options, target, expected_rows);
                 (input, file)
             })
             .await
@@ -266,21 +270,36 @@ enum SortedInput {
 }
 
 impl SortedInput {
-    fn encode_next_file(
-        &mut self,
-        schema: &TableSchema,
-        options: DataFileWriteOptions,
-        target: u64,
-        expected_rows: usize,
-    ) -> Result<Option<(Bytes, FileStats)>> {
+    /// The next `STREAM_CHUNK_ROWS` rows (fewer at the end); `None` when none is left.
+    fn next_chunk(&mut self) -> Result<Option<Chunk>> {
         match self {
             SortedInput::Rows(rows) => {
-                encode_next_file(rows, schema, options, target, expected_rows)
+                let chunk = rows
+                    .by_ref()
+                    .take(STREAM_CHUNK_ROWS)
+                    .collect::<Result<Vec<_>>>()?;
+                Ok((!chunk.is_empty()).then_some(Chunk::Rows(chunk)))
             }
             SortedInput::Columns(chunks) => {
-                encode_next_file_of_columns(chunks, schema, options, target, expected_rows)
+                Ok(chunks.next_chunk(STREAM_CHUNK_ROWS)?.map(Chunk::Columns))
             }
         }
+    }
+}
+
+/// Rows encoded at once.
+enum Chunk {
+    Rows(Vec<KeyValue>),
+    Columns(ColumnBatch),
+}
+
+impl Chunk {
+    /// The rows, as rows: what chooses a file's encodings when the file starts with them.
+    fn rows(&self, schema: &TableSchema) -> Result<Cow<'_, [KeyValue]>> {
+        Ok(match self {
+            Chunk::Rows(rows) => Cow::Borrowed(rows),
+            Chunk::Columns(columns) => Cow::Owned(columns.rows(&schema.fields, 0, None)?),
+        })
     }
 }
 
@@ -371,25 +390,17 @@ impl RollingFile {
     }
 }
 
-/// Encodes rows from `rows` into one file until its encoded size reaches `target` or the
+/// Encodes rows from `input` into one file until its encoded size reaches `target` or the
 /// rows end; `None` when no row was left.
 fn encode_next_file(
-    rows: &mut RowStream,
+    input: &mut SortedInput,
     schema: &TableSchema,
     options: DataFileWriteOptions,
     target: u64,
     expected_rows: usize,
 ) -> Result<Option<(Bytes, FileStats)>> {
     let mut file: Option<RollingFile> = None;
-    let mut chunk = Vec::with_capacity(STREAM_CHUNK_ROWS);
-    loop {
-        chunk.clear();
-        for row in rows.by_ref().take(STREAM_CHUNK_ROWS) {
-            chunk.push(row?);
-        }
-        if chunk.is_empty() {
-            break;
-        }
+    while let Some(chunk) = input.next_chunk()? {
         let open = match &mut file {
             Some(open) => open,
             None => file.insert(RollingFile::new(
@@ -397,42 +408,14 @@ fn encode_next_file(
                 options,
                 target,
                 expected_rows,
-                &chunk,
+                &chunk.rows(schema)?,
             )?),
         };
-        if open.add(&chunk)? {
-            break;
-        }
-    }
-    file.map(RollingFile::finish).transpose()
-}
-
-/// [`encode_next_file`] of rows that come as columns.
-fn encode_next_file_of_columns(
-    chunks: &mut ColumnChunks,
-    schema: &TableSchema,
-    options: DataFileWriteOptions,
-    target: u64,
-    expected_rows: usize,
-) -> Result<Option<(Bytes, FileStats)>> {
-    let mut file: Option<RollingFile> = None;
-    while let Some(chunk) = chunks.next_chunk(STREAM_CHUNK_ROWS)? {
-        let open = match &mut file {
-            Some(open) => open,
-            None => {
-                // The rows that choose the columns' encodings, as `encode_next_file`
-                // gives them: the file's first chunk.
-                let first_rows = chunk.rows(&schema.fields, 0, None)?;
-                file.insert(RollingFile::new(
-                    schema,
-                    options,
-                    target,
-                    expected_rows,
-                    &first_rows,
-                )?)
-            }
+        let full = match &chunk {
+            Chunk::Rows(rows) => open.add(rows)?,
+            Chunk::Columns(columns) => open.add_columns(columns, schema)?,
         };
-        if open.add_columns(&chunk, schema)? {
+        if full {
             break;
         }
     }

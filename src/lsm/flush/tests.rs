@@ -274,9 +274,8 @@ fn encode_all(mut input: SortedInput, schema: &TableSchema, target: u64) -> Vec<
     let key_types = schema.types_of(&schema.trimmed_key_indices());
     let options = DataFileWriteOptions::from_table_options("zstd", 1).unwrap();
     let mut files = Vec::new();
-    while let Some((bytes, stats)) = input
-        .encode_next_file(schema, options, target, 10_000)
-        .unwrap()
+    while let Some((bytes, stats)) =
+        encode_next_file(&mut input, schema, options, target, 10_000).unwrap()
     {
         let c = &stats.counts;
         let summary = format!(
